@@ -1,0 +1,1 @@
+"""PKB-free engine of the MongoDB benchmarks."""

@@ -1,0 +1,166 @@
+"""`mongobench`: the engine's command line, no PKB needed.
+
+    mongobench perftables list
+    mongobench perftables run --uri-file F [--experiments a,b] [--scale smoke] [--out r.json]
+    mongobench report --pkb-results perfkitbenchmarker_results.json [...] [--out report.md]
+    mongobench testbed up|down|status [--dir D]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from mongobench import experiments as exp_mod
+from mongobench import redact
+
+
+def _csv(value: str | None) -> list[str] | None:
+    return [v.strip() for v in value.split(",") if v.strip()] if value else None
+
+
+def _overrides(pairs: list[str] | None) -> dict:
+    """--set key=value (values parsed as YAML scalars: 10 -> int, true -> bool)."""
+    import yaml
+
+    out = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--set takes key=value, not {pair!r}")
+        out[key.strip()] = yaml.safe_load(value)
+    return out
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def cmd_perftables_list(args) -> int:
+    catalog = exp_mod.load(args.experiments_file or exp_mod.PERFTABLES_FILE)
+    for name, e in catalog.items():
+        labels = [v.label for v in e.resolve(args.scale)]
+        print(f"{name}: {e.title} [{e.workload}] variants: {', '.join(labels)}")
+    return 0
+
+
+def cmd_perftables_run(args) -> int:
+    from mongobench import perftables, report, results
+
+    try:
+        uri = redact.read_uri(args.uri, args.uri_file, args.uri_env)
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"mongobench: {e}") from None
+    if args.uri:
+        _log("warning: a URI on the command line is visible to other users; prefer --uri-file")
+    os_path = False if args.os_path == "none" else args.os_path
+    try:
+        run = perftables.run(
+            uri,
+            _csv(args.experiments),
+            args.scale,
+            args.out,
+            database=args.database,
+            variants=_csv(args.variants),
+            overrides=_overrides(args.set),
+            log=_log,
+            os_path=os_path,
+            max_seconds=args.max_seconds,
+            experiments_file=args.experiments_file,
+        )
+    except exp_mod.ExperimentError as e:
+        raise SystemExit(f"mongobench: {e}") from None
+    samples = results.to_samples(run)
+    if args.samples:
+        perftables.write_json_atomic(args.samples, samples)
+    print(report.render(samples, exp_mod.load(args.experiments_file or exp_mod.PERFTABLES_FILE)))
+    bad = results.failed(run)
+    for r in bad:
+        _log(f"FAILED {r['experiment']} [{r['label']}]: {r['error']}")
+    return 1 if bad else 0
+
+
+def cmd_report(args) -> int:
+    from mongobench import report
+
+    samples = []
+    for path in args.pkb_results:
+        samples += report.load_pkb_results(path)
+    text = report.render(samples)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+        _log(f"wrote {args.out}")
+    else:
+        print(text)
+    return 0
+
+
+def cmd_testbed(args) -> int:
+    from mongobench import testbed
+
+    if args.action == "up":
+        state = testbed.up(args.dir, with_ssh=not args.no_ssh, server=args.server)
+        print(json.dumps(testbed.public_state(state), indent=1))
+    elif args.action == "down":
+        testbed.down(args.dir)
+    else:
+        print(json.dumps(testbed.public_state(testbed.status(args.dir)), indent=1))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="mongobench", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+
+    pt = sub.add_parser("perftables", help="MongoDB Performance Tables experiments")
+    pts = pt.add_subparsers(dest="action", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--scale", default="smoke", help=f"{', '.join(exp_mod.SCALES)} or a factor")
+    common.add_argument("--experiments-file", help="experiment declarations (YAML)")
+    ls = pts.add_parser("list", parents=[common], help="experiments and their variants")
+    ls.set_defaults(func=cmd_perftables_list)
+    run = pts.add_parser("run", parents=[common], help="run experiments against a URI")
+    target = run.add_mutually_exclusive_group(required=True)
+    target.add_argument("--uri-file", help="file holding the connection string (keeps secrets off argv)")
+    target.add_argument("--uri-env", help="environment variable holding the connection string")
+    target.add_argument("--uri", help="connection string (visible in the process list)")
+    run.add_argument("--experiments", help="comma-separated names (default: all)")
+    run.add_argument("--variants", help="comma-separated variant labels (default: all)")
+    run.add_argument("--database", default="mongobench", help="database the experiments own")
+    run.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a setting")
+    run.add_argument("--out", default="perftables-results.json", help="raw results (JSON)")
+    run.add_argument("--samples", help="also write the samples (JSON)")
+    run.add_argument(
+        "--os-path",
+        default=None,
+        help="sample OS metrics of the disk holding this path on this host ('none': off)",
+    )
+    run.add_argument("--max-seconds", type=float, help="cap on each timed phase")
+    run.set_defaults(func=cmd_perftables_run)
+
+    rp = sub.add_parser("report", help="markdown tables from PKB results files")
+    rp.add_argument("--pkb-results", nargs="+", required=True)
+    rp.add_argument("--out")
+    rp.set_defaults(func=cmd_report)
+
+    tb = sub.add_parser("testbed", help="local stand-in server + sshd static VM")
+    tb.add_argument("action", choices=("up", "down", "status"))
+    tb.add_argument("--dir", default=None, help="state directory (default: under the temp dir)")
+    tb.add_argument("--no-ssh", action="store_true", help="only the MongoDB server")
+    tb.add_argument(
+        "--server", choices=("auto", "mongod", "standin"), default="auto",
+        help="auto: mongod when on PATH, else the stand-in",
+    )
+    tb.set_defaults(func=cmd_testbed)
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

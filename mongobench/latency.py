@@ -1,0 +1,64 @@
+"""Client-side latency per operation type, in HdrHistogram (microseconds)."""
+
+from __future__ import annotations
+
+import base64
+
+from hdrh.histogram import HdrHistogram
+
+LOWEST_US = 1
+HIGHEST_US = 3_600_000_000  # one hour: nothing a client waits for is longer
+SIGNIFICANT_DIGITS = 3
+PERCENTILES = (50.0, 95.0, 99.0, 99.9)
+
+
+def new_histogram() -> HdrHistogram:
+    return HdrHistogram(LOWEST_US, HIGHEST_US, SIGNIFICANT_DIGITS)
+
+
+class LatencyRecorder:
+    """One histogram per operation type; one recorder per thread (not locked)."""
+
+    def __init__(self):
+        self.histograms: dict[str, HdrHistogram] = {}
+
+    def record(self, op: str, micros: float) -> None:
+        hist = self.histograms.get(op)
+        if hist is None:
+            hist = self.histograms[op] = new_histogram()
+        hist.record_value(min(max(int(micros), LOWEST_US), HIGHEST_US))
+
+    def merge(self, other: LatencyRecorder) -> None:
+        for op, hist in other.histograms.items():
+            mine = self.histograms.get(op)
+            if mine is None:
+                mine = self.histograms[op] = new_histogram()
+            mine.add(hist)
+
+    def encode(self) -> dict[str, str]:
+        """Compressed histograms, so several clients can be merged exactly."""
+        return {op: base64.b64encode(h.encode()).decode() for op, h in self.histograms.items()}
+
+    @classmethod
+    def decode(cls, encoded: dict[str, str]) -> LatencyRecorder:
+        rec = cls()
+        for op, text in encoded.items():
+            hist = HdrHistogram.decode(base64.b64decode(text))
+            # decode() keeps the encoder's range; merge into ours to normalise.
+            rec.histograms[op] = new_histogram()
+            rec.histograms[op].add(hist)
+        return rec
+
+
+def summarize(hist: HdrHistogram) -> dict[str, float]:
+    """Count, mean, percentiles and max in milliseconds."""
+    if hist.get_total_count() == 0:
+        return {"count": 0}
+    out = {
+        "count": hist.get_total_count(),
+        "mean_ms": hist.get_mean_value() / 1000.0,
+        "max_ms": hist.get_max_value() / 1000.0,
+    }
+    for p in PERCENTILES:
+        out[f"p{p:g}_ms"] = hist.get_value_at_percentile(p) / 1000.0
+    return out

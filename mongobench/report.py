@@ -1,0 +1,126 @@
+"""Markdown tables in the seed's layout from samples (PKB results or a local run).
+
+PKB writes one JSON sample per line; metadata is either a dict (`metadata`,
+with --collapse_labels=False) or a `labels` string `|key:value|,|key:value|`.
+Both are read. Rows are variants, in the experiment's order; a figure without
+a sample shows as "n/a" (missing, not zero).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+
+from mongobench import experiments as exp_mod
+from mongobench.results import COLUMNS
+
+_BY_METRIC = {c.metric: key for key, c in COLUMNS.items()}
+
+
+def parse_labels(labels: str) -> dict[str, str]:
+    """PKB's `|k:v|,|k:v|` label string (values may contain ':' and ',')."""
+    out = {}
+    if not labels:
+        return out
+    for part in labels.strip("|").split("|,|"):
+        k, _, v = part.partition(":")
+        out[k] = v
+    return out
+
+
+def load_pkb_results(path: str) -> list[dict]:
+    samples = []
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}:{n}: not a JSON sample: {e}") from None
+            md = rec.get("metadata")
+            if md is None:
+                md = parse_labels(rec.get("labels", ""))
+            samples.append(
+                {
+                    "metric": rec["metric"],
+                    "value": rec["value"],
+                    "unit": rec.get("unit", ""),
+                    "metadata": md,
+                    "run_uri": rec.get("run_uri", ""),
+                }
+            )
+    return samples
+
+
+def group(samples: list[dict]) -> dict:
+    """experiment -> (run_uri, variant_index, variant) -> {column key: value}."""
+    out: dict = {}
+    for s in samples:
+        md = s.get("metadata") or {}
+        experiment = md.get("experiment")
+        key = _BY_METRIC.get(s["metric"])
+        if not experiment or key is None:
+            continue
+        idx = int(float(md.get("variant_index", -1)))
+        row_key = (s.get("run_uri", ""), idx, str(md.get("variant")))
+        row = out.setdefault(experiment, {}).setdefault(row_key, {"_md": md})
+        row[key] = float(s["value"])
+    return out
+
+
+def _fmt(value, digits):
+    if value is None:
+        return "n/a"
+    return f"{value:,.{digits}f}".replace(",", "") if digits else f"{round(value)}"
+
+
+def table(rows: dict, columns: list[str], label_header: str) -> str:
+    runs = {k[0] for k in rows}
+    multi = len(runs) > 1
+    headers = (["Run"] if multi else []) + [
+        label_header if c == "label" else COLUMNS[c].header for c in columns
+    ]
+    lines = ["| " + " | ".join(headers) + " |", "| " + " | ".join(["--:"] * len(headers)) + " |"]
+    for (run, _, variant), row in sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        cells = [run] if multi else []
+        for c in columns:
+            cells.append(variant if c == "label" else _fmt(row.get(c), COLUMNS[c].digits))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def render(samples: list[dict], catalog: dict | None = None, title: str | None = None) -> str:
+    """The seed's sections for every experiment that has samples."""
+    catalog = catalog or exp_mod.load()
+    grouped = group(samples)
+    sections: OrderedDict[str, list[str]] = OrderedDict()
+    for name, experiment in catalog.items():
+        if name not in grouped:
+            continue
+        rows = grouped[name]
+        label_header = experiment.headers.get("label", ", ".join(experiment.label))
+        parts = [f"## {experiment.title}", ""]
+        if experiment.description:
+            parts += [experiment.description, ""]
+        any_md = next(iter(rows.values()))["_md"]
+        parts += [
+            f"Scale: {any_md.get('scale', '?')}; server {any_md.get('server_version', '?')}"
+            f" ({any_md.get('topology', '?')}).",
+            "",
+        ]
+        for table_name, heading in (("performance", "Performance"), ("resources", "Resource Usage")):
+            cols = experiment.tables.get(table_name)
+            if cols:
+                parts += [f"### {heading}", "", table(rows, cols, label_header), ""]
+        sections.setdefault(experiment.section, []).append("\n".join(parts))
+    unknown = sorted(set(grouped) - set(catalog))
+    out = [f"# {title or 'MongoDB Performance Tables'}", ""]
+    for section, bodies in sections.items():
+        out += [f"# {section}", ""] + bodies
+    if unknown:
+        out += [f"Samples of unknown experiments were skipped: {', '.join(unknown)}", ""]
+    if not sections:
+        out += ["No Performance Tables samples found.", ""]
+    return "\n".join(out)
