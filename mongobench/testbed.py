@@ -24,8 +24,6 @@ from dataclasses import dataclass
 
 import yaml
 
-from mongobench import javabuild
-
 STATE_FILE = "state.json"
 
 
@@ -80,6 +78,8 @@ def start_server(workdir: str, kind: str = "auto", log_name: str = "server.log")
         proc = subprocess.Popen(cmd, stdout=log, stderr=log, start_new_session=True)
         wait_port(port, 60, proc)
     else:
+        from mongobench import javabuild
+
         javabuild.build()
         proc = subprocess.Popen(
             javabuild.standin_command("127.0.0.1", 0),

@@ -1,0 +1,57 @@
+import re
+import uuid
+
+import bson
+import pytest
+
+from mongobench.docgen import DocFactory, business_id
+
+
+@pytest.mark.parametrize("kb", [1, 4, 32, 256, 2048])
+@pytest.mark.parametrize("id_type", ["objectid", "uuid", "business_id"])
+def test_documents_have_the_exact_size(kb, id_type):
+    f = DocFactory(kb * 1024, id_type, n_int_fields=2)
+    doc = f.make()
+    assert len(doc.raw) == kb * 1024
+    assert bson.decode(doc.raw)  # valid BSON after patching
+
+
+def test_id_types():
+    oid = bson.decode(DocFactory(1024, "objectid").make().raw)["_id"]
+    assert isinstance(oid, bson.ObjectId)
+    raw_uuid = bson.decode(DocFactory(1024, "uuid").make().raw)["_id"]
+    assert isinstance(raw_uuid, bson.Binary) and raw_uuid.subtype == 4
+    assert uuid.UUID(bytes=bytes(raw_uuid)).version == 4
+    bid = bson.decode(DocFactory(1024, "business_id").make().raw)["_id"]
+    assert re.fullmatch(r"ACC\d{5}[0-9a-f]{16}", bid)
+
+
+def test_ids_are_unique_and_content_random():
+    f = DocFactory(4096, "business_id", n_int_fields=3, seed=7)
+    docs = [bson.decode(d.raw) for d in f.batch(500)]
+    assert len({d["_id"] for d in docs}) == 500
+    assert len({d["s0"] for d in docs}) == 500
+    assert all(0 <= d["i2"] < 1_000_000 for d in docs)
+    assert len({d["i0"] for d in docs}) > 400
+
+
+def test_same_seed_same_content():
+    a = DocFactory(1024, "uuid", n_int_fields=1, seed=3).make()
+    b = DocFactory(1024, "uuid", n_int_fields=1, seed=3).make()
+    assert a.raw == b.raw
+
+
+def test_explicit_values():
+    f = DocFactory(1024, "objectid", n_int_fields=2)
+    d = bson.decode(f.make(_id=bson.ObjectId(b"a" * 12), ints=[5, 6]).raw)
+    assert d["_id"] == bson.ObjectId(b"a" * 12) and (d["i0"], d["i1"]) == (5, 6)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="id_type"):
+        DocFactory(1024, "serial")
+    with pytest.raises(ValueError, match="at least"):
+        DocFactory(10)
+    with pytest.raises(ValueError, match="business id"):
+        DocFactory(1024, "business_id").make(_id="ACC1")
+    assert business_id(__import__("random").Random(1), 255).endswith("00000000000000ff")

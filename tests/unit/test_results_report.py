@@ -1,0 +1,113 @@
+import json
+
+import pytest
+
+from mongobench import experiments as exp_mod
+from mongobench import latency, report, results
+
+
+def raw_result(label="4", docs=1000, duration=2.0, errors=None, server=True):
+    rec = latency.LatencyRecorder()
+    for us in (1000, 2000, 3000, 4000):
+        rec.record("insert", us)
+    before = {"cache_pages_read": 10, "cache_bytes_written": 0, "wal_bytes": 0, "write_conflicts": 0, "network_bytes_out": 0}
+    after = {"cache_pages_read": 30, "cache_bytes_written": 2048 * 10, "wal_bytes": 1024 * 6, "write_conflicts": 4, "network_bytes_out": 2**20}
+    if not server:
+        before = after = dict.fromkeys(before)
+    return {
+        "status": "ok", "experiment": "insert_docsize", "label": label, "variant_index": 1,
+        "params": {"doc_size_kb": 4}, "settings": {"doc_size_kb": 4, "threads": 10, "total_docs": docs},
+        "duration_s": duration, "threads": 10, "ops": {"insert": 4}, "docs": docs, "bytes": docs * 4096,
+        "errors": errors or {}, "latency": rec.encode(), "server_before": before, "server_after": after,
+        "os_client": {"cpu_pct": 50.0}, "prepared": {"preload_docs": 0},
+    }
+
+
+RUN = {"scale": "smoke", "scale_factor": 1.2e-4, "server_version": "7.0.1", "topology": "Single"}
+
+
+def test_figures_follow_the_seed_definitions():
+    f = results.figures(raw_result())
+    assert f["docs_per_s"] == 500
+    assert f["data_mb"] == pytest.approx(1000 * 4096 / 2**20)
+    assert f["mb_per_s"] == pytest.approx(f["data_mb"] / 2)
+    assert f["cache_read_pages_s"] == 10
+    assert f["cache_write_kb_s"] == 10
+    assert f["wal_kb_s"] == 3
+    assert f["write_conflicts"] == 4
+    assert f["avg_latency_ms"] == pytest.approx(2.5, rel=0.01)
+    assert f["cpu_pct"] is None  # no server VM: missing, not the client's CPU
+    assert f["client_cpu_pct"] == 50.0
+
+
+def test_samples_carry_metadata_and_omit_missing_figures():
+    run = dict(RUN, results=[raw_result(server=False, errors={"insert: AutoReconnect": 2}), {"status": "failed", "experiment": "insert_docsize", "label": "1", "error": "x"}])
+    samples = results.to_samples(run, {"cloud": "Static"})
+    names = {s["metric"] for s in samples}
+    assert "Document Throughput" in names and "insert Latency p99" in names
+    assert "Write to WAL" not in names and "Server CPU Usage" not in names
+    md = next(s["metadata"] for s in samples if s["metric"] == "Document Throughput")
+    assert md["experiment"] == "insert_docsize" and md["variant"] == "4" and md["doc_size_kb"] == 4
+    assert md["scale"] == "smoke" and md["server_version"] == "7.0.1" and md["cloud"] == "Static"
+    assert "wal_kb_s" in md["missing_metrics"].split(",")
+    assert md["error_types"] == "insert: AutoReconnect=2"
+    assert next(s for s in samples if s["metric"] == "Operation Errors")["value"] == 2
+    assert [r["label"] for r in results.failed(run)] == ["1"]
+    p99 = next(s for s in samples if s["metric"] == "insert Latency p99")
+    assert p99["unit"] == "ms" and p99["value"] == pytest.approx(4.0, rel=0.01)
+
+
+def test_parse_pkb_labels():
+    assert report.parse_labels("|experiment:insert_docsize|,|target:mongodb://h:1/x|,|a:b,c|") == {
+        "experiment": "insert_docsize", "target": "mongodb://h:1/x", "a": "b,c"
+    }
+
+
+def pkb_lines(samples, collapse=True):
+    lines = []
+    for s in samples:
+        rec = {"metric": s["metric"], "value": s["value"], "unit": s["unit"], "run_uri": "abc"}
+        if collapse:
+            rec["labels"] = ",".join(f"|{k}:{v}|" for k, v in s["metadata"].items())
+        else:
+            rec["metadata"] = s["metadata"]
+        lines.append(json.dumps(rec))
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("collapse", [True, False])
+def test_report_from_pkb_results_has_seed_headers(tmp_path, collapse):
+    run = dict(RUN, results=[raw_result("4"), raw_result("1", docs=4000)])
+    run["results"][1]["variant_index"] = 0
+    path = tmp_path / "perfkitbenchmarker_results.json"
+    path.write_text(pkb_lines(results.to_samples(run), collapse))
+    text = report.render(report.load_pkb_results(str(path)), exp_mod.load())
+    assert "# Data Ingestion" in text and "## Expected insert speed by document size" in text
+    assert "| Document Size (KB) | Time Taken (s) | Data Loaded (MB) | Speed (docs/s) | Speed (MB/s) |" in text
+    assert "| Document Size (KB) | CPU Usage (%) | Time waiting for I/O (%) | Read into Cache (Pages/s) |" in text
+    rows = [ln for ln in text.splitlines() if ln.startswith("| 1 |") or ln.startswith("| 4 |")]
+    assert rows[0].startswith("| 1 | 2.0 | 16 | 2000 |")  # variant order, not label order
+    assert "| 4 | n/a | n/a | 10 | 10 | 3 |" in text
+
+
+def test_report_rejects_garbage(tmp_path):
+    p = tmp_path / "x.json"
+    p.write_text("{not json\n")
+    with pytest.raises(ValueError, match="x.json:1"):
+        report.load_pkb_results(str(p))
+    assert "No Performance Tables samples" in report.render([], exp_mod.load())
+
+
+def test_latency_encode_merge_roundtrip():
+    a, b = latency.LatencyRecorder(), latency.LatencyRecorder()
+    for v in range(1, 1001):
+        a.record("read", v)
+    b.record("read", 5_000_000)
+    b.record("update", 10)
+    merged = latency.LatencyRecorder.decode(a.encode())
+    merged.merge(latency.LatencyRecorder.decode(b.encode()))
+    s = latency.summarize(merged.histograms["read"])
+    assert s["count"] == 1001
+    assert s["p50_ms"] == pytest.approx(0.5, rel=0.01)
+    assert s["max_ms"] == pytest.approx(5000, rel=0.01)
+    assert latency.summarize(latency.new_histogram()) == {"count": 0}
