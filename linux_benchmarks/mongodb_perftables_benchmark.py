@@ -157,7 +157,7 @@ def Run(benchmark_spec):
       _DATABASE.value,
       variants=_VARIANTS.value,
       overrides=_Overrides(),
-      os_path=None,
+      os_path=state['workdir'],
       max_seconds=_MAX_SECONDS.value,
   )
   _, stderr = client.RobustRemoteCommand(command, ignore_failure=True)
