@@ -1,0 +1,73 @@
+"""The unmodified ./pkb.py against the test bed's static VM.
+
+Runs when PKB_DIR names a PKB checkout; PKB_PYTHON is the Python of an
+environment with PKB's requirements (default: python3.12). The plugin is
+installed into that environment with `pip install -e` if it is not there.
+"""
+
+import glob
+import json
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+from mongobench import testbed
+
+pytestmark = pytest.mark.e2e
+REPO = pathlib.Path(__file__).resolve().parents[2]
+PKB_DIR = os.environ.get("PKB_DIR")
+
+
+@pytest.fixture(scope="module")
+def pkb_python():
+    if not PKB_DIR or not os.path.exists(os.path.join(PKB_DIR, "pkb.py")):
+        pytest.skip("PKB_DIR does not name a PKB checkout (see README: end-to-end tests)")
+    py = os.environ.get("PKB_PYTHON", "python3.12")
+    if subprocess.run([py, "-c", "import mongobench_pkb"], capture_output=True).returncode:
+        subprocess.run([py, "-m", "pip", "install", "-q", "-e", str(REPO)], check=True)
+    return py
+
+
+def dpkg_selections():
+    return subprocess.run(["dpkg", "--get-selections"], capture_output=True, text=True).stdout
+
+
+def test_helpmatch_lists_our_flags(pkb_python):
+    out = subprocess.run([pkb_python, "pkb.py", "--helpmatch=mongodb_perftables"], cwd=PKB_DIR,
+                         capture_output=True, text=True, timeout=300).stdout
+    assert "--mongodb_perftables_scale" in out and "--mongodb_perftables_uri_file" in out
+
+
+def test_stress_fails_clearly_before_provisioning(pkb_python, tmp_path):
+    p = subprocess.run([pkb_python, "pkb.py", "--benchmarks=mongodb_stress", f"--temp_dir={tmp_path}"],
+                       cwd=PKB_DIR, capture_output=True, text=True, timeout=300)
+    assert p.returncode != 0
+    assert "mongodb_stress is not implemented yet" in p.stdout + p.stderr
+
+
+def test_perftables_on_the_test_bed(pkb_python, tmp_path):
+    state = testbed.up(str(tmp_path / "tb"))
+    before = dpkg_selections()
+    try:
+        p = subprocess.run(
+            [pkb_python, "pkb.py", "--benchmarks=mongodb_perftables",
+             f"--benchmark_config_file={state['configs']['mongodb_perftables']}",
+             f"--temp_dir={tmp_path / 'pkb'}"],
+            cwd=PKB_DIR, capture_output=True, text=True, timeout=1200)
+    finally:
+        testbed.down(str(tmp_path / "tb"))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "SUCCEEDED" in p.stdout + p.stderr
+    assert dpkg_selections() == before  # the static host's packages are as they were
+    [results] = glob.glob(str(tmp_path / "pkb" / "runs" / "*" / "perfkitbenchmarker_results.json"))
+    samples = [json.loads(line) for line in open(results)]
+    tput = [s for s in samples if s["metric"] == "Document Throughput"]
+    variants = sorted(int(s["labels"].split("|doc_size_kb:")[1].split("|")[0]) for s in tput)
+    assert variants == [1, 4, 32, 256, 2048]
+    for s in tput:
+        assert s["unit"] == "docs/sec" and s["value"] > 0
+        assert "|experiment:insert_docsize|" in s["labels"] and "|scale:smoke|" in s["labels"]
+    log = open(glob.glob(str(tmp_path / "pkb" / "runs" / "*" / "pkb.log"))[0]).read()
+    assert state["uri"] not in log  # the target is passed in a file, never on a command line
