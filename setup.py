@@ -34,7 +34,10 @@ class BuildPyWithPth(build_py):
         target.write_text(PTH_LINE)
 
     def get_outputs(self, include_bytecode=True):
-        return [*super().get_outputs(include_bytecode), str(pathlib.Path(self.build_lib) / PTH_NAME)]
+        return [
+            *super().get_outputs(include_bytecode),
+            str(pathlib.Path(self.build_lib) / PTH_NAME),
+        ]
 
 
 class EditableWheelWithPth(editable_wheel):

@@ -15,18 +15,13 @@ import logging
 import os
 
 from absl import flags
-from mongobench import deploy
-from mongobench import experiments as exp_mod
-from mongobench import redact
-from mongobench import results
-from perfkitbenchmarker import configs
-from perfkitbenchmarker import errors
-from perfkitbenchmarker import sample
-from perfkitbenchmarker import vm_util
-from perfkitbenchmarker.linux_packages import mongobench_client
-from perfkitbenchmarker.linux_packages import mongobench_host
+from perfkitbenchmarker import configs, errors, sample, vm_util
+from perfkitbenchmarker.linux_packages import mongobench_client, mongobench_host
 
-BENCHMARK_NAME = 'mongodb_perftables'
+from mongobench import deploy, redact, results
+from mongobench import experiments as exp_mod
+
+BENCHMARK_NAME = "mongodb_perftables"
 BENCHMARK_CONFIG = """
 mongodb_perftables:
   description: >
@@ -39,182 +34,178 @@ mongodb_perftables:
 """
 
 _EXPERIMENTS = flags.DEFINE_list(
-    'mongodb_perftables_experiments',
-    ['all'],
-    'Experiments to run (names in mongobench/experiments/perftables.yaml), or'
-    ' "all".',
+    "mongodb_perftables_experiments",
+    ["all"],
+    'Experiments to run (names in mongobench/experiments/perftables.yaml), or "all".',
 )
 _VARIANTS = flags.DEFINE_list(
-    'mongodb_perftables_variants',
+    "mongodb_perftables_variants",
     [],
     'Only these variant labels (e.g. "1,4" for document sizes); default all.',
 )
 _SCALE = flags.DEFINE_string(
-    'mongodb_perftables_scale',
-    'full',
-    'Size of every experiment: full (the seed sizes, e.g. 24 GB loads),'
-    ' tenth, hundredth, small, smoke, or a factor in (0, 1].',
+    "mongodb_perftables_scale",
+    "full",
+    "Size of every experiment: full (the seed sizes, e.g. 24 GB loads),"
+    " tenth, hundredth, small, smoke, or a factor in (0, 1].",
 )
 _URI_FILE = flags.DEFINE_string(
-    'mongodb_perftables_uri_file',
+    "mongodb_perftables_uri_file",
     None,
-    'File (on the PKB host) holding the target connection string,'
-    ' mongodb:// or mongodb+srv://.',
+    "File (on the PKB host) holding the target connection string, mongodb:// or mongodb+srv://.",
 )
 _URI_ENV = flags.DEFINE_string(
-    'mongodb_perftables_uri_env',
+    "mongodb_perftables_uri_env",
     None,
-    'Environment variable (on the PKB host) holding the target connection'
-    ' string.',
+    "Environment variable (on the PKB host) holding the target connection string.",
 )
 _DATABASE = flags.DEFINE_string(
-    'mongodb_perftables_database',
-    'mongobench',
-    'Database the experiments create and drop collections in.',
+    "mongodb_perftables_database",
+    "mongobench",
+    "Database the experiments create and drop collections in.",
 )
 _SET = flags.DEFINE_list(
-    'mongodb_perftables_set',
+    "mongodb_perftables_set",
     [],
-    'Setting overrides for every variant, key=value (e.g. threads=32).',
+    "Setting overrides for every variant, key=value (e.g. threads=32).",
 )
 _MAX_SECONDS = flags.DEFINE_float(
-    'mongodb_perftables_max_seconds',
+    "mongodb_perftables_max_seconds",
     None,
-    'Cap on each timed phase in seconds (the variant stops early and says so'
-    ' in its metadata).',
+    "Cap on each timed phase in seconds (the variant stops early and says so in its metadata).",
 )
 FLAGS = flags.FLAGS
 
 
 def GetConfig(user_config):
-  return configs.LoadConfig(BENCHMARK_CONFIG, user_config, BENCHMARK_NAME)
+    return configs.LoadConfig(BENCHMARK_CONFIG, user_config, BENCHMARK_NAME)
 
 
 def _Overrides():
-  out = {}
-  for pair in _SET.value:
-    key, sep, value = pair.partition('=')
-    if not sep or not key:
-      raise errors.Config.InvalidValue(
-          f'--mongodb_perftables_set takes key=value, not {pair!r}'
-      )
-    out[key] = value
-  return out
+    out = {}
+    for pair in _SET.value:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise errors.Config.InvalidValue(
+                f"--mongodb_perftables_set takes key=value, not {pair!r}"
+            )
+        out[key] = value
+    return out
 
 
 def CheckPrerequisites(benchmark_config):
-  """Validates flags before anything is provisioned."""
-  del benchmark_config
-  try:
-    catalog = exp_mod.load()
-    chosen = exp_mod.select(catalog, _EXPERIMENTS.value)
-    exp_mod.parse_scale(_SCALE.value)
-    if _VARIANTS.value:
-      labels = {v.label for e in chosen for v in e.resolve(_SCALE.value)}
-      unknown = sorted(set(_VARIANTS.value) - labels)
-      if unknown:
-        raise exp_mod.ExperimentError(f'unknown variant(s) {", ".join(unknown)}')
-  except exp_mod.ExperimentError as e:
-    raise errors.Config.InvalidValue(str(e)) from e
-  _Overrides()
-  if bool(_URI_FILE.value) == bool(_URI_ENV.value):
-    raise errors.Config.InvalidValue(
-        'Give the target deployment with exactly one of'
-        ' --mongodb_perftables_uri_file or --mongodb_perftables_uri_env.'
-        ' (MongoDB servers installed on PKB VMs are not implemented yet.)'
-    )
-  _ReadUri()
+    """Validates flags before anything is provisioned."""
+    del benchmark_config
+    try:
+        catalog = exp_mod.load()
+        chosen = exp_mod.select(catalog, _EXPERIMENTS.value)
+        exp_mod.parse_scale(_SCALE.value)
+        if _VARIANTS.value:
+            labels = {v.label for e in chosen for v in e.resolve(_SCALE.value)}
+            unknown = sorted(set(_VARIANTS.value) - labels)
+            if unknown:
+                raise exp_mod.ExperimentError(f"unknown variant(s) {', '.join(unknown)}")
+    except exp_mod.ExperimentError as e:
+        raise errors.Config.InvalidValue(str(e)) from e
+    _Overrides()
+    if bool(_URI_FILE.value) == bool(_URI_ENV.value):
+        raise errors.Config.InvalidValue(
+            "Give the target deployment with exactly one of"
+            " --mongodb_perftables_uri_file or --mongodb_perftables_uri_env."
+            " (MongoDB servers installed on PKB VMs are not implemented yet.)"
+        )
+    _ReadUri()
 
 
 def _ReadUri():
-  try:
-    return redact.read_uri(uri_file=_URI_FILE.value, env=_URI_ENV.value)
-  except (OSError, ValueError) as e:
-    raise errors.Config.InvalidValue(f'mongodb_perftables target: {e}') from e
+    try:
+        return redact.read_uri(uri_file=_URI_FILE.value, env=_URI_ENV.value)
+    except (OSError, ValueError) as e:
+        raise errors.Config.InvalidValue(f"mongodb_perftables target: {e}") from e
 
 
 def Prepare(benchmark_spec):
-  client = benchmark_spec.vm_groups['clients'][0]
-  mongobench_host.ProtectStaticVm(client)
-  client.Install('mongobench_client')
-  workdir = mongobench_client.Deploy(client)
-  uri_file = os.path.join(workdir, 'target.uri')
-  mongobench_client.PushSecret(client, uri_file, _ReadUri() + '\n')
-  benchmark_spec.mongobench = {'workdir': workdir, 'uri_file': uri_file}
+    client = benchmark_spec.vm_groups["clients"][0]
+    mongobench_host.ProtectStaticVm(client)
+    client.Install("mongobench_client")
+    workdir = mongobench_client.Deploy(client)
+    uri_file = os.path.join(workdir, "target.uri")
+    mongobench_client.PushSecret(client, uri_file, _ReadUri() + "\n")
+    benchmark_spec.mongobench = {"workdir": workdir, "uri_file": uri_file}
 
 
 def Run(benchmark_spec):
-  client = benchmark_spec.vm_groups['clients'][0]
-  state = benchmark_spec.mongobench
-  remote_out = os.path.join(state['workdir'], 'perftables-results.json')
-  client.RemoteCommand(f'rm -f {remote_out}')
-  command = deploy.perftables_command(
-      state['workdir'],
-      state['uri_file'],
-      remote_out,
-      _EXPERIMENTS.value,
-      _SCALE.value,
-      _DATABASE.value,
-      variants=_VARIANTS.value,
-      overrides=_Overrides(),
-      os_path=state['workdir'],
-      max_seconds=_MAX_SECONDS.value,
-  )
-  _, stderr = client.RobustRemoteCommand(command, ignore_failure=True)
-  local_out = os.path.join(vm_util.GetTempDir(), 'perftables-results.json')
-  try:
-    client.PullFile(local_out, remote_out)
-  except errors.VirtualMachine.RemoteCommandError as e:
-    raise errors.Benchmarks.RunError(
-        f'mongodb_perftables produced no results file: {stderr[-2000:]}'
-    ) from e
-  with open(local_out) as f:
-    run = json.load(f)
-  logging.info('mongodb_perftables raw results saved to %s', local_out)
+    client = benchmark_spec.vm_groups["clients"][0]
+    state = benchmark_spec.mongobench
+    remote_out = os.path.join(state["workdir"], "perftables-results.json")
+    client.RemoteCommand(f"rm -f {remote_out}")
+    command = deploy.perftables_command(
+        state["workdir"],
+        state["uri_file"],
+        remote_out,
+        _EXPERIMENTS.value,
+        _SCALE.value,
+        _DATABASE.value,
+        variants=_VARIANTS.value,
+        overrides=_Overrides(),
+        os_path=state["workdir"],
+        max_seconds=_MAX_SECONDS.value,
+    )
+    _, stderr = client.RobustRemoteCommand(command, ignore_failure=True)
+    local_out = os.path.join(vm_util.GetTempDir(), "perftables-results.json")
+    try:
+        client.PullFile(local_out, remote_out)
+    except errors.VirtualMachine.RemoteCommandError as e:
+        raise errors.Benchmarks.RunError(
+            f"mongodb_perftables produced no results file: {stderr[-2000:]}"
+        ) from e
+    with open(local_out) as f:
+        run = json.load(f)
+    logging.info("mongodb_perftables raw results saved to %s", local_out)
 
-  out = [
-      sample.Sample(s['metric'], s['value'], s['unit'], s['metadata'])
-      for s in results.to_samples(run)
-  ]
-  failed = results.failed(run)
-  for r in failed:
-    out.append(
-        sample.Sample(
-            'Variant Failed',
-            1,
-            'count',
-            {
-                'experiment': r['experiment'],
-                'variant': r['label'],
-                'error': r['error'][:1000],
-            },
+    out = [
+        sample.Sample(s["metric"], s["value"], s["unit"], s["metadata"])
+        for s in results.to_samples(run)
+    ]
+    failed = results.failed(run)
+    for r in failed:
+        out.append(
+            sample.Sample(
+                "Variant Failed",
+                1,
+                "count",
+                {
+                    "experiment": r["experiment"],
+                    "variant": r["label"],
+                    "error": r["error"][:1000],
+                },
+            )
         )
+    expected = sum(
+        len(exp_mod.filter_variants(e.resolve(_SCALE.value), _VARIANTS.value))
+        for e in exp_mod.select(exp_mod.load(), _EXPERIMENTS.value)
     )
-  expected = sum(
-      len(exp_mod.filter_variants(e.resolve(_SCALE.value), _VARIANTS.value))
-      for e in exp_mod.select(exp_mod.load(), _EXPERIMENTS.value)
-  )
-  if len(run['results']) < expected:
-    failed.append({'experiment': '?', 'label': '?', 'error': 'run ended early'})
-    logging.error(
-        'mongodb_perftables: %d of %d variants ran; driver stderr: %s',
-        len(run['results']),
-        expected,
-        stderr[-2000:],
-    )
-  # Cleanup turns failures into a FAILED status after these samples are kept.
-  benchmark_spec.mongobench['failed'] = [
-      f"{r['experiment']} [{r['label']}]: {r['error'][:300]}" for r in failed
-  ]
-  return out
+    if len(run["results"]) < expected:
+        failed.append({"experiment": "?", "label": "?", "error": "run ended early"})
+        logging.error(
+            "mongodb_perftables: %d of %d variants ran; driver stderr: %s",
+            len(run["results"]),
+            expected,
+            stderr[-2000:],
+        )
+    # Cleanup turns failures into a FAILED status after these samples are kept.
+    benchmark_spec.mongobench["failed"] = [
+        f"{r['experiment']} [{r['label']}]: {r['error'][:300]}" for r in failed
+    ]
+    return out
 
 
 def Cleanup(benchmark_spec):
-  client = benchmark_spec.vm_groups['clients'][0]
-  mongobench_client.Remove(client)
-  failed = getattr(benchmark_spec, 'mongobench', {}).get('failed')
-  if failed:
-    raise errors.Benchmarks.RunError(
-        f'{len(failed)} variant(s) failed (their samples are named "Variant'
-        ' Failed"): ' + '; '.join(failed)
-    )
+    client = benchmark_spec.vm_groups["clients"][0]
+    mongobench_client.Remove(client)
+    failed = getattr(benchmark_spec, "mongobench", {}).get("failed")
+    if failed:
+        raise errors.Benchmarks.RunError(
+            f'{len(failed)} variant(s) failed (their samples are named "Variant'
+            ' Failed"): ' + "; ".join(failed)
+        )

@@ -12,72 +12,69 @@ import os
 import posixpath
 import tempfile
 
-from mongobench import deploy
-from perfkitbenchmarker import errors
-from perfkitbenchmarker import vm_util
+from perfkitbenchmarker import errors, vm_util
 
-WORKDIR_NAME = 'mongobench'
+from mongobench import deploy
+
+WORKDIR_NAME = "mongobench"
 
 
 def AptInstall(vm):
-  vm.InstallPackages('python3 python3-venv python3-pip')
+    vm.InstallPackages("python3 python3-venv python3-pip")
 
 
 def YumInstall(vm):
-  vm.InstallPackages('python3 python3-pip')
+    vm.InstallPackages("python3 python3-pip")
 
 
 def WorkDir(vm):
-  """Our private directory on the VM: on its scratch disk when it has one."""
-  base = vm.GetScratchDir() if vm.scratch_disks else vm_util.VM_TMP_DIR
-  return posixpath.join(base, WORKDIR_NAME)
+    """Our private directory on the VM: on its scratch disk when it has one."""
+    base = vm.GetScratchDir() if vm.scratch_disks else vm_util.VM_TMP_DIR
+    return posixpath.join(base, WORKDIR_NAME)
 
 
 def Deploy(vm):
-  """Ships the engine to `vm`; returns the work directory."""
-  workdir = WorkDir(vm)
-  vm.RemoteCommand(
-      f'sudo mkdir -p {workdir} && sudo chown $(id -u):$(id -g) {workdir}'
-  )
-  _, _, rc = vm.RemoteCommandWithReturnCode(
-      'python3 -m venv --help >/dev/null 2>&1', ignore_failure=True
-  )
-  if rc:
-    raise errors.Setup.InvalidSetupError(
-        f'{vm.name}: python3 with the venv module is required on the client'
-        ' VM. On a static host without install_packages, install it first'
-        ' (Debian/Ubuntu: apt-get install python3-venv).'
+    """Ships the engine to `vm`; returns the work directory."""
+    workdir = WorkDir(vm)
+    vm.RemoteCommand(f"sudo mkdir -p {workdir} && sudo chown $(id -u):$(id -g) {workdir}")
+    _, _, rc = vm.RemoteCommandWithReturnCode(
+        "python3 -m venv --help >/dev/null 2>&1", ignore_failure=True
     )
-  local = os.path.join(vm_util.GetTempDir(), 'mongobench-engine.tar.gz')
-  with open(local, 'wb') as f:
-    f.write(deploy.archive_bytes())
-  remote_archive = posixpath.join(workdir, 'mongobench-engine.tar.gz')
-  vm.PushFile(local, remote_archive)
-  for cmd in deploy.setup_commands(workdir, remote_archive):
-    vm.RemoteCommand(cmd)
-  logging.info('mongobench client deployed on %s in %s', vm.name, workdir)
-  return workdir
+    if rc:
+        raise errors.Setup.InvalidSetupError(
+            f"{vm.name}: python3 with the venv module is required on the client"
+            " VM. On a static host without install_packages, install it first"
+            " (Debian/Ubuntu: apt-get install python3-venv)."
+        )
+    local = os.path.join(vm_util.GetTempDir(), "mongobench-engine.tar.gz")
+    with open(local, "wb") as f:
+        f.write(deploy.archive_bytes())
+    remote_archive = posixpath.join(workdir, "mongobench-engine.tar.gz")
+    vm.PushFile(local, remote_archive)
+    for cmd in deploy.setup_commands(workdir, remote_archive):
+        vm.RemoteCommand(cmd)
+    logging.info("mongobench client deployed on %s in %s", vm.name, workdir)
+    return workdir
 
 
 def PushSecret(vm, remote_path, content):
-  """Writes `content` to a 0600 file on the VM without it touching argv or logs.
+    """Writes `content` to a 0600 file on the VM without it touching argv or logs.
 
-  The remote file is created empty with mode 0600 before scp overwrites its
-  content, so it is never readable by others, even briefly.
-  """
-  vm.RemoteCommand(
-      f'umask 077 && rm -f {remote_path} && touch {remote_path} &&'
-      f' chmod 600 {remote_path}'
-  )
-  fd, local = tempfile.mkstemp(dir=vm_util.GetTempDir(), prefix='secret-')
-  try:
-    with os.fdopen(fd, 'w') as f:
-      f.write(content)
-    vm.PushFile(local, remote_path)
-  finally:
-    os.remove(local)
+    The remote file is created empty with mode 0600 before scp overwrites its
+    content, so it is never readable by others, even briefly.
+    """
+    vm.RemoteCommand(
+        f"umask 077 && rm -f {remote_path} && touch {remote_path} && chmod 600 {remote_path}"
+    )
+    fd, local = tempfile.mkstemp(dir=vm_util.GetTempDir(), prefix="secret-")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(content)
+        vm.PushFile(local, remote_path)
+    finally:
+        os.remove(local)
 
 
 def Remove(vm):
-  """Deletes the work directory (engine, virtualenv, result files)."""
-  vm.RemoteCommand(f'sudo rm -rf {WorkDir(vm)}', ignore_failure=True)
+    """Deletes the work directory (engine, virtualenv, result files)."""
+    vm.RemoteCommand(f"sudo rm -rf {WorkDir(vm)}", ignore_failure=True)

@@ -1,9 +1,9 @@
 """`mongobench`: the engine's command line, no PKB needed.
 
-    mongobench perftables list
-    mongobench perftables run --uri-file F [--experiments a,b] [--scale smoke] [--out r.json]
-    mongobench report --pkb-results perfkitbenchmarker_results.json [...] [--out report.md]
-    mongobench testbed up|down|status [--dir D]
+mongobench perftables list
+mongobench perftables run --uri-file F [--experiments a,b] [--scale smoke] [--out r.json]
+mongobench report --pkb-results perfkitbenchmarker_results.json [...] [--out report.md]
+mongobench testbed up|down|status [--dir D]
 """
 
 from __future__ import annotations
@@ -123,7 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
     ls.set_defaults(func=cmd_perftables_list)
     run = pts.add_parser("run", parents=[common], help="run experiments against a URI")
     target = run.add_mutually_exclusive_group(required=True)
-    target.add_argument("--uri-file", help="file holding the connection string (keeps secrets off argv)")
+    target.add_argument(
+        "--uri-file", help="file holding the connection string (keeps secrets off argv)"
+    )
     target.add_argument("--uri-env", help="environment variable holding the connection string")
     target.add_argument("--uri", help="connection string (visible in the process list)")
     run.add_argument("--experiments", help="comma-separated names (default: all)")
@@ -150,7 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
     tb.add_argument("--dir", default=None, help="state directory (default: under the temp dir)")
     tb.add_argument("--no-ssh", action="store_true", help="only the MongoDB server")
     tb.add_argument(
-        "--server", choices=("auto", "mongod", "standin"), default="auto",
+        "--server",
+        choices=("auto", "mongod", "standin"),
+        default="auto",
         help="auto: mongod when on PATH, else the stand-in",
     )
     tb.set_defaults(func=cmd_testbed)

@@ -153,4 +153,3 @@ def _encoded_id(value) -> bytes:
             raise ValueError(f"business id must be {_BUSINESS_ID_LEN} characters: {value!r}")
         return value.encode()
     raise TypeError(f"unsupported _id type {type(value).__name__}")
-

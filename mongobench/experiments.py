@@ -120,9 +120,7 @@ def load(path: pathlib.Path | str = PERFTABLES_FILE) -> dict[str, Experiment]:
     return out
 
 
-def select(
-    experiments: dict[str, Experiment], names: list[str] | None
-) -> list[Experiment]:
+def select(experiments: dict[str, Experiment], names: list[str] | None) -> list[Experiment]:
     """Experiments by name in file order; all when `names` is empty or ['all']."""
     if not names or names == ["all"]:
         return list(experiments.values())

@@ -117,9 +117,7 @@ def build(force: bool = False, *, timeout: float | None = 1800) -> None:
                 check=False,
             )
         except subprocess.TimeoutExpired as exc:
-            raise RuntimeError(
-                f"mvn package in {JAVA_DIR} timed out after {timeout} s"
-            ) from exc
+            raise RuntimeError(f"mvn package in {JAVA_DIR} timed out after {timeout} s") from exc
         if proc.returncode != 0:
             tail = "\n".join(proc.stdout.splitlines()[-_OUTPUT_TAIL_LINES:])
             raise RuntimeError(
@@ -154,9 +152,7 @@ def ycsb_classpath() -> str:
     return str(lib / "*")
 
 
-def standin_command(
-    host: str = "127.0.0.1", port: int = 0, java: str = "java"
-) -> list[str]:
+def standin_command(host: str = "127.0.0.1", port: int = 0, java: str = "java") -> list[str]:
     """argv that starts the stand-in; it prints ``LISTENING <host>:<port>`` once bound."""
     return [
         java,

@@ -75,7 +75,7 @@ def run_variant(
     def body(i):
         try:
             workload.worker(i, nthreads, stats[i], stop)
-        except Exception:  # a crashed thread fails the variant, loudly
+        except Exception:  # noqa: BLE001 - a crashed thread fails the variant, loudly
             failures.append(traceback.format_exc())
             stop.set()
 
@@ -96,7 +96,9 @@ def run_variant(
     status_after = server_status(client)
     after = serverstats.extract(status_after)
     if failures:
-        raise RuntimeError(f"{experiment.name} [{variant.label}]: client thread failed:\n{failures[0]}")
+        raise RuntimeError(
+            f"{experiment.name} [{variant.label}]: client thread failed:\n{failures[0]}"
+        )
 
     total = ThreadStats()
     for s in stats:
@@ -182,7 +184,7 @@ def run(
                         client, database, experiment, v, log, os_path, max_seconds=max_seconds
                     )
                     log(f"{experiment.name} [{v.label}]: {_one_line(res)}")
-                except Exception as e:  # recorded, reported, and fails the run
+                except Exception as e:  # noqa: BLE001 - recorded, reported, fails the run
                     res = {
                         "schema": RESULT_SCHEMA,
                         "status": "failed",

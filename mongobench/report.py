@@ -110,7 +110,10 @@ def render(samples: list[dict], catalog: dict | None = None, title: str | None =
             f" ({any_md.get('topology', '?')}).",
             "",
         ]
-        for table_name, heading in (("performance", "Performance"), ("resources", "Resource Usage")):
+        for table_name, heading in (
+            ("performance", "Performance"),
+            ("resources", "Resource Usage"),
+        ):
             cols = experiment.tables.get(table_name)
             if cols:
                 parts += [f"### {heading}", "", table(rows, cols, label_header), ""]

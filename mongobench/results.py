@@ -104,7 +104,8 @@ def metadata(run: dict, res: dict) -> dict:
         "variant_index": res.get("variant_index", -1),
         "scale": run.get("scale"),
         "scale_factor": run.get("scale_factor"),
-        "server_version": run.get("server_version") or res.get("server_info", {}).get("server_version"),
+        "server_version": run.get("server_version")
+        or res.get("server_info", {}).get("server_version"),
         "topology": run.get("topology"),
         "threads": res.get("threads"),
     }

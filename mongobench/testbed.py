@@ -174,7 +174,9 @@ class Sshd:
 def start_sshd(workdir: str) -> Sshd:
     sshd = shutil.which("sshd") or "/usr/sbin/sshd"
     if not os.path.exists(sshd):
-        raise RuntimeError("sshd not found: install openssh-server (apt-get install openssh-server)")
+        raise RuntimeError(
+            "sshd not found: install openssh-server (apt-get install openssh-server)"
+        )
     d = os.path.join(workdir, "ssh")
     os.makedirs(d, mode=0o700, exist_ok=True)
     for key in ("ssh_host_ed25519_key", "id_ed25519"):

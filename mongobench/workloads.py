@@ -131,9 +131,7 @@ class InsertWorkload(Workload):
             raise ValueError("batch_size must be >= 1")
 
     def factory(self, seed: int) -> DocFactory:
-        return DocFactory(
-            self.doc_bytes, self.s["id_type"], n_int_fields=self.n_indexes, seed=seed
-        )
+        return DocFactory(self.doc_bytes, self.s["id_type"], n_int_fields=self.n_indexes, seed=seed)
 
     def prepare(self):
         coll = self.collection()

@@ -9,7 +9,9 @@ import glob
 import json
 import os
 import pathlib
+import shutil
 import subprocess
+import tempfile
 
 import pytest
 
@@ -30,38 +32,64 @@ def pkb_python():
     return py
 
 
+@pytest.fixture
+def pkb_temp():
+    # PKB puts ssh ControlMaster sockets under --temp_dir: keep it short (108-byte limit).
+    d = tempfile.mkdtemp(prefix="pkb-", dir="/tmp")
+    yield pathlib.Path(d)
+    shutil.rmtree(d, ignore_errors=True)
+
+
 def dpkg_selections():
     return subprocess.run(["dpkg", "--get-selections"], capture_output=True, text=True).stdout
 
 
 def test_helpmatch_lists_our_flags(pkb_python):
-    out = subprocess.run([pkb_python, "pkb.py", "--helpmatch=mongodb_perftables"], cwd=PKB_DIR,
-                         capture_output=True, text=True, timeout=300).stdout
+    out = subprocess.run(
+        [pkb_python, "pkb.py", "--helpmatch=mongodb_perftables"],
+        cwd=PKB_DIR,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    ).stdout
     assert "--mongodb_perftables_scale" in out and "--mongodb_perftables_uri_file" in out
 
 
-def test_stress_fails_clearly_before_provisioning(pkb_python, tmp_path):
-    p = subprocess.run([pkb_python, "pkb.py", "--benchmarks=mongodb_stress", f"--temp_dir={tmp_path}"],
-                       cwd=PKB_DIR, capture_output=True, text=True, timeout=300)
+def test_stress_fails_clearly_before_provisioning(pkb_python, pkb_temp):
+    p = subprocess.run(
+        [pkb_python, "pkb.py", "--benchmarks=mongodb_stress", f"--temp_dir={pkb_temp}"],
+        cwd=PKB_DIR,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode != 0
     assert "mongodb_stress is not implemented yet" in p.stdout + p.stderr
 
 
-def test_perftables_on_the_test_bed(pkb_python, tmp_path):
+def test_perftables_on_the_test_bed(pkb_python, tmp_path, pkb_temp):
     state = testbed.up(str(tmp_path / "tb"))
     before = dpkg_selections()
     try:
         p = subprocess.run(
-            [pkb_python, "pkb.py", "--benchmarks=mongodb_perftables",
-             f"--benchmark_config_file={state['configs']['mongodb_perftables']}",
-             f"--temp_dir={tmp_path / 'pkb'}"],
-            cwd=PKB_DIR, capture_output=True, text=True, timeout=1200)
+            [
+                pkb_python,
+                "pkb.py",
+                "--benchmarks=mongodb_perftables",
+                f"--benchmark_config_file={state['configs']['mongodb_perftables']}",
+                f"--temp_dir={pkb_temp}",
+            ],
+            cwd=PKB_DIR,
+            capture_output=True,
+            text=True,
+            timeout=1200,
+        )
     finally:
         testbed.down(str(tmp_path / "tb"))
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert "SUCCEEDED" in p.stdout + p.stderr
     assert dpkg_selections() == before  # the static host's packages are as they were
-    [results] = glob.glob(str(tmp_path / "pkb" / "runs" / "*" / "perfkitbenchmarker_results.json"))
+    [results] = glob.glob(str(pkb_temp / "runs" / "*" / "perfkitbenchmarker_results.json"))
     samples = [json.loads(line) for line in open(results)]
     tput = [s for s in samples if s["metric"] == "Document Throughput"]
     variants = sorted(int(s["labels"].split("|doc_size_kb:")[1].split("|")[0]) for s in tput)
@@ -69,5 +97,5 @@ def test_perftables_on_the_test_bed(pkb_python, tmp_path):
     for s in tput:
         assert s["unit"] == "docs/sec" and s["value"] > 0
         assert "|experiment:insert_docsize|" in s["labels"] and "|scale:smoke|" in s["labels"]
-    log = open(glob.glob(str(tmp_path / "pkb" / "runs" / "*" / "pkb.log"))[0]).read()
+    log = open(glob.glob(str(pkb_temp / "runs" / "*" / "pkb.log"))[0]).read()
     assert state["uri"] not in log  # the target is passed in a file, never on a command line

@@ -15,7 +15,9 @@ pytestmark = pytest.mark.integration
 
 def test_every_experiment_runs_and_counts_what_it_did(server_uri, tmp_path):
     out = tmp_path / "r.json"
-    run = perftables.run(server_uri, None, "smoke", str(out), database="mb_it", os_path=str(tmp_path))
+    run = perftables.run(
+        server_uri, None, "smoke", str(out), database="mb_it", os_path=str(tmp_path)
+    )
     assert run == json.loads(out.read_text())
     catalog = exp_mod.load()
     expected = sum(len(e.resolve("smoke")) for e in catalog.values())
@@ -33,16 +35,36 @@ def test_every_experiment_runs_and_counts_what_it_did(server_uri, tmp_path):
         n = c["mb_it"]["perftables"].count_documents({})
     assert n == last["prepared"]["preload_docs"] + last["docs"]
     samples = results.to_samples(run)
-    per_variant = {(s["metadata"]["experiment"], s["metadata"]["variant"]) for s in samples if s["metric"] == "Document Throughput"}
+    per_variant = {
+        (s["metadata"]["experiment"], s["metadata"]["variant"])
+        for s in samples
+        if s["metric"] == "Document Throughput"
+    }
     assert len(per_variant) == expected
 
 
 def test_cli_prints_the_seed_table_and_fails_on_a_dead_server(uri_file, tmp_path):
-    cmd = [sys.executable, "-m", "mongobench", "perftables", "run", "--uri-file", uri_file,
-           "--experiments", "insert_docsize", "--variants", "1,4", "--out", str(tmp_path / "a.json")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "mongobench",
+        "perftables",
+        "run",
+        "--uri-file",
+        uri_file,
+        "--experiments",
+        "insert_docsize",
+        "--variants",
+        "1,4",
+        "--out",
+        str(tmp_path / "a.json"),
+    ]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
-    assert "| Document Size (KB) | Time Taken (s) | Data Loaded (MB) | Speed (docs/s) | Speed (MB/s) |" in p.stdout
+    assert (
+        "| Document Size (KB) | Time Taken (s) | Data Loaded (MB) | Speed (docs/s) | Speed (MB/s) |"
+        in p.stdout
+    )
     assert p.stdout.count("\n| 1 |") == 2 and p.stdout.count("\n| 4 |") == 2  # both tables
 
     dead = tmp_path / "dead.uri"
@@ -59,7 +81,17 @@ def test_errors_are_counted_not_thrown_away(server_uri, tmp_path):
 
     with MongoClient(server_uri) as c:
         db = c["mb_err"]
-        w = InsertWorkload(db, {"doc_size_kb": 1, "total_docs": 50, "batch_size": 10, "threads": 1, "id_type": "objectid", "write_concern": 1})
+        w = InsertWorkload(
+            db,
+            {
+                "doc_size_kb": 1,
+                "total_docs": 50,
+                "batch_size": 10,
+                "threads": 1,
+                "id_type": "objectid",
+                "write_concern": 1,
+            },
+        )
         w.prepare()
         coll = w.collection()
         f = w.factory(seed=1)
@@ -80,6 +112,20 @@ def test_errors_are_counted_not_thrown_away(server_uri, tmp_path):
 
 
 def test_unknown_experiment_is_a_clear_error(uri_file):
-    p = subprocess.run([sys.executable, "-m", "mongobench", "perftables", "run", "--uri-file", uri_file,
-                        "--experiments", "insert_nope"], capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mongobench",
+            "perftables",
+            "run",
+            "--uri-file",
+            uri_file,
+            "--experiments",
+            "insert_nope",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode != 0 and "unknown experiment(s) insert_nope" in p.stderr

@@ -21,10 +21,24 @@ def test_up_serves_mongo_and_ssh_then_down_stops_everything(tmp_path):
             uri = f.read().strip()
         with MongoClient(uri, serverSelectionTimeoutMS=5000) as c:
             assert c.admin.command("ping")["ok"] == 1
-        ssh = ["ssh", "-i", state["ssh_key"], "-p", str(state["ssh_port"]), "-o", "BatchMode=yes",
-               "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-               f"{state['ssh_user']}@127.0.0.1", "echo ok"]
-        assert subprocess.run(ssh, capture_output=True, text=True, timeout=30).stdout.strip() == "ok"
+        ssh = [
+            "ssh",
+            "-i",
+            state["ssh_key"],
+            "-p",
+            str(state["ssh_port"]),
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "StrictHostKeyChecking=no",
+            "-o",
+            "UserKnownHostsFile=/dev/null",
+            f"{state['ssh_user']}@127.0.0.1",
+            "echo ok",
+        ]
+        assert (
+            subprocess.run(ssh, capture_output=True, text=True, timeout=30).stdout.strip() == "ok"
+        )
         cfg = yaml.safe_load(open(state["configs"]["mongodb_perftables"]))
         vm = cfg["mongodb_perftables"]["vm_groups"]["clients"]["static_vms"][0]
         assert vm["install_packages"] is False and vm["ssh_port"] == state["ssh_port"]
@@ -39,7 +53,9 @@ def test_up_serves_mongo_and_ssh_then_down_stops_everything(tmp_path):
 def test_cli_up_down(tmp_path):
     d = str(tmp_path / "tb2")
     run = [sys.executable, "-m", "mongobench", "testbed"]
-    up = subprocess.run(run + ["up", "--no-ssh", "--dir", d], capture_output=True, text=True, timeout=180)
+    up = subprocess.run(
+        run + ["up", "--no-ssh", "--dir", d], capture_output=True, text=True, timeout=180
+    )
     assert up.returncode == 0, up.stderr
     assert "mongodb://127.0.0.1:" in up.stdout
     subprocess.run(run + ["down", "--dir", d], check=True, timeout=60)

@@ -30,9 +30,7 @@ PERCENTILE_METRICS = [
 ]
 # Distinctive enough that any occurrence in YCSB's output is a leak, in raw or URL-encoded form.
 PASSWORD = "Pa55:w@rd/Secret!"
-_METRIC_LINE = re.compile(
-    r"^\[(?P<section>[^\]]+)\], (?P<metric>[^,]+), (?P<value>-?[0-9.E+-]+)$"
-)
+_METRIC_LINE = re.compile(r"^\[(?P<section>[^\]]+)\], (?P<metric>[^,]+), (?P<value>-?[0-9.E+-]+)$")
 
 
 @dataclasses.dataclass
@@ -56,9 +54,7 @@ class YcsbResult:
     def output(self) -> str:
         return self.stdout + self.stderr
 
-    def get(
-        self, section: str, metric: str, default: float | None = None
-    ) -> float | None:
+    def get(self, section: str, metric: str, default: float | None = None) -> float | None:
         return self.metrics.get((section, metric), default)
 
     def count(self, section: str, metric: str) -> int:
@@ -100,9 +96,7 @@ def standin(tmp_path_factory) -> Standin:
         pytest.skip("java and mvn are needed to build and run the stand-in and YCSB")
     javabuild.build()
     log = tmp_path_factory.mktemp("standin") / "stderr.log"
-    with open(
-        log, "wb"
-    ) as err:  # a file, not a pipe: nobody drains stderr while tests run
+    with open(log, "wb") as err:  # a file, not a pipe: nobody drains stderr while tests run
         proc = subprocess.Popen(
             javabuild.standin_command(),
             stdin=subprocess.DEVNULL,
@@ -125,9 +119,7 @@ def standin(tmp_path_factory) -> Standin:
 
 @pytest.fixture(scope="module")
 def mongo(standin):
-    client = pymongo.MongoClient(
-        standin.host, standin.port, serverSelectionTimeoutMS=5000
-    )
+    client = pymongo.MongoClient(standin.host, standin.port, serverSelectionTimeoutMS=5000)
     yield client
     client.close()
 
@@ -178,9 +170,7 @@ def run_ycsb(phase: str, props: dict[str, object], workdir: pathlib.Path) -> Ycs
         timeout=YCSB_TIMEOUT_S,
         check=False,
     )
-    return YcsbResult(
-        proc.returncode, proc.stdout, proc.stderr, _parse_metrics(proc.stdout)
-    )
+    return YcsbResult(proc.returncode, proc.stdout, proc.stderr, _parse_metrics(proc.stdout))
 
 
 def assert_clean(result: YcsbResult, allowed=("OK", "BATCHED_OK")) -> None:
@@ -199,9 +189,7 @@ def assert_percentiles(result: YcsbResult, section: str) -> None:
 def expected_insert_statuses(records: int, threads: int, batch: int) -> tuple[int, int]:
     """(OK, BATCHED_OK): YCSB splits the records over threads, and the insert that fills a batch
     reports OK for it; the partial batch left in each thread is written in cleanup()."""
-    shares = [
-        records // threads + (1 if t < records % threads else 0) for t in range(threads)
-    ]
+    shares = [records // threads + (1 if t < records % threads else 0) for t in range(threads)]
     ok = sum(n // batch for n in shares)
     return ok, records - ok
 
@@ -292,9 +280,7 @@ def test_scan_insert_rmw_run(standin, mongo, db_name, tmp_path):
         tmp_path,
     )
     assert_clean(result, allowed=("OK",))
-    per_op = {
-        s: result.count(s, "Operations") for s in ("READ", "UPDATE", "SCAN", "INSERT")
-    }
+    per_op = {s: result.count(s, "Operations") for s in ("READ", "UPDATE", "SCAN", "INSERT")}
     assert all(per_op.values()), per_op
     # READ-MODIFY-WRITE is reported on its own and also as one READ plus one UPDATE.
     rmw = result.count("READ-MODIFY-WRITE", "Operations")
@@ -396,9 +382,7 @@ def test_password_never_printed(standin, tmp_path, target, source):
         props["mongodb.url"] = uri  # in the properties file, never on the command line
     result = run_ycsb("load", props, tmp_path)
 
-    assert "cannot connect to mongodb://bench:***@127.0.0.1" in result.output, (
-        result.output
-    )
+    assert "cannot connect to mongodb://bench:***@127.0.0.1" in result.output, result.output
     assert result.count("INSERT", "Return=OK") == 0
     for leaked in (PASSWORD, secret, "Secret"):
         assert leaked not in result.output, f"{leaked!r} printed:\n{result.output}"

@@ -26,8 +26,16 @@ def test_parse_cpu_and_disks():
 
 
 def test_summarize_two_readings():
-    a = {"t": 10.0, "cpu": ossampler.read_cpu(STAT_A), "io": {"reads": 0, "read_sectors": 0, "writes": 0, "write_sectors": 0}}
-    b = {"t": 12.0, "cpu": ossampler.read_cpu(STAT_B), "io": {"reads": 100, "read_sectors": 2048, "writes": 300, "write_sectors": 4096 * 4}}
+    a = {
+        "t": 10.0,
+        "cpu": ossampler.read_cpu(STAT_A),
+        "io": {"reads": 0, "read_sectors": 0, "writes": 0, "write_sectors": 0},
+    }
+    b = {
+        "t": 12.0,
+        "cpu": ossampler.read_cpu(STAT_B),
+        "io": {"reads": 100, "read_sectors": 2048, "writes": 300, "write_sectors": 4096 * 4},
+    }
     s = ossampler.summarize([a, b])
     # busy 160 -> 310 of total 1000 -> 1900 jiffies
     assert s["cpu_pct"] == pytest.approx(100 * 150 / 900)
@@ -54,7 +62,19 @@ def test_standalone_process_writes_readings(tmp_path):
     import time
 
     out = tmp_path / "os.jsonl"
-    p = subprocess.Popen([sys.executable, "-m", "mongobench.ossampler", "--out", str(out), "--interval", "0.05", "--path", str(tmp_path)])
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mongobench.ossampler",
+            "--out",
+            str(out),
+            "--interval",
+            "0.05",
+            "--path",
+            str(tmp_path),
+        ]
+    )
     time.sleep(0.6)
     p.send_signal(signal.SIGTERM)
     assert p.wait(10) == 0

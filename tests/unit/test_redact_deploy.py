@@ -52,7 +52,15 @@ def test_setup_and_run_commands_quote_and_carry_no_secret(tmp_path):
     cmds = deploy.setup_commands(workdir, f"{workdir}/a.tgz")
     assert any("-m venv '/scratch dir/mongobench/venv'" in c for c in cmds)
     assert any("'pymongo>=4.9,<4.16'" in c for c in cmds)
-    cmd = deploy.perftables_command(workdir, f"{workdir}/target.uri", "/o.json", ["insert_docsize"], "smoke", "mongobench", overrides={"threads": 4})
+    cmd = deploy.perftables_command(
+        workdir,
+        f"{workdir}/target.uri",
+        "/o.json",
+        ["insert_docsize"],
+        "smoke",
+        "mongobench",
+        overrides={"threads": 4},
+    )
     argv = shlex.split(cmd.split("&&", 1)[1])
     assert argv[argv.index("--uri-file") + 1] == f"{workdir}/target.uri"
     assert argv[argv.index("--set") + 1] == "threads=4"
@@ -73,7 +81,11 @@ def test_setup_commands_build_a_working_client(tmp_path):
     venv.mkdir(parents=True)
     (venv / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
     os.chmod(venv / "python", 0o755)
-    cmds = [c for c in deploy.setup_commands(str(workdir), str(archive), python=sys.executable) if "pip install" not in c]
+    cmds = [
+        c
+        for c in deploy.setup_commands(str(workdir), str(archive), python=sys.executable)
+        if "pip install" not in c
+    ]
     for c in cmds:
         subprocess.run(c, shell=True, check=True)
     assert (workdir / "mongobench" / "workloads.py").exists()

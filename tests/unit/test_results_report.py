@@ -10,16 +10,40 @@ def raw_result(label="4", docs=1000, duration=2.0, errors=None, server=True):
     rec = latency.LatencyRecorder()
     for us in (1000, 2000, 3000, 4000):
         rec.record("insert", us)
-    before = {"cache_pages_read": 10, "cache_bytes_written": 0, "wal_bytes": 0, "write_conflicts": 0, "network_bytes_out": 0}
-    after = {"cache_pages_read": 30, "cache_bytes_written": 2048 * 10, "wal_bytes": 1024 * 6, "write_conflicts": 4, "network_bytes_out": 2**20}
+    before = {
+        "cache_pages_read": 10,
+        "cache_bytes_written": 0,
+        "wal_bytes": 0,
+        "write_conflicts": 0,
+        "network_bytes_out": 0,
+    }
+    after = {
+        "cache_pages_read": 30,
+        "cache_bytes_written": 2048 * 10,
+        "wal_bytes": 1024 * 6,
+        "write_conflicts": 4,
+        "network_bytes_out": 2**20,
+    }
     if not server:
         before = after = dict.fromkeys(before)
     return {
-        "status": "ok", "experiment": "insert_docsize", "label": label, "variant_index": 1,
-        "params": {"doc_size_kb": 4}, "settings": {"doc_size_kb": 4, "threads": 10, "total_docs": docs},
-        "duration_s": duration, "threads": 10, "ops": {"insert": 4}, "docs": docs, "bytes": docs * 4096,
-        "errors": errors or {}, "latency": rec.encode(), "server_before": before, "server_after": after,
-        "os_client": {"cpu_pct": 50.0}, "prepared": {"preload_docs": 0},
+        "status": "ok",
+        "experiment": "insert_docsize",
+        "label": label,
+        "variant_index": 1,
+        "params": {"doc_size_kb": 4},
+        "settings": {"doc_size_kb": 4, "threads": 10, "total_docs": docs},
+        "duration_s": duration,
+        "threads": 10,
+        "ops": {"insert": 4},
+        "docs": docs,
+        "bytes": docs * 4096,
+        "errors": errors or {},
+        "latency": rec.encode(),
+        "server_before": before,
+        "server_after": after,
+        "os_client": {"cpu_pct": 50.0},
+        "prepared": {"preload_docs": 0},
     }
 
 
@@ -41,7 +65,13 @@ def test_figures_follow_the_seed_definitions():
 
 
 def test_samples_carry_metadata_and_omit_missing_figures():
-    run = dict(RUN, results=[raw_result(server=False, errors={"insert: AutoReconnect": 2}), {"status": "failed", "experiment": "insert_docsize", "label": "1", "error": "x"}])
+    run = dict(
+        RUN,
+        results=[
+            raw_result(server=False, errors={"insert: AutoReconnect": 2}),
+            {"status": "failed", "experiment": "insert_docsize", "label": "1", "error": "x"},
+        ],
+    )
     samples = results.to_samples(run, {"cloud": "Static"})
     names = {s["metric"] for s in samples}
     assert "Document Throughput" in names and "insert Latency p99" in names
@@ -59,7 +89,9 @@ def test_samples_carry_metadata_and_omit_missing_figures():
 
 def test_parse_pkb_labels():
     assert report.parse_labels("|experiment:insert_docsize|,|target:mongodb://h:1/x|,|a:b,c|") == {
-        "experiment": "insert_docsize", "target": "mongodb://h:1/x", "a": "b,c"
+        "experiment": "insert_docsize",
+        "target": "mongodb://h:1/x",
+        "a": "b,c",
     }
 
 
@@ -83,8 +115,14 @@ def test_report_from_pkb_results_has_seed_headers(tmp_path, collapse):
     path.write_text(pkb_lines(results.to_samples(run), collapse))
     text = report.render(report.load_pkb_results(str(path)), exp_mod.load())
     assert "# Data Ingestion" in text and "## Expected insert speed by document size" in text
-    assert "| Document Size (KB) | Time Taken (s) | Data Loaded (MB) | Speed (docs/s) | Speed (MB/s) |" in text
-    assert "| Document Size (KB) | CPU Usage (%) | Time waiting for I/O (%) | Read into Cache (Pages/s) |" in text
+    assert (
+        "| Document Size (KB) | Time Taken (s) | Data Loaded (MB) | Speed (docs/s) | Speed (MB/s) |"
+        in text
+    )
+    assert (
+        "| Document Size (KB) | CPU Usage (%) | Time waiting for I/O (%) | Read into Cache (Pages/s) |"
+        in text
+    )
     rows = [ln for ln in text.splitlines() if ln.startswith("| 1 |") or ln.startswith("| 4 |")]
     assert rows[0].startswith("| 1 | 2.0 | 16 | 2000 |")  # variant order, not label order
     assert "| 4 | n/a | n/a | 10 | 10 | 3 |" in text

@@ -14,7 +14,14 @@ REAL = {
     },
     "metrics": {"operation": {"writeConflicts": Int64(3)}},
     "network": {"physicalBytesOut": Int64(5000), "bytesOut": Int64(4000)},
-    "opcounters": {"insert": Int64(10), "query": 1, "update": 2, "delete": 0, "getmore": 0, "command": 9},
+    "opcounters": {
+        "insert": Int64(10),
+        "query": 1,
+        "update": 2,
+        "delete": 0,
+        "getmore": 0,
+        "command": 9,
+    },
 }
 # The stand-in's: no wiredTiger, no opcounters.
 STANDIN = {"version": "5.0.0", "connections": {"current": 2}, "network": {"bytesOut": 10}}
@@ -45,11 +52,16 @@ def test_deltas():
     assert d["write_conflicts"] == 7
     assert d["cache_pages_read"] is None  # went backwards: a restart, unknowable
     assert d["op_insert"] == 0
-    assert serverstats.deltas(serverstats.extract(STANDIN), serverstats.extract(REAL))["wal_bytes"] is None
+    assert (
+        serverstats.deltas(serverstats.extract(STANDIN), serverstats.extract(REAL))["wal_bytes"]
+        is None
+    )
 
 
 def test_server_info():
     assert serverstats.server_info(REAL) == {
-        "server_version": "7.0.14", "server_process": "mongod", "storage_engine": "wiredTiger"
+        "server_version": "7.0.14",
+        "server_process": "mongod",
+        "storage_engine": "wiredTiger",
     }
     assert serverstats.server_info(None)["server_version"] == "unknown"
