@@ -7,6 +7,7 @@ Pure functions (the PKB package module runs the commands).
 
 from __future__ import annotations
 
+import gzip
 import io
 import pathlib
 import shlex
@@ -24,7 +25,11 @@ def requirements() -> list[str]:
 def archive_bytes() -> bytes:
     """A tar.gz of the `mongobench` package (sources and data, no caches)."""
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+    # mtime=0 in the gzip header too, or two archives differ by their timestamp.
+    with (
+        gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as gz,
+        tarfile.open(fileobj=gz, mode="w") as tar,
+    ):
         for path in sorted(PACKAGE_DIR.rglob("*")):
             rel = path.relative_to(PACKAGE_DIR.parent)
             if "__pycache__" in rel.parts or path.suffix == ".pyc" or path.is_dir():

@@ -19,16 +19,17 @@ import uuid
 import bson
 from bson.raw_bson import RawBSONDocument
 
-ID_TYPES = ("objectid", "uuid", "business_id")
+ID_TYPES = ("objectid", "uuid", "business_id", "serial")
 
 # Seed 000: "ACC" + 5-digit account number + hex timestamp.
 _BUSINESS_ID_LEN = len("ACC") + 5 + 16
-_TEXT_CHUNK = 64  # characters of random text per string field
+_TEXT_CHUNK = 32  # characters of random text per string field (UniBench: 1-32)
 _SENTINEL_INT = 0x5EED0000
 _SENTINEL_ID = {
     "objectid": bson.ObjectId(b"\xee" * 12),
     "uuid": bson.Binary(b"\xee" * 16, bson.binary.UUID_SUBTYPE),
     "business_id": "Z" * _BUSINESS_ID_LEN,
+    "serial": bson.Int64(0x5EED5EED5EED5EED),  # serial integers, given by the caller
 }
 _HEX = b"0123456789abcdef"
 
@@ -53,6 +54,7 @@ class DocFactory:
         id_type: str = "objectid",
         n_int_fields: int = 0,
         int_range: int = 1_000_000,
+        int_fields: tuple[str, ...] = (),
         seed: int = 0,
         extra_fields: dict | None = None,
     ):
@@ -66,15 +68,18 @@ class DocFactory:
         self._rng = random.Random(seed)
         self._seq = 0
         self._template, self._id_off, self._int_offs, self._text_offs = self._build(
-            size_bytes, id_type, n_int_fields, extra_fields or {}
+            size_bytes,
+            id_type,
+            [f"i{i}" for i in range(n_int_fields)] + list(int_fields),
+            extra_fields or {},
         )
 
     @staticmethod
-    def _build(size, id_type, n_int_fields, extra_fields):
+    def _build(size, id_type, int_names, extra_fields):
         sentinel_text = "\x01" * _TEXT_CHUNK
         doc = {"_id": _SENTINEL_ID[id_type]}
-        for i in range(n_int_fields):
-            doc[f"i{i}"] = _SENTINEL_INT + i
+        for i, name in enumerate(int_names):
+            doc[name] = _SENTINEL_INT + i
         doc.update(extra_fields)
         date = datetime.datetime(2020, 9, 22, tzinfo=datetime.timezone.utc)
         # Encoding once per group would be quadratic (a 2 MB document has ~20k
@@ -99,7 +104,7 @@ class DocFactory:
         id_bytes = _encoded_id(doc["_id"])
         id_off = raw.index(id_bytes)
         int_offs = []
-        for i in range(n_int_fields):
+        for i in range(len(int_names)):
             int_offs.append(raw.index(struct.pack("<i", _SENTINEL_INT + i)))
         text_offs = []
         start = 0
@@ -114,6 +119,8 @@ class DocFactory:
         return len(self._template)
 
     def new_id(self):
+        if self.id_type == "serial":
+            raise ValueError("serial ids are given by the caller: make(_id=n)")
         if self.id_type == "objectid":
             return bson.ObjectId()
         if self.id_type == "uuid":
@@ -146,6 +153,8 @@ class DocFactory:
 def _encoded_id(value) -> bytes:
     if isinstance(value, bson.ObjectId):
         return value.binary
+    if isinstance(value, int):
+        return struct.pack("<q", value)
     if isinstance(value, bson.Binary):
         return bytes(value)
     if isinstance(value, str):

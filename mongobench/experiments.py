@@ -57,10 +57,11 @@ class Experiment:
             settings = copy.deepcopy(self.settings)
             settings.update(overrides or {})
             settings.update(params)
+            # Labels name the full-scale variant, so they match across scales.
+            label = ", ".join(str(settings.get(k)) for k in self.label)
             for key, minimum in self.scaled.items():
                 if key in settings and settings[key] is not None:
                     settings[key] = _scale_value(settings[key], factor, minimum)
-            label = ", ".join(str(params.get(k, settings.get(k))) for k in self.label)
             out.append(Variant(self.name, i, label, dict(params), settings))
         return out
 
@@ -82,7 +83,7 @@ def parse_scale(scale: float | str) -> float:
 
 def _scale_value(value, factor, minimum):
     scaled = value * factor
-    if isinstance(value, int):
+    if isinstance(value, int) and isinstance(minimum, int):
         scaled = math.ceil(scaled)
     return max(minimum, scaled)
 

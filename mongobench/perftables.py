@@ -93,6 +93,7 @@ def run_variant(
         t.join()
     duration = time.perf_counter() - t0
     os_summary = sampler.stop() if sampler else None
+    finished = workload.finish() if not failures else {}
     status_after = server_status(client)
     after = serverstats.extract(status_after)
     if failures:
@@ -123,6 +124,8 @@ def run_variant(
         "docs": total.docs,
         "bytes": total.bytes,
         "errors": dict(total.errors),
+        "counters": dict(total.counters),
+        "finished": finished,
         "error_samples": total.error_samples,
         "latency": total.latency.encode(),
         "server_before": before,

@@ -42,7 +42,18 @@ COLUMNS = {
     "write_conflicts": Column("Write Conflicts", "count", "writeConflicts"),
     "net_out_mb_s": Column("Network Out", "MB/sec", "Network Out (MB/s)", 2),
     "client_cpu_pct": Column("Client CPU Usage", "%", "Client CPU (%)"),
+    "insert_ops_per_s": Column("Insert Throughput", "ops/sec", "Inserts (ops/s)"),
+    "find_ops_per_s": Column("Query Throughput", "ops/sec", "Queries (ops/s)"),
+    "storage_mb": Column("Storage Size", "MB", "Storage Size (MB)", 2),
+    "price_per_hour": Column("Price", "$/hour", "$ per hour", 2),
+    "ops_per_dollar": Column("Operations per Dollar", "ops/$", "Ops per $"),
 }
+
+# Figures a server or host may be unable to provide (reported in missing_metrics).
+_SERVER_FIGURES = {
+    "cpu_pct", "iowait_pct", "os_iops", "os_write_mb_s", "os_read_mb_s", "cache_read_pages_s",
+    "cache_write_kb_s", "wal_kb_s", "write_conflicts", "net_out_mb_s", "client_cpu_pct",
+}  # fmt: skip
 
 # Settings copied into every sample's metadata when the variant has them.
 _SETTING_KEYS_MAX = 40
@@ -64,12 +75,16 @@ def figures(res: dict) -> dict[str, float | None]:
         return None if v is None else v / div / d
 
     data_mb = res["bytes"] / MB
+    ops = res.get("ops") or {}
+    storage = (res.get("finished") or {}).get("storage_bytes")
+    price = res.get("settings", {}).get("price_per_hour")
+    ops_per_s = sum(ops.values()) / d
     return {
         "time_s": d,
         "data_mb": data_mb,
         "docs_per_s": res["docs"] / d,
         "mb_per_s": data_mb / d,
-        "ops_per_s": sum(res["ops"].values()) / d,
+        "ops_per_s": ops_per_s,
         "avg_latency_ms": avg,
         "errors": float(sum(res["errors"].values())),
         "cpu_pct": os_server.get("cpu_pct"),
@@ -83,6 +98,11 @@ def figures(res: dict) -> dict[str, float | None]:
         "write_conflicts": server.get("write_conflicts"),
         "net_out_mb_s": per_s(server.get("network_bytes_out"), MB),
         "client_cpu_pct": os_client.get("cpu_pct"),
+        "insert_ops_per_s": ops["insert"] / d if "insert" in ops else None,
+        "find_ops_per_s": ops["find"] / d if "find" in ops else None,
+        "storage_mb": storage / MB if storage else None,
+        "price_per_hour": float(price) if price else None,
+        "ops_per_dollar": ops_per_s * 3600 / float(price) if price else None,
     }
 
 
@@ -113,6 +133,8 @@ def metadata(run: dict, res: dict) -> dict:
         md.setdefault(k, v if isinstance(v, (int, float, str, bool)) or v is None else str(v))
     for k, v in (res.get("prepared") or {}).items():
         md[k] = v
+    for k, v in (res.get("counters") or {}).items():
+        md[k] = v
     if res.get("stopped_early"):
         md["stopped_early"] = True
     return md
@@ -127,7 +149,7 @@ def to_samples(run: dict, extra_metadata: dict | None = None) -> list[dict]:
         md = metadata(run, res)
         md.update(extra_metadata or {})
         figs = figures(res)
-        missing = sorted(k for k, v in figs.items() if v is None)
+        missing = sorted(k for k, v in figs.items() if v is None and k in _SERVER_FIGURES)
         md["missing_metrics"] = ",".join(missing)
         if res["errors"]:
             md["error_types"] = ";".join(f"{k}={v}" for k, v in sorted(res["errors"].items()))

@@ -43,6 +43,7 @@ class ThreadStats:
     bytes: int = 0
     errors: Counter = field(default_factory=Counter)  # "<op>: <ErrorClass>" -> count
     error_samples: dict = field(default_factory=dict)  # first message per key
+    counters: Counter = field(default_factory=Counter)  # workload-specific counts
 
     def error(self, op: str, exc: BaseException, n: int = 1) -> None:
         key = f"{op}: {type(exc).__name__}"
@@ -55,6 +56,7 @@ class ThreadStats:
         self.docs += other.docs
         self.bytes += other.bytes
         self.errors.update(other.errors)
+        self.counters.update(other.counters)
         for k, v in other.error_samples.items():
             self.error_samples.setdefault(k, v)
 
@@ -90,6 +92,10 @@ class Workload:
 
     def worker(self, idx: int, nthreads: int, stats: ThreadStats, stop: threading.Event):
         raise NotImplementedError
+
+    def finish(self) -> dict:
+        """Untimed measurements after the timed phase (e.g. storage size)."""
+        return {}
 
 
 def timed_call(stats: ThreadStats, op: str, fn, *args, **kwargs):
@@ -181,3 +187,7 @@ class InsertWorkload(Workload):
             stats.ops["insert"] += 1
             stats.docs += ok
             stats.bytes += ok * factory.n_bytes
+
+
+# Registers the keyed workloads (queries, updates, ...); imported last on purpose.
+from mongobench import workloads_keyed  # noqa: E402, F401

@@ -49,9 +49,17 @@ def test_explicit_values():
 
 def test_bad_arguments():
     with pytest.raises(ValueError, match="id_type"):
-        DocFactory(1024, "serial")
+        DocFactory(1024, "counter")
     with pytest.raises(ValueError, match="at least"):
         DocFactory(10)
     with pytest.raises(ValueError, match="business id"):
         DocFactory(1024, "business_id").make(_id="ACC1")
     assert business_id(__import__("random").Random(1), 255).endswith("00000000000000ff")
+
+
+def test_serial_ids_and_named_int_fields():
+    f = DocFactory(1024, "serial", int_fields=("group", "group_seq"))
+    d = bson.decode(f.make(_id=2**40 + 5, ints=[7, 399]).raw)
+    assert d["_id"] == 2**40 + 5 and (d["group"], d["group_seq"]) == (7, 399)
+    with pytest.raises(ValueError, match="given by the caller"):
+        f.make()
