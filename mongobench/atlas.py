@@ -1,0 +1,557 @@
+"""Atlas Admin API v2 client for cluster lifecycle (create, resize, delete), stdlib only.
+
+Documented API (https://www.mongodb.com/docs/api/doc/atlas-admin-api-v2/):
+- base https://cloud.mongodb.com/api/atlas/v2, clusters under /groups/{groupId}/clusters
+  (POST create, GET /{name}, PATCH /{name}, DELETE /{name} -> 202, then 404)
+- every request names a resource version in `Accept: application/vnd.atlas.<date>+json`;
+  we use 2024-08-05, where disk size sits in each replicationSpecs[].regionConfigs[]
+  .electableSpecs (diskSizeGB, diskIOPS, ebsVolumeType, instanceSize, nodeCount)
+- auth: HTTP Digest with a programmatic API key (public key = user, private key =
+  password; realm "MMS Public API"), or a service account (OAuth2 client credentials
+  at /api/oauth/token, then Bearer)
+- cluster stateName: IDLE, CREATING, UPDATING, DELETING, REPAIRING
+- errors: {"error": <status>, "errorCode": "...", "detail": "...", "reason": "..."}
+
+Secrets come from the environment only and appear in no log line, exception
+text or repr: log lines carry the method, path and status.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import hashlib
+import json
+import logging
+import os
+import re
+import secrets
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+
+API_BASE = "https://cloud.mongodb.com/api/atlas/v2"
+API_VERSION = "2024-08-05"
+ENV_PUBLIC_KEY = "ATLAS_PUBLIC_KEY"
+ENV_PRIVATE_KEY = "ATLAS_PRIVATE_KEY"
+ENV_PROJECT_ID = "ATLAS_PROJECT_ID"
+ENV_CLIENT_ID = "ATLAS_CLIENT_ID"  # service account
+ENV_CLIENT_SECRET = "ATLAS_CLIENT_SECRET"
+
+log = logging.getLogger(__name__)
+
+# Approximate on-demand USD per hour of a 3-node replica set, AWS us-east-1
+# (N. Virginia), as listed on https://www.mongodb.com/pricing around mid-2025.
+# Not re-read from a live page when written (no web access): ballparks for
+# cost-per-result, always flagged approximate; update with the date read.
+PRICES_AS_OF = "2025-06 (approximate, not re-verified)"
+PRICES_SOURCE = "https://www.mongodb.com/pricing (AWS us-east-1, 3-node replica set)"
+_PRICES = {
+    ("AWS", "US_EAST_1"): {
+        "M10": 0.08,
+        "M20": 0.20,
+        "M30": 0.54,
+        "M40": 1.04,
+        "M50": 2.00,
+        "M60": 3.95,
+        "M80": 7.30,
+    }
+}
+_DEFAULT_REGION = {"AWS": "US_EAST_1"}
+
+
+def price_per_hour(tier: str, provider: str = "AWS", region: str | None = None) -> float | None:
+    """Approximate USD/hour of a cluster tier (see PRICES_AS_OF), None when unknown."""
+    provider = provider.upper()
+    region = (region or _DEFAULT_REGION.get(provider, "")).upper().replace("-", "_")
+    return _PRICES.get((provider, region), {}).get(tier.upper())
+
+
+def price_metadata(tier: str, provider: str = "AWS", region: str | None = None) -> dict:
+    price = price_per_hour(tier, provider, region)
+    if price is None:
+        return {}
+    return {
+        "atlas_price_per_hour_usd": price,
+        "atlas_price_approximate": True,
+        "atlas_price_as_of": PRICES_AS_OF,
+        "atlas_price_source": PRICES_SOURCE,
+    }
+
+
+class AtlasError(Exception):
+    """An Admin API error; carries status and errorCode, never credentials."""
+
+    def __init__(self, message: str, status: int | None = None, error_code: str | None = None):
+        super().__init__(message)
+        self.status = status
+        self.error_code = error_code
+
+
+class AtlasAuthError(AtlasError):
+    pass
+
+
+class AtlasConflict(AtlasError):
+    pass
+
+
+class AtlasNotFound(AtlasError):
+    pass
+
+
+class AtlasTimeout(AtlasError):
+    pass
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    name: str
+    instance_size: str  # M10, M30, ...
+    disk_size_gb: float | None = None
+    disk_iops: int | None = None
+    ebs_volume_type: str | None = None  # STANDARD | PROVISIONED (AWS)
+    provider: str = "AWS"
+    region: str = "US_EAST_1"
+    mongodb_major_version: str | None = None  # "8.0"
+    node_count: int = 3
+    backup: bool = False
+
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,63}$")
+
+
+def _hardware(
+    instance_size: str | None,
+    disk_size_gb: float | None,
+    disk_iops: int | None,
+    ebs_volume_type: str | None,
+    node_count: int | None = None,
+) -> dict:
+    spec: dict = {}
+    if instance_size:
+        spec["instanceSize"] = instance_size.upper()
+    if node_count is not None:
+        spec["nodeCount"] = int(node_count)
+    if disk_size_gb is not None:
+        spec["diskSizeGB"] = float(disk_size_gb)
+    if disk_iops is not None:
+        spec["diskIOPS"] = int(disk_iops)
+        if ebs_volume_type is None:
+            ebs_volume_type = (
+                "PROVISIONED"  # AWS only honors diskIOPS above the default when provisioned
+            )
+    if ebs_volume_type:
+        if ebs_volume_type.upper() not in ("STANDARD", "PROVISIONED"):
+            raise ValueError(
+                f"ebsVolumeType must be STANDARD or PROVISIONED, not {ebs_volume_type!r}"
+            )
+        spec["ebsVolumeType"] = ebs_volume_type.upper()
+    return spec
+
+
+def cluster_body(spec: ClusterSpec) -> dict:
+    """POST body of a single-region replica set (resource version 2024-08-05)."""
+    if not _NAME.match(spec.name):
+        raise ValueError(f"invalid cluster name {spec.name!r} (letters, digits, hyphens; <= 64)")
+    tier = re.fullmatch(r"M(\d+)(_NVME)?", spec.instance_size.upper())
+    if not tier or int(tier.group(1)) < 10:
+        # M0/M2/M5 are shared (tenant/Flex) clusters with another API shape
+        raise ValueError(f"dedicated tiers only (M10 and up), not {spec.instance_size!r}")
+    electable = _hardware(
+        spec.instance_size, spec.disk_size_gb, spec.disk_iops, spec.ebs_volume_type, spec.node_count
+    )
+    if spec.provider.upper() != "AWS" and "ebsVolumeType" in electable:
+        raise ValueError("ebsVolumeType applies to AWS clusters only")
+    body = {
+        "name": spec.name,
+        "clusterType": "REPLICASET",
+        "backupEnabled": bool(spec.backup),
+        "replicationSpecs": [
+            {
+                "regionConfigs": [
+                    {
+                        "providerName": spec.provider.upper(),
+                        "regionName": spec.region.upper().replace("-", "_"),
+                        "priority": 7,
+                        "electableSpecs": electable,
+                    }
+                ]
+            }
+        ],
+    }
+    if spec.mongodb_major_version:
+        body["mongoDBMajorVersion"] = spec.mongodb_major_version
+    return body
+
+
+def resize_body(
+    cluster: dict,
+    instance_size: str | None = None,
+    disk_size_gb: float | None = None,
+    disk_iops: int | None = None,
+    ebs_volume_type: str | None = None,
+) -> dict:
+    """PATCH body that changes tier/disk/IOPS of every region of every shard.
+
+    Starts from the cluster's current replicationSpecs (ids kept, read-only
+    effective*Specs dropped) so that nothing else changes.
+    """
+    change = _hardware(instance_size, disk_size_gb, disk_iops, ebs_volume_type)
+    if not change:
+        raise ValueError(
+            "nothing to change: give instance_size, disk_size_gb, disk_iops or ebs_volume_type"
+        )
+    specs = copy.deepcopy(cluster.get("replicationSpecs") or [])
+    if not specs:
+        raise ValueError("cluster document has no replicationSpecs")
+    for rs in specs:
+        rs.pop("zoneId", None)
+        for rc in rs.get("regionConfigs", []):
+            for k in [k for k in rc if k.startswith("effective")]:
+                rc.pop(k)
+            for kind in ("electableSpecs", "readOnlySpecs", "analyticsSpecs"):
+                hw = rc.get(kind)
+                if hw and (kind == "electableSpecs" or hw.get("nodeCount")):
+                    hw.update(change)
+    return {"replicationSpecs": specs}
+
+
+def cluster_hardware(cluster: dict) -> dict:
+    """Tier/disk/IOPS/version/region of the first region of the first shard (for metadata)."""
+    try:
+        rc = cluster["replicationSpecs"][0]["regionConfigs"][0]
+    except (KeyError, IndexError, TypeError):
+        return {}
+    hw = rc.get("electableSpecs") or {}
+    out = {
+        "atlas_cluster": cluster.get("name"),
+        "atlas_tier": hw.get("instanceSize"),
+        "atlas_disk_size_gb": hw.get("diskSizeGB"),
+        "atlas_disk_iops": hw.get("diskIOPS"),
+        "atlas_ebs_volume_type": hw.get("ebsVolumeType"),
+        "atlas_provider": rc.get("providerName"),
+        "atlas_region": rc.get("regionName"),
+        "atlas_mongodb_version": cluster.get("mongoDBVersion"),
+    }
+    out = {k: v for k, v in out.items() if v is not None}
+    if out.get("atlas_tier") and out.get("atlas_provider"):
+        out.update(
+            price_metadata(out["atlas_tier"], out["atlas_provider"], out.get("atlas_region"))
+        )
+    return out
+
+
+_USERINFO = re.compile(r"^(mongodb(?:\+srv)?://)[^@/]*@", re.IGNORECASE)
+
+
+def connection_string(cluster: dict, srv: bool = True) -> str:
+    """The cluster's standard SRV string (mongodb+srv://host), without credentials."""
+    cs = cluster.get("connectionStrings") or {}
+    value = cs.get("standardSrv" if srv else "standard")
+    if not value:
+        raise AtlasError(
+            f"cluster {cluster.get('name')!r} has no {'standardSrv' if srv else 'standard'}"
+            f" connection string yet (state {cluster.get('stateName')})"
+        )
+    return _USERINFO.sub(r"\1", value)
+
+
+# ---- HTTP Digest (RFC 7616, qop=auth) ----------------------------------------------
+
+
+def parse_challenge(header: str) -> dict:
+    """'Digest realm="MMS Public API", nonce="x", qop="auth"' -> dict (keys lowercased)."""
+    scheme, _, rest = header.strip().partition(" ")
+    if scheme.lower() != "digest":
+        raise AtlasAuthError(f"unsupported authentication scheme {scheme!r}", 401)
+    pairs = re.findall(r'(\w+)=(?:"([^"]*)"|([^,\s]*))', rest)
+    return {k.lower(): quoted or bare for k, quoted, bare in pairs}
+
+
+def _hash(algorithm: str):
+    algo = algorithm.upper().removesuffix("-SESS")
+    if algo == "MD5":
+        return lambda s: hashlib.md5(s.encode()).hexdigest()  # MD5: mandated by the API
+    if algo in ("SHA-256", "SHA256"):
+        return lambda s: hashlib.sha256(s.encode()).hexdigest()
+    raise AtlasAuthError(f"unsupported digest algorithm {algorithm!r}", 401)
+
+
+def digest_authorization(
+    challenge: dict, user: str, password: str, method: str, uri: str, nc: int, cnonce: str
+) -> str:
+    """The Authorization header answering `challenge` (qop=auth or none)."""
+    algorithm = challenge.get("algorithm", "MD5")
+    h = _hash(algorithm)
+    realm, nonce = challenge.get("realm", ""), challenge["nonce"]
+    ha1 = h(f"{user}:{realm}:{password}")
+    if algorithm.upper().endswith("-SESS"):
+        ha1 = h(f"{ha1}:{nonce}:{cnonce}")
+    ha2 = h(f"{method}:{uri}")
+    qops = [q.strip() for q in challenge.get("qop", "").split(",") if q.strip()]
+    fields = {"username": user, "realm": realm, "nonce": nonce, "uri": uri, "algorithm": algorithm}
+    if "auth" in qops:
+        ncv = f"{nc:08x}"
+        fields.update(qop="auth", nc=ncv, cnonce=cnonce)
+        fields["response"] = h(f"{ha1}:{nonce}:{ncv}:{cnonce}:auth:{ha2}")
+    elif qops:
+        raise AtlasAuthError(f"unsupported digest qop {challenge.get('qop')!r}", 401)
+    else:
+        fields["response"] = h(f"{ha1}:{nonce}:{ha2}")
+    if "opaque" in challenge:
+        fields["opaque"] = challenge["opaque"]
+    unquoted = {"qop", "nc", "algorithm"}
+    parts = [f"{k}={v}" if k in unquoted else f'{k}="{v}"' for k, v in fields.items()]
+    return "Digest " + ", ".join(parts)
+
+
+class _Secret:
+    """Holds a credential; its repr never shows it (vars()/__dict__ dumps stay clean)."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str | None):
+        self._value = value
+
+    def reveal(self) -> str | None:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "<secret>" if self._value else "<unset>"
+
+
+class AtlasClient:
+    """Clusters of one Atlas project. Credentials: API key pair (digest) or service account."""
+
+    def __init__(
+        self,
+        project_id: str,
+        public_key: str | None = None,
+        private_key: str | None = None,
+        client_id: str | None = None,
+        client_secret: str | None = None,
+        base_url: str = API_BASE,
+        api_version: str = API_VERSION,
+        timeout: float = 60.0,
+    ):
+        if not re.fullmatch(r"[0-9a-fA-F]{24}", project_id or ""):
+            raise ValueError("project id must be 24 hexadecimal digits")
+        if not ((public_key and private_key) or (client_id and client_secret)):
+            raise ValueError("need an API key pair or a service account (client id and secret)")
+        self.project_id = project_id
+        self.base_url = base_url.rstrip("/")
+        self.api_version = api_version
+        self.timeout = timeout
+        self._user = public_key
+        self._secret = _Secret(private_key)
+        self._client_id = client_id
+        self._client_secret = _Secret(client_secret)
+        self._challenge: dict | None = None
+        self._nc = 0
+        self._token: str | None = None
+        self._token_expiry = 0.0
+
+    def __repr__(self) -> str:
+        auth = "service-account" if self._client_id else "api-key"
+        return f"AtlasClient(project={self.project_id}, auth={auth}, base={self.base_url})"
+
+    @classmethod
+    def from_env(cls, env=None, **kwargs) -> AtlasClient:
+        """ATLAS_PROJECT_ID plus ATLAS_PUBLIC_KEY/ATLAS_PRIVATE_KEY or ATLAS_CLIENT_ID/_SECRET."""
+        env = os.environ if env is None else env
+        project = env.get(ENV_PROJECT_ID, "").strip()
+        if not project:
+            raise ValueError(f"{ENV_PROJECT_ID} is empty or unset")
+        pub, priv = env.get(ENV_PUBLIC_KEY, "").strip(), env.get(ENV_PRIVATE_KEY, "").strip()
+        cid, csec = env.get(ENV_CLIENT_ID, "").strip(), env.get(ENV_CLIENT_SECRET, "").strip()
+        if not (pub and priv) and not (cid and csec):
+            raise ValueError(
+                f"set {ENV_PUBLIC_KEY} and {ENV_PRIVATE_KEY} (API key) or"
+                f" {ENV_CLIENT_ID} and {ENV_CLIENT_SECRET} (service account)"
+            )
+        return cls(project, pub or None, priv or None, cid or None, csec or None, **kwargs)
+
+    # -- transport --
+
+    def _media_type(self) -> str:
+        return f"application/vnd.atlas.{self.api_version}+json"
+
+    def _send(self, method: str, url: str, body: bytes | None, headers: dict):
+        req = urllib.request.Request(url, data=body, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                return resp.status, dict(resp.headers), resp.read()
+        except urllib.error.HTTPError as err:
+            return err.code, dict(err.headers or {}), err.read()
+        except (urllib.error.URLError, OSError) as err:
+            reason = getattr(err, "reason", err)
+            raise AtlasError(
+                f"{method} {urllib.parse.urlsplit(url).path}: network error: {reason}"
+            ) from None
+
+    def _bearer(self) -> str:
+        if self._token and time.monotonic() < self._token_expiry:
+            return self._token
+        parts = urllib.parse.urlsplit(self.base_url)
+        url = f"{parts.scheme}://{parts.netloc}/api/oauth/token"
+        basic = base64.b64encode(
+            f"{self._client_id}:{self._client_secret.reveal()}".encode()
+        ).decode()
+        status, _, raw = self._send(
+            "POST",
+            url,
+            b"grant_type=client_credentials",
+            {
+                "Authorization": f"Basic {basic}",
+                "Content-Type": "application/x-www-form-urlencoded",
+                "Accept": "application/json",
+            },
+        )
+        log.debug("atlas POST /api/oauth/token -> %s", status)
+        if status != 200:
+            raise AtlasAuthError(f"service account token request refused (HTTP {status})", status)
+        doc = json.loads(raw)
+        self._token = doc["access_token"]
+        self._token_expiry = time.monotonic() + max(60, int(doc.get("expires_in", 3600)) - 60)
+        return self._token
+
+    def request(self, method: str, path: str, payload: dict | None = None) -> dict | None:
+        """One API call; returns the decoded JSON (None for empty bodies)."""
+        url = f"{self.base_url}{path}"
+        uri = urllib.parse.urlsplit(url)
+        digest_uri = uri.path + (f"?{uri.query}" if uri.query else "")
+        body = json.dumps(payload).encode() if payload is not None else None
+        headers = {"Accept": self._media_type()}
+        if body is not None:
+            headers["Content-Type"] = self._media_type()
+        retried = False
+        while True:
+            hdrs = dict(headers)
+            if self._client_id:
+                hdrs["Authorization"] = f"Bearer {self._bearer()}"
+            elif self._challenge:
+                self._nc += 1
+                hdrs["Authorization"] = digest_authorization(
+                    self._challenge, self._user, self._secret.reveal(), method, digest_uri, self._nc,
+                    secrets.token_hex(8),
+                )  # fmt: skip
+            status, resp_headers, raw = self._send(method, url, body, hdrs)
+            log.debug("atlas %s %s -> %s", method, uri.path, status)
+            # First contact, a stale nonce or an expired token: answer once, then give up.
+            if status == 401 and not retried:
+                retried = True
+                if self._client_id:
+                    self._token = None
+                    continue
+                challenge = {k.lower(): v for k, v in resp_headers.items()}.get("www-authenticate")
+                if challenge:
+                    self._challenge, self._nc = parse_challenge(challenge), 0
+                    continue
+            return self._result(method, uri.path, status, raw)
+
+    @staticmethod
+    def _result(method: str, path: str, status: int, raw: bytes) -> dict | None:
+        try:
+            doc = json.loads(raw) if raw else None
+        except ValueError:
+            doc = None
+        if 200 <= status < 300:
+            return doc
+        doc = doc if isinstance(doc, dict) else {}
+        code = doc.get("errorCode")
+        detail = doc.get("detail") or doc.get("reason") or ""
+        msg = f"{method} {path}: HTTP {status} {code or ''} {detail}".strip()
+        cls = {
+            401: AtlasAuthError,
+            403: AtlasAuthError,
+            404: AtlasNotFound,
+            409: AtlasConflict,
+        }.get(status, AtlasError)
+        if code and "DUPLICATE" in code:
+            cls = AtlasConflict
+        if cls is AtlasAuthError:
+            msg += (
+                " (check the API key or service account, its project role and the API access list)"
+            )
+        raise cls(msg, status, code)
+
+    # -- clusters --
+
+    def _clusters(self, name: str | None = None) -> str:
+        base = f"/groups/{self.project_id}/clusters"
+        return f"{base}/{urllib.parse.quote(name, safe='')}" if name else base
+
+    def create_cluster(self, spec: ClusterSpec) -> dict:
+        log.info("atlas: creating cluster %s (%s)", spec.name, spec.instance_size)
+        return self.request("POST", self._clusters(), cluster_body(spec))
+
+    def get_cluster(self, name: str) -> dict:
+        return self.request("GET", self._clusters(name))
+
+    def update_cluster(self, name: str, body: dict) -> dict:
+        return self.request("PATCH", self._clusters(name), body)
+
+    def resize(
+        self,
+        name: str,
+        instance_size: str | None = None,
+        disk_size_gb: float | None = None,
+        disk_iops: int | None = None,
+        ebs_volume_type: str | None = None,
+    ) -> dict:
+        """Changes tier/disk/IOPS (between variants); wait_for_idle afterwards."""
+        current = self.get_cluster(name)
+        body = resize_body(current, instance_size, disk_size_gb, disk_iops, ebs_volume_type)
+        log.info("atlas: resizing cluster %s", name)
+        return self.update_cluster(name, body)
+
+    def delete_cluster(self, name: str) -> None:
+        log.info("atlas: deleting cluster %s", name)
+        self.request("DELETE", self._clusters(name))
+
+    def wait_for_idle(
+        self,
+        name: str,
+        timeout: float = 3600,
+        poll: float = 30,
+        sleep=time.sleep,
+        clock=time.monotonic,
+    ) -> dict:
+        """Polls until stateName is IDLE; AtlasTimeout names the state it was stuck in."""
+        deadline = clock() + timeout
+        while True:
+            cluster = self.get_cluster(name)
+            state = cluster.get("stateName")
+            if state == "IDLE":
+                return cluster
+            if state == "DELETING":
+                raise AtlasError(f"cluster {name} is being deleted, it will not become IDLE")
+            if clock() >= deadline:
+                raise AtlasTimeout(
+                    f"cluster {name} still {state} after {timeout:.0f}s waiting for IDLE;"
+                    " check the Atlas UI (it keeps billing while it exists)"
+                )
+            sleep(poll)
+
+    def wait_until_deleted(
+        self,
+        name: str,
+        timeout: float = 3600,
+        poll: float = 30,
+        sleep=time.sleep,
+        clock=time.monotonic,
+    ) -> None:
+        deadline = clock() + timeout
+        while True:
+            try:
+                state = self.get_cluster(name).get("stateName")
+            except AtlasNotFound:
+                return
+            if clock() >= deadline:
+                raise AtlasTimeout(
+                    f"cluster {name} still {state} after {timeout:.0f}s waiting for deletion"
+                )
+            sleep(poll)
