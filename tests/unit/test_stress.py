@@ -1,0 +1,500 @@
+"""mongodb_stress engine (mongobench.stress): sizing, stress-ng, mongod config, plans, search, KPIs."""
+
+from __future__ import annotations
+
+import math
+import pathlib
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from mongobench import stress
+
+GiB = stress.GiB
+DATA = pathlib.Path(__file__).resolve().parent.parent / "data" / "ycsb"
+R = 10_000_000
+
+
+def props_dict(text: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in text.splitlines())
+
+
+# ----------------------------------------------------------------------------- sizing
+
+
+@pytest.mark.parametrize("vcpus,expected", [(1, 1), (2, 1), (16, 7), (32, 11), (64, 14), (96, 16)])
+def test_estimated_instances(vcpus, expected):
+    assert stress.estimated_instances(vcpus) == expected
+    assert expected == max(1, math.ceil(16 * (1 - math.exp(-0.032 * vcpus))))
+
+
+def test_records_per_instance_follows_the_anchor_formula():
+    usable = stress.usable_memory_bytes(128 * GiB)
+    assert usable == 128 * GiB - 1_000_000 * 1024
+    raw = usable / 11 / 1256  # 11 = ceil(16 (1 - e^(-0.032 x 32)))
+    assert 9.5e6 < raw < 10.5e6
+    assert stress.records_per_instance(usable, 32) == 10_000_000
+    # Constants are arguments: 2 x the bytes per record halves the count (rounded to millions).
+    assert stress.records_per_instance(usable, 32, record_bytes=2512) == 5_000_000
+
+
+def test_records_are_clamped_and_rounded_half_up():
+    assert stress.records_per_instance(4 * GiB, 16) == 2_000_000  # below the 2M floor
+    usable = stress.usable_memory_bytes(24 * GiB)
+    assert stress.records_per_instance(usable, 2) == 20_000_000  # 19.7M -> 20M
+    assert stress.records_per_instance(usable, 2, max_records=50_000_000) == 20_000_000
+    assert stress.records_per_instance(4 * usable, 2) == 20_000_000  # 78.8M: the ceiling
+    assert stress.records_per_instance(2_500_000 * 1256, 1, min_records=0) == 3_000_000
+    assert stress.records_per_instance(2_499_999 * 1256, 1, min_records=0) == 2_000_000
+
+
+def test_cache_and_memory_per_instance():
+    assert stress.database_bytes(R) == 10_000_000_000
+    assert stress.cache_size_gb(R) == round(0.25 * 1e10 / GiB, 2) == 2.33
+    assert stress.cache_size_gb(2_000_000) == 1.0  # 0.47 GiB -> the 1 GB minimum
+    assert stress.cache_size_gb(R, fraction=0.5, min_gb=3) == 4.66
+    mem = stress.memory_per_instance_bytes(R, 2.33)
+    assert mem == 2 * int(2.33 * GiB) + GiB + 256 * R
+    assert stress.memory_per_instance_bytes(R, 2.33, file_cache_bytes=0) == mem - int(2.33 * GiB)
+
+
+def test_max_instances_is_the_tightest_limit():
+    assert stress.max_instances(100, 1000, 10, 10) == 10  # memory
+    assert stress.max_instances(1000, 55, 10, 10) == 5  # disk
+    assert stress.max_instances(1000, 1000, 10, 10, cap=3) == 3  # cap
+    assert stress.max_instances(5, 1000, 10, 10) == 0
+
+
+def test_plan_sizing_and_overrides():
+    s = stress.plan_sizing(128 * GiB, 32, 2000 * GiB)
+    assert (s.records, s.cache_gb) == (10_000_000, 2.33)
+    assert s.memory_per_instance == stress.memory_per_instance_bytes(s.records, s.cache_gb)
+    assert s.fits_memory == s.usable_memory // s.memory_per_instance == 15
+    assert s.fits_disk == 2000 * GiB // 10**10
+    assert s.max_instances == 15
+    assert s.metadata()["records_per_instance"] == 10_000_000
+
+    forced = stress.plan_sizing(
+        128 * GiB, 32, 50 * GiB, records=4_000_000, cache_gb=2.0, max_instances_cap=12
+    )
+    assert (forced.records, forced.cache_gb) == (4_000_000, 2.0)
+    assert forced.max_instances == min(forced.fits_memory, forced.fits_disk, 12) == 12
+    assert stress.plan_sizing(128 * GiB, 32, 25 * GiB).max_instances == 2  # 10 GB per instance
+
+
+def test_plan_sizing_fails_clearly_when_nothing_fits():
+    with pytest.raises(ValueError, match="no mongod instance fits.*GiB of disk"):
+        stress.plan_sizing(128 * GiB, 32, 5 * GiB)
+    with pytest.raises(ValueError, match="of memory"):
+        stress.plan_sizing(4 * GiB, 2, 1000 * GiB, records=20_000_000)
+
+
+# ----------------------------------------------------------------------------- stress-ng
+
+
+def test_memory_to_hold_is_never_negative():
+    assert stress.memory_to_hold_bytes(100 * GiB, 3, 20 * GiB) == 40 * GiB
+    assert stress.memory_to_hold_bytes(100 * GiB, 6, 20 * GiB) == 0
+    assert stress.split_evenly(10, 3) == [4, 3, 3]
+
+
+def test_stress_ng_command_single_node():
+    cmds = stress.stress_ng_commands(40 * GiB, workers=8, yaml_path="/r/sng.yaml", timeout_s=900)
+    assert cmds == [
+        [
+            "stress-ng",
+            "--vm",
+            "8",
+            "--vm-bytes",
+            f"{40 * GiB // 1024}k",  # the total: stress-ng splits it over the 8 workers
+            "--vm-keep",
+            "--vm-locked",
+            "--vm-hang",
+            "0",
+            "--yaml",
+            "/r/sng.yaml",
+            "--timeout",
+            "900s",
+        ]
+    ]
+    assert stress.stress_ng_commands(0, workers=8, yaml_path="/r/s.yaml") == []
+
+
+def test_stress_ng_commands_per_numa_node():
+    cmds = stress.stress_ng_commands(
+        3 * GiB + 1024, workers=5, yaml_path="/r/sng.yaml", numa_nodes=2
+    )
+    assert [c[:5] for c in cmds] == [
+        ["numactl", "--membind=0", "--cpunodebind=0", "--", "stress-ng"],
+        ["numactl", "--membind=1", "--cpunodebind=1", "--", "stress-ng"],
+    ]
+    held = [int(c[c.index("--vm-bytes") + 1].rstrip("k")) for c in cmds]
+    assert held == [3 * GiB // 2 // 1024] * 2  # KiB, the odd bytes dropped
+    assert [c[c.index("--vm") + 1] for c in cmds] == ["3", "2"]
+    assert [c[c.index("--yaml") + 1] for c in cmds] == ["/r/sng-node0.yaml", "/r/sng-node1.yaml"]
+
+
+@pytest.mark.skipif(not shutil.which("stress-ng"), reason="stress-ng not installed")
+def test_stress_ng_accepts_the_generated_command(tmp_path):
+    (cmd,) = stress.stress_ng_commands(
+        32 * 1024 * 1024, workers=2, yaml_path=str(tmp_path / "m.yaml"), timeout_s=2
+    )
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "vm" in (tmp_path / "m.yaml").read_text()
+
+
+# ----------------------------------------------------------------------------- mongod
+
+
+@pytest.mark.parametrize("version", ["6.0.19", "7.0.14", "8.0.4"])
+def test_instance_config_valid_for_version(version):
+    text = stress.instance_config(
+        3, base_dir="/data/mb/", cache_gb=2.33, version=version, bind_ip="0.0.0.0"
+    )
+    conf = yaml.safe_load(text)
+    assert conf["net"] == {"port": 27020, "bindIp": "0.0.0.0"}
+    assert conf["storage"]["dbPath"] == "/data/mb/mongod-3/data"
+    assert conf["storage"]["wiredTiger"]["engineConfig"]["cacheSizeGB"] == 2.33
+    assert conf["systemLog"]["path"] == "/data/mb/mongod-3/mongod.log"
+    assert "journal" not in conf["storage"]  # storage.journal.enabled is gone since 6.1
+    assert "processManagement" not in conf  # no fork: the runner keeps the PID
+
+
+def test_instance_config_tls_and_extra():
+    conf = yaml.safe_load(
+        stress.instance_config(
+            0,
+            base_dir="/d",
+            cache_gb=1,
+            version="8.0.0",
+            tls_certificate_key_file="/d/server.pem",
+            extra={"net": {"maxIncomingConnections": 2000}},
+        )
+    )
+    assert conf["net"]["tls"] == {"mode": "requireTLS", "certificateKeyFile": "/d/server.pem"}
+    assert conf["net"]["maxIncomingConnections"] == 2000 and conf["net"]["port"] == 27017
+    with pytest.raises(ValueError, match="removed in MongoDB 6.1"):
+        stress.instance_config(
+            0,
+            base_dir="/d",
+            cache_gb=1,
+            version="7.0.2",
+            extra={"storage": {"journal": {"enabled": False}}},
+        )
+
+
+def test_instance_paths_are_per_instance():
+    a, b = stress.instance_paths(0, "/x"), stress.instance_paths(1, "/x")
+    assert {a.dbpath, a.log, a.pid_file}.isdisjoint({b.dbpath, b.log, b.pid_file})
+
+
+def test_numactl_placement():
+    assert stress.numactl_prefix(3, numa_nodes=2) == []
+    assert stress.numactl_prefix(3, numa_nodes=2, cpu="node", memory="bind") == [
+        "numactl",
+        "--cpunodebind=1",
+        "--membind=1",
+        "--",
+    ]
+    assert stress.numactl_prefix(0, numa_nodes=2, memory="interleave") == [
+        "numactl",
+        "--interleave=all",
+        "--",
+    ]
+    groups = stress.split_cpus(list(range(10)), 3)
+    assert groups == [[0, 1, 2], [3, 4, 5], [6, 7, 8, 9]]
+    assert (
+        stress.numactl_prefix(1, numa_nodes=1, cpu="cpus", cpus=groups[1])[1]
+        == "--physcpubind=3,4,5"
+    )
+    with pytest.raises(ValueError):
+        stress.numactl_prefix(0, numa_nodes=1, cpu="cpus")
+    with pytest.raises(ValueError):
+        stress.numactl_prefix(0, numa_nodes=1, memory="local")
+
+
+# ----------------------------------------------------------------------------- step plans
+
+
+def test_plan_step_loads_only_new_instances_and_spreads_processes():
+    plan = stress.plan_step(
+        5, loaded={0, 1, 2}, clients=2, records=R, hosts=["10.0.0.5", "10.0.1.5"]
+    )
+    assert plan.instances == (0, 1, 2, 3, 4)
+    assert [(p.instance, p.client) for p in plan.load] == [(3, 0), (4, 1)]
+    assert [(p.instance, p.client) for p in plan.run] == [(0, 0), (1, 1), (2, 0), (3, 1), (4, 0)]
+    assert plan.clients_used == 2
+    assert [p.port for p in plan.run] == [27017, 27018, 27019, 27020, 27021]
+    assert [p.host for p in plan.run[:2]] == ["10.0.0.5", "10.0.1.5"]  # several NICs
+    ranges = [(p.insertstart, p.insertstart + p.insertcount) for p in plan.run]
+    assert ranges == [(i * R, (i + 1) * R) for i in range(5)]
+    assert all(p.recordcount == p.insertstart + p.insertcount for p in plan.run)
+    stems = [p.stem for p in plan.run + plan.load]
+    assert len(set(stems)) == len(stems)
+    assert plan.run[3].uri() == "mongodb://10.0.1.5:27020/ycsb"
+
+
+def test_plan_step_rejects_nonsense():
+    with pytest.raises(ValueError):
+        stress.plan_step(0, loaded=(), clients=1, records=R, hosts=["h"])
+    with pytest.raises(ValueError):
+        stress.plan_step(2, loaded=(), clients=1, records=R, hosts=[])
+
+
+def test_run_and_load_properties():
+    plan = stress.plan_step(3, loaded=(), clients=2, records=R, hosts=["srv"])
+    proc = plan.run[2]
+    assert "hdrhistogram.fileoutput" not in stress.run_properties(
+        proc, directory="/c", duration_s=1
+    )
+    p = props_dict(
+        stress.run_properties(proc, directory="/c/run1/", duration_s=180, histograms=True)
+    )
+    assert (p["insertstart"], p["insertcount"], p["recordcount"]) == (
+        "20000000",
+        "10000000",
+        "30000000",
+    )
+    assert (p["readproportion"], p["updateproportion"], p["requestdistribution"]) == (
+        "0.9",
+        "0.1",
+        "zipfian",
+    )
+    assert (p["target"], p["threadcount"], p["maxexecutiontime"]) == ("25000", "10", "180")
+    assert p["hdrhistogram.output.path"] == "/c/run1/step003-i002-"
+    assert p["mongodb.url"] == "mongodb://srv:27019/ycsb"
+    assert p["hdrhistogram.percentiles"] == "50,95,99,99.9"
+    p2 = props_dict(
+        stress.run_properties(
+            plan.run[1], directory="/c/run1", duration_s=180, urlfile="/c/u1", histograms=True
+        )
+    )
+    assert p2["hdrhistogram.output.path"] != p["hdrhistogram.output.path"]
+    assert p2["mongodb.urlfile"] == "/c/u1" and "mongodb.url" not in p2
+
+    lp = props_dict(stress.load_properties(plan.load[1], batchsize=100))
+    assert (lp["insertstart"], lp["insertcount"], lp["operationcount"]) == (
+        "10000000",
+        "10000000",
+        "10000000",
+    )
+    assert lp["threadcount"] == "30" and lp["batchsize"] == "100" and "target" not in lp
+
+
+# ----------------------------------------------------------------------------- step results
+
+
+def outputs(n: int, text: str, **kw) -> list[stress.ProcessOutput]:
+    return [
+        stress.ProcessOutput(instance=i, client=i % 2, returncode=0, output=text, **kw)
+        for i in range(n)
+    ]
+
+
+def test_step_result_from_real_ycsb_outputs():
+    text = (DATA / "standin_run_ok.txt").read_text()
+    r = stress.step_result(3, outputs(3, text))
+    assert r.throughput == pytest.approx(3 * 429.36882782310005)
+    assert r.operations == 3000
+    assert (r.read_p99_ms, r.update_p99_ms) == (10.263, 21.887)
+    assert r.p99_source == "max over processes"
+    assert (r.clients, r.processes) == (2, 3)
+    assert r.metadata()["p99_read_latency_ms"] == 10.263
+
+
+def test_step_result_merges_histogram_logs_when_every_process_has_them():
+    text = (DATA / "standin_run_hdr212.txt").read_text()
+    hists = {op: (DATA / f"standin_hdr212_{op}.hdr").read_text() for op in ("READ", "UPDATE")}
+    r = stress.step_result(2, outputs(2, text, histograms=hists))
+    assert r.p99_source == "merged histograms"
+    assert r.read_p99_ms == 5.851  # same data twice: the merged p99 equals the printed one
+    assert r.update_p99_ms == 11.927
+
+
+def test_step_errors_are_clear():
+    ok = (DATA / "standin_run_ok.txt").read_text()
+    dead = (DATA / "standin_dead_port.txt").read_text()
+    no_p99 = "\n".join(line for line in ok.splitlines() if "[READ], 99thPercentile" not in line)
+
+    with pytest.raises(
+        stress.StepError,
+        match=r"step 2: mongod instance\(s\) not running.*1 \(port 27018: exit 137\)",
+    ):
+        stress.step_result(2, outputs(2, ok), dead_instances={1: "exit 137"})
+    with pytest.raises(
+        stress.StepError, match="instance 1 on client 1: YCSB reported a failure: .*cannot connect"
+    ):
+        stress.step_result(2, [outputs(2, ok)[0], stress.ProcessOutput(1, 1, 0, dead)])
+    with pytest.raises(stress.StepError, match="99th percentile latency of READ"):
+        stress.step_result(1, outputs(1, no_p99))
+    with pytest.raises(stress.StepError, match="exited with 1; output ends"):
+        stress.step_result(1, [stress.ProcessOutput(0, 0, 1, ok)])
+    with pytest.raises(stress.StepError, match=r"one YCSB output per instance 0..2, got \[0, 1\]"):
+        stress.step_result(3, outputs(2, ok))
+    missing = ok.replace(
+        "[READ], Return=OK, 881", "[READ], Return=OK, 800\n[READ], Return=NOT_FOUND, 81"
+    )
+    with pytest.raises(stress.StepError, match="81 operations found no document; instance 0 lacks"):
+        stress.step_result(1, outputs(1, missing))
+
+
+# ----------------------------------------------------------------------------- search
+
+
+def test_anchor_stop_rule():
+    assert not stress.anchor_should_stop([10, 5])  # fewer than 3 steps
+    assert not stress.anchor_should_stop([10, 20, 15])  # only one step below the best
+    assert stress.anchor_should_stop([10, 20, 15, 12])
+    assert not stress.anchor_should_stop([10, 20, 15, 20])  # a tie is not beaten
+    assert stress.anchor_should_stop([30, 20, 10])
+
+
+# A server whose throughput rises to a peak at n = 5 then falls (ops/s per instance count).
+PEAK5 = (25_000, 50_000, 74_000, 92_000, 100_000, 96_000, 90_000, 84_000, 78_000, 72_000)
+P99_PEAK5 = (0.9, 1.0, 1.4, 2.6, 3.4, 5.0, 7.0, 9.0, 11.0, 13.0)
+
+
+def measure_peak5(n: int) -> stress.StepResult:
+    return stress.StepResult(n, min(0.995 * 25_000 * n, PEAK5[n - 1]), P99_PEAK5[n - 1], 2.0)
+
+
+def run(search: str, measure=measure_peak5, max_instances: int = len(PEAK5), **kw):
+    history = []
+    while (n := stress.next_step(history, max_instances, search=search, **kw)) is not None:
+        history.append(measure(n))
+    return history
+
+
+def test_linear_search_is_the_anchors_schedule():
+    h = run("linear")
+    assert [r.instances for r in h] == [1, 2, 3, 4, 5, 6, 7]
+    top, sla = stress.select_kpis(h, sla_ms=3.0, mongodb_version="8.0.4")
+    assert (top.metric, top.value, top.unit) == ("Maximum Throughput", 100_000, "ops/sec")
+    assert top.metadata["instances"] == 5 and top.metadata["step"] == 5
+    assert (
+        top.metadata["p99_read_latency_ms"] == 3.4 and top.metadata["p99_update_latency_ms"] == 2.0
+    )
+    assert top.metadata["mongodb_version"] == "8.0.4" and "warning" not in top.metadata
+    assert (sla.metric, sla.value) == ("Maximum Throughput for Latency SLA", 92_000)
+    assert sla.metadata["instances"] == 4
+
+
+def test_bounded_search_finds_the_same_kpis_in_fewer_steps():
+    linear, bounded = run("linear"), run("bounded")
+    # 1 cannot beat 2's 49,750 ops/s, 3 (<= 76,500) cannot beat 4's 92,000 within the SLA.
+    assert [r.instances for r in bounded] == [2, 4, 5, 6, 7]
+    assert len(bounded) < len(linear)
+    assert [k.value for k in stress.select_kpis(bounded)] == [
+        k.value for k in stress.select_kpis(linear)
+    ]
+    assert stress.select_kpis(bounded)[0].metadata["instances"] == 5
+
+
+def test_bounded_search_measures_a_skipped_step_when_it_could_hold_the_sla_kpi():
+    p99 = dict(enumerate(P99_PEAK5, 1)) | {4: 3.5}  # 4 now misses the SLA, 3 may meet it
+
+    def measure(n):
+        return stress.StepResult(n, min(0.995 * 25_000 * n, PEAK5[n - 1]), p99[n])
+
+    linear, bounded = run("linear", measure=measure), run("bounded", measure=measure)
+    assert [r.instances for r in bounded] == [2, 4, 5, 6, 7, 3]
+    sla_linear, sla_bounded = (stress.select_kpis(h)[1] for h in (linear, bounded))
+    assert sla_linear.value == sla_bounded.value == 74_000
+    assert sla_bounded.metadata["instances"] == 3
+
+
+def test_bounded_search_needs_a_target():
+    assert [r.instances for r in run("bounded", target_per_process=None)] == [1, 2, 3, 4, 5, 6, 7]
+    with pytest.raises(ValueError, match="search must be"):
+        stress.next_step([], 4, search="binary")
+
+
+def test_search_stops_at_the_instance_limit_and_warns():
+    def rising(n):
+        return stress.StepResult(n, 0.995 * 25_000 * n, 1.0)
+
+    for search in ("linear", "bounded"):
+        h = run(search, measure=rising, max_instances=6)
+        assert max(r.instances for r in h) == 6
+        top = stress.select_kpis(h, max_instances=6)[0]
+        assert top.metadata["instances"] == 6
+        assert "largest instance count tried, 6 (the instance limit)" in top.metadata["warning"]
+    assert [r.instances for r in run("bounded", measure=rising, max_instances=6)] == [2, 4, 6]
+
+
+def test_sla_kpi_is_zero_with_a_reason_when_no_step_meets_it():
+    h = run("linear")
+    top, sla = stress.select_kpis(h, sla_ms=0.5)
+    assert sla.value == 0 and sla.unit == "ops/sec"
+    assert sla.metadata["reason"] == (
+        "no step met read p99 <= 0.5 ms; the lowest read p99 was 0.9 ms with 1 instance(s)"
+    )
+    assert top.value == 100_000
+    with pytest.raises(ValueError):
+        stress.select_kpis([])
+
+
+def test_step_kpis():
+    h = run("linear")[:2]
+    names = [k.metric for k in stress.step_kpis(h)]
+    assert names == ["Step Throughput", "Step Read p99 Latency", "Step Update p99 Latency"] * 2
+
+
+# ----------------------------------------------------------------------------- simulated server
+
+
+@pytest.mark.parametrize("peak", range(1, 12))
+def test_simulated_peaks_found_with_load_once(peak):
+    server = stress.SimulatedServer(stress.peaked_capacity(peak, 16))
+    anchor = stress.simulate(server, search="anchor")
+    linear = stress.simulate(server, search="linear")
+    bounded = stress.simulate(server, search="bounded")
+    assert anchor.peak == linear.peak == bounded.peak == peak
+    assert anchor.sla_peak == linear.sla_peak == bounded.sla_peak
+    n = len(anchor.steps)
+    assert n == min(peak + 2, 16) if peak > 1 else n == 3
+    # Records: the anchor reloads every instance at every step, we load each once.
+    assert anchor.records_loaded == n * (n + 1) // 2 * R
+    assert linear.records_loaded == n * R
+    assert bounded.records_loaded <= 2 * n * R
+    assert len(bounded.steps) <= len(anchor.steps)
+    assert bounded.wall_seconds < anchor.wall_seconds and linear.wall_seconds < anchor.wall_seconds
+
+
+def test_wall_time_at_eight_steps_within_a_third_of_the_anchor():
+    server = stress.SimulatedServer(stress.peaked_capacity(6, 16))  # anchor: steps 1..8
+    cost = stress.CostModel()
+    anchor = stress.simulate(server, search="anchor", cost=cost)
+    bounded = stress.simulate(server, search="bounded", cost=cost)
+    assert anchor.steps == tuple(range(1, 9))
+    # Wall time by hand: anchor step n loads n instances (server-bound) then runs.
+    step = cost.step_seconds + cost.step_overhead_seconds
+    per_instance = R / cost.load_capacity
+    expected = sum(cost.load_overhead_seconds + n * per_instance + step for n in range(1, 9))
+    assert anchor.wall_seconds == pytest.approx(expected)
+    assert bounded.wall_seconds / anchor.wall_seconds <= 1 / 3
+
+
+@pytest.mark.parametrize("sigma", [0.02, 0.05])
+def test_noisy_server_same_kpis_unless_the_anchor_stopped_early(sigma):
+    steps_anchor = steps_bounded = differ = 0
+    for peak in (3, 5, 6, 8):
+        for seed in range(40):
+            server = stress.SimulatedServer(
+                stress.peaked_capacity(peak, 16), noise=stress.noise(16, sigma, seed)
+            )
+            a = stress.simulate(server, search="anchor")
+            b = stress.simulate(server, search="bounded")
+            steps_anchor += len(a.steps)
+            steps_bounded += len(b.steps)
+            if a.kpis[0].value != b.kpis[0].value:
+                differ += 1
+                # Only when noise made the anchor stop before the peak: then ours is higher.
+                assert b.kpis[0].value > a.kpis[0].value and max(a.steps) < b.peak
+            if a.kpis[1].value != b.kpis[1].value:
+                assert b.kpis[1].value > a.kpis[1].value
+    assert steps_bounded < steps_anchor
+    assert differ <= 8  # of 160 runs
