@@ -38,10 +38,17 @@ _EXPERIMENTS = flags.DEFINE_list(
     ["all"],
     'Experiments to run (names in mongobench/experiments/perftables.yaml), or "all".',
 )
-_VARIANTS = flags.DEFINE_list(
+_VARIANTS = flags.DEFINE_string(
     "mongodb_perftables_variants",
-    [],
-    'Only these variant labels (e.g. "1,4" for document sizes); default all.',
+    None,
+    'Only these variant labels, separated by ";" (labels may contain commas),'
+    ' e.g. "1;4" for document sizes; default all.',
+)
+_SKIP = flags.DEFINE_string(
+    "mongodb_perftables_skip",
+    None,
+    'Variants to leave out, "experiment/label;experiment/label", e.g. for a'
+    " server that lacks a feature.",
 )
 _SCALE = flags.DEFINE_string(
     "mongodb_perftables_scale",
@@ -93,18 +100,21 @@ def _Overrides():
     return out
 
 
+def _Variants():
+    return [v.strip() for v in (_VARIANTS.value or "").split(";") if v.strip()] or None
+
+
+def _Plan():
+    return exp_mod.plan(
+        exp_mod.load(), _EXPERIMENTS.value, _SCALE.value, _Variants(), _Overrides(), _SKIP.value
+    )
+
+
 def CheckPrerequisites(benchmark_config):
     """Validates flags before anything is provisioned."""
     del benchmark_config
     try:
-        catalog = exp_mod.load()
-        chosen = exp_mod.select(catalog, _EXPERIMENTS.value)
-        exp_mod.parse_scale(_SCALE.value)
-        if _VARIANTS.value:
-            labels = {v.label for e in chosen for v in e.resolve(_SCALE.value)}
-            unknown = sorted(set(_VARIANTS.value) - labels)
-            if unknown:
-                raise exp_mod.ExperimentError(f"unknown variant(s) {', '.join(unknown)}")
+        _Plan()
     except exp_mod.ExperimentError as e:
         raise errors.Config.InvalidValue(str(e)) from e
     _Overrides()
@@ -146,10 +156,11 @@ def Run(benchmark_spec):
         _EXPERIMENTS.value,
         _SCALE.value,
         _DATABASE.value,
-        variants=_VARIANTS.value,
+        variants=_Variants(),
         overrides=_Overrides(),
         os_path=state["workdir"],
         max_seconds=_MAX_SECONDS.value,
+        skip=_SKIP.value,
     )
     _, stderr = client.RobustRemoteCommand(command, ignore_failure=True)
     local_out = os.path.join(vm_util.GetTempDir(), "perftables-results.json")
@@ -181,10 +192,7 @@ def Run(benchmark_spec):
                 },
             )
         )
-    expected = sum(
-        len(exp_mod.filter_variants(e.resolve(_SCALE.value), _VARIANTS.value))
-        for e in exp_mod.select(exp_mod.load(), _EXPERIMENTS.value)
-    )
+    expected = sum(len(variants) for _, variants in _Plan())
     if len(run["results"]) < expected:
         failed.append({"experiment": "?", "label": "?", "error": "run ended early"})
         logging.error(

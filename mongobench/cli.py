@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from mongobench import experiments as exp_mod
@@ -62,12 +63,13 @@ def cmd_perftables_run(args) -> int:
             args.scale,
             args.out,
             database=args.database,
-            variants=_csv(args.variants),
+            variants=[v.strip() for v in (args.variants or "").split(";") if v.strip()] or None,
             overrides=_overrides(args.set),
             log=_log,
             os_path=os_path,
             max_seconds=args.max_seconds,
             experiments_file=args.experiments_file,
+            skip=args.skip,
         )
     except exp_mod.ExperimentError as e:
         raise SystemExit(f"mongobench: {e}") from None
@@ -87,7 +89,15 @@ def cmd_report(args) -> int:
     samples = []
     for path in args.pkb_results:
         samples += report.load_pkb_results(path)
-    text = report.render(samples)
+    plots = args.plots_dir
+    if plots is None and args.out:
+        plots = os.path.join(os.path.dirname(os.path.abspath(args.out)), "plots")
+    ref = (
+        os.path.relpath(plots, os.path.dirname(os.path.abspath(args.out)))
+        if plots and args.out
+        else plots
+    )
+    text = report.render(samples, plots_dir=plots, plots_ref=ref)
     if args.out:
         with open(args.out, "w") as f:
             f.write(text)
@@ -129,7 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
     target.add_argument("--uri-env", help="environment variable holding the connection string")
     target.add_argument("--uri", help="connection string (visible in the process list)")
     run.add_argument("--experiments", help="comma-separated names (default: all)")
-    run.add_argument("--variants", help="comma-separated variant labels (default: all)")
+    run.add_argument("--variants", help="variant labels separated by ';' (default: all)")
+    run.add_argument("--skip", help="variants to leave out: 'experiment/label;experiment/label'")
     run.add_argument("--database", default="mongobench", help="database the experiments own")
     run.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a setting")
     run.add_argument("--out", default="perftables-results.json", help="raw results (JSON)")
@@ -144,7 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     rp = sub.add_parser("report", help="markdown tables from PKB results files")
     rp.add_argument("--pkb-results", nargs="+", required=True)
-    rp.add_argument("--out")
+    rp.add_argument("--out", help="markdown file (default: stdout)")
+    rp.add_argument("--plots-dir", help="PNG plots (default: plots/ beside --out; none on stdout)")
     rp.set_defaults(func=cmd_report)
 
     tb = sub.add_parser("testbed", help="local stand-in server + sshd static VM")
@@ -158,6 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="auto: mongod when on PATH, else the stand-in",
     )
     tb.set_defaults(func=cmd_testbed)
+    for module in ("compare", "sweep"):  # subcommands wired in their own modules
+        __import__(f"mongobench.{module}", fromlist=["add_parser"]).add_parser(sub)
     return p
 
 

@@ -72,6 +72,7 @@ def perftables_command(
     overrides: dict | None = None,
     os_path: str | None = None,
     max_seconds: float | None = None,
+    skip: str | None = None,
 ) -> str:
     """The client command for one perftables run (no secret: the URI is in a file)."""
     q = shlex.quote
@@ -82,10 +83,12 @@ def perftables_command(
     if experiments:
         args += ["--experiments", ",".join(experiments)]
     if variants:
-        args += ["--variants", ",".join(variants)]
+        args += ["--variants", ";".join(variants)]
     for k, v in (overrides or {}).items():
         args += ["--set", f"{k}={v}"]
     args += ["--os-path", os_path or "none"]
     if max_seconds:
         args += ["--max-seconds", str(max_seconds)]
+    if skip:
+        args += ["--skip", skip]
     return f"cd {q(workdir)} && " + " ".join(q(a) for a in args)

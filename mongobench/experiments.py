@@ -144,3 +144,43 @@ def filter_variants(variants: list[Variant], wanted: list[str] | None) -> list[V
             f"unknown variant(s) {', '.join(unknown)}; known: {', '.join(sorted(labels))}"
         )
     return [v for v in variants if v.label in wanted]
+
+
+def parse_skip(spec: str | None) -> set[tuple[str, str]]:
+    """`experiment/label;experiment/label` (labels may contain commas) -> pairs."""
+    out = set()
+    for item in (spec or "").split(";"):
+        item = item.strip()
+        if not item:
+            continue
+        experiment, sep, label = item.partition("/")
+        if not sep or not experiment or not label:
+            raise ExperimentError(f"skip entries look like experiment/variant label, not {item!r}")
+        out.add((experiment.strip(), label.strip()))
+    return out
+
+
+def plan(
+    experiments: dict[str, Experiment],
+    names: list[str] | None,
+    scale: float | str,
+    variants: list[str] | None = None,
+    overrides: dict | None = None,
+    skip: str | None = None,
+) -> list[tuple[Experiment, list[Variant]]]:
+    """The experiments and variants a run executes, validated up front."""
+    skipped = parse_skip(skip)
+    chosen = select(experiments, names)
+    known = {(e.name, v.label) for e in chosen for v in e.resolve(scale, overrides)}
+    unknown = sorted(f"{e}/{v}" for e, v in skipped - known)
+    if unknown:
+        raise ExperimentError(f"skip names unknown variant(s): {'; '.join(unknown)}")
+    out = []
+    for e in chosen:
+        vs = (
+            filter_variants(e.resolve(scale, overrides), variants)
+            if variants
+            else e.resolve(scale, overrides)
+        )
+        out.append((e, [v for v in vs if (e.name, v.label) not in skipped]))
+    return out

@@ -81,6 +81,7 @@ def run_variant(
 
     threads = [threading.Thread(target=body, args=(i,), daemon=True) for i in range(nthreads)]
     started = time.time()
+    cpu0 = time.process_time()
     t0 = time.perf_counter()
     for t in threads:
         t.start()
@@ -92,6 +93,7 @@ def run_variant(
     for t in threads:
         t.join()
     duration = time.perf_counter() - t0
+    client_cpu_s = time.process_time() - cpu0
     os_summary = sampler.stop() if sampler else None
     finished = workload.finish() if not failures else {}
     status_after = server_status(client)
@@ -132,6 +134,7 @@ def run_variant(
         "server_after": after,
         "server_info": serverstats.server_info(status_after),
         "os_client": os_summary,
+        "client_process_cpu_s": client_cpu_s,
         "os_client_device": sampler.device_label if sampler else None,
     }
 
@@ -156,6 +159,7 @@ def run(
     os_path: str | None = None,
     max_seconds: float | None = None,
     experiments_file: str | None = None,
+    skip: str | None = None,
 ) -> dict:
     """Every selected variant; results go to `out_path` after each variant.
 
@@ -163,9 +167,10 @@ def run(
     caller decides how to fail (the CLI exits non-zero).
     """
     catalog = exp_mod.load(experiments_file or exp_mod.PERFTABLES_FILE)
-    chosen = exp_mod.select(catalog, names)
-    plans = [(e, exp_mod.filter_variants(e.resolve(scale, overrides), variants)) for e in chosen]
-    client = connect(uri)
+    plans = exp_mod.plan(catalog, names, scale, variants, overrides, skip)
+    max_threads = max((int(v.settings.get("threads", 1)) for _, vs in plans for v in vs), default=1)
+    # One pooled connection per client thread, or threads queue for connections.
+    client = connect(uri, maxPoolSize=max(100, max_threads + 10))
     try:
         doc = {
             "schema": RESULT_SCHEMA,

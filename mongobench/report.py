@@ -9,6 +9,7 @@ a sample shows as "n/a" (missing, not zero).
 from __future__ import annotations
 
 import json
+import os
 from collections import OrderedDict
 
 from mongobench import experiments as exp_mod
@@ -91,8 +92,65 @@ def table(rows: dict, columns: list[str], label_header: str) -> str:
     return "\n".join(lines)
 
 
-def render(samples: list[dict], catalog: dict | None = None, title: str | None = None) -> str:
-    """The seed's sections for every experiment that has samples."""
+_PLOT_FIGURES = ("docs_per_s", "ops_per_s", "find_ops_per_s", "insert_ops_per_s")
+
+
+def plot(name: str, title: str, rows: dict, columns: list[str], path: str) -> bool:
+    """Bar charts of the experiment's throughput and p99 latency per variant (PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure = next((c for c in _PLOT_FIGURES if c in columns), None)
+    items = sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][1]))
+    multi = len({k[0] for k in rows}) > 1
+    labels = [f"{k[0]}: {k[2]}" if multi else k[2] for k, _ in items]
+    panels = [(figure, COLUMNS[figure])] if figure else []
+    if any(r.get("p99_latency_ms") is not None for _, r in items):
+        panels.append(("p99_latency_ms", COLUMNS["p99_latency_ms"]))
+    if not panels:
+        return False
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 0.45 * len(labels) + 2))
+    axes = axes if len(panels) > 1 else [axes]
+    for ax, (key, col) in zip(axes, panels, strict=True):
+        values = [r.get(key) for _, r in items]
+        ax.barh(range(len(labels)), [v or 0 for v in values], color="#4878a8")
+        for i, v in enumerate(values):
+            ax.text(
+                v or 0, i, " n/a" if v is None else f" {v:,.{col.digits}f}", va="center", fontsize=8
+            )
+        ax.set_yticks(range(len(labels)), labels, fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlabel(col.header)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True
+
+
+def bottleneck_lines(rows: dict) -> list[str]:
+    out = []
+    for (run, _, variant), row in sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        neck = row["_md"].get("bottleneck")
+        if neck:
+            out.append(f"- {run + ': ' if len({k[0] for k in rows}) > 1 else ''}{variant}: {neck}")
+    return out
+
+
+def render(
+    samples: list[dict],
+    catalog: dict | None = None,
+    title: str | None = None,
+    plots_dir: str | None = None,
+    plots_ref: str | None = None,
+) -> str:
+    """The seed's sections for every experiment that has samples.
+
+    With `plots_dir`, a PNG per experiment is written there and linked as
+    `plots_ref/<experiment>.png` (default: the directory's name).
+    """
     catalog = catalog or exp_mod.load()
     grouped = group(samples)
     sections: OrderedDict[str, list[str]] = OrderedDict()
@@ -117,6 +175,17 @@ def render(samples: list[dict], catalog: dict | None = None, title: str | None =
             cols = experiment.tables.get(table_name)
             if cols:
                 parts += [f"### {heading}", "", table(rows, cols, label_header), ""]
+        necks = bottleneck_lines(rows)
+        if necks:
+            parts += ["Bottleneck (the resource closest to its limit):", "", *necks, ""]
+        if plots_dir:
+            os.makedirs(plots_dir, exist_ok=True)
+            png = os.path.join(plots_dir, f"{name}.png")
+            if plot(name, experiment.title, rows, experiment.tables.get("performance", []), png):
+                ref = (
+                    plots_ref if plots_ref is not None else os.path.basename(plots_dir.rstrip("/"))
+                )
+                parts += [f"![{experiment.title}]({ref}/{name}.png)", ""]
         sections.setdefault(experiment.section, []).append("\n".join(parts))
     unknown = sorted(set(grouped) - set(catalog))
     out = [f"# {title or 'MongoDB Performance Tables'}", ""]

@@ -42,6 +42,8 @@ COLUMNS = {
     "write_conflicts": Column("Write Conflicts", "count", "writeConflicts"),
     "net_out_mb_s": Column("Network Out", "MB/sec", "Network Out (MB/s)", 2),
     "client_cpu_pct": Column("Client CPU Usage", "%", "Client CPU (%)"),
+    "client_cpu_us_per_op": Column("Client CPU per Operation", "us", "Client CPU per op (us)"),
+    "p99_latency_ms": Column("P99 Op Latency", "ms", "p99 Latency (ms)", 2),
     "insert_ops_per_s": Column("Insert Throughput", "ops/sec", "Inserts (ops/s)"),
     "find_ops_per_s": Column("Query Throughput", "ops/sec", "Queries (ops/s)"),
     "storage_mb": Column("Storage Size", "MB", "Storage Size (MB)", 2),
@@ -67,9 +69,10 @@ def figures(res: dict) -> dict[str, float | None]:
     os_client = res.get("os_client") or {}
     hist = lat.LatencyRecorder.decode(res.get("latency") or {})
     main_op = _main_op(res)
-    avg = None
+    avg = p99 = None
     if main_op in hist.histograms:
-        avg = lat.summarize(hist.histograms[main_op]).get("mean_ms")
+        summary = lat.summarize(hist.histograms[main_op])
+        avg, p99 = summary.get("mean_ms"), summary.get("p99_ms")
 
     def per_s(v, div=1.0):
         return None if v is None else v / div / d
@@ -86,6 +89,7 @@ def figures(res: dict) -> dict[str, float | None]:
         "mb_per_s": data_mb / d,
         "ops_per_s": ops_per_s,
         "avg_latency_ms": avg,
+        "p99_latency_ms": p99,
         "errors": float(sum(res["errors"].values())),
         "cpu_pct": os_server.get("cpu_pct"),
         "iowait_pct": os_server.get("iowait_pct"),
@@ -98,6 +102,11 @@ def figures(res: dict) -> dict[str, float | None]:
         "write_conflicts": server.get("write_conflicts"),
         "net_out_mb_s": per_s(server.get("network_bytes_out"), MB),
         "client_cpu_pct": os_client.get("cpu_pct"),
+        "client_cpu_us_per_op": (
+            res["client_process_cpu_s"] * 1e6 / sum(ops.values())
+            if ops and res.get("client_process_cpu_s") is not None
+            else None
+        ),
         "insert_ops_per_s": ops["insert"] / d if "insert" in ops else None,
         "find_ops_per_s": ops["find"] / d if "find" in ops else None,
         "storage_mb": storage / MB if storage else None,
@@ -149,6 +158,10 @@ def to_samples(run: dict, extra_metadata: dict | None = None) -> list[dict]:
         md = metadata(run, res)
         md.update(extra_metadata or {})
         figs = figures(res)
+        cores = res.get("client_process_cpu_s")
+        cores = cores / max(res["duration_s"], 1e-9) if cores is not None else None
+        neck = bottleneck(figs, res.get("settings"), cores)
+        md["bottleneck"] = f"{neck[0]} ({neck[1] * 100:.0f}%)" if neck else "unknown"
         missing = sorted(k for k, v in figs.items() if v is None and k in _SERVER_FIGURES)
         md["missing_metrics"] = ",".join(missing)
         if res["errors"]:
@@ -174,3 +187,37 @@ def _sample(metric, value, unit, md):
 
 def failed(run: dict) -> list[dict]:
     return [r for r in run["results"] if r.get("status") != "ok"]
+
+
+# Utilisation of each resource against its limit; the highest is the bottleneck.
+# Disk limits come from settings (disk_iops, disk_mb_s: the provisioned figures).
+# The driver is Python: one core is its ceiling whatever the host has (GIL).
+def bottleneck(figs: dict, settings: dict | None = None, client_cpu_cores: float | None = None):
+    """(resource, utilisation 0..1) of the resource closest to its limit, or None."""
+    settings = settings or {}
+    ratios = {}
+    if figs.get("cpu_pct") is not None:
+        ratios["server CPU"] = figs["cpu_pct"] / 100.0
+    if figs.get("os_iops") is not None and _number(settings.get("disk_iops")):
+        ratios["disk IOPS"] = figs["os_iops"] / float(settings["disk_iops"])
+    if figs.get("os_write_mb_s") is not None and _number(settings.get("disk_mb_s")):
+        mb = figs["os_write_mb_s"] + (figs.get("os_read_mb_s") or 0.0)
+        ratios["disk MB/s"] = mb / float(settings["disk_mb_s"])
+    client = []
+    if figs.get("client_cpu_pct") is not None:
+        client.append(figs["client_cpu_pct"] / 100.0)
+    if client_cpu_cores is not None:
+        client.append(client_cpu_cores)
+    if client:
+        ratios["client"] = max(client)
+    if not ratios:
+        return None
+    name = max(ratios, key=ratios.get)
+    return name, ratios[name]
+
+
+def _number(value) -> bool:
+    try:
+        return float(value) > 0
+    except (TypeError, ValueError):
+        return False

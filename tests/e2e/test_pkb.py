@@ -91,11 +91,28 @@ def test_perftables_on_the_test_bed(pkb_python, tmp_path, pkb_temp):
     assert dpkg_selections() == before  # the static host's packages are as they were
     [results] = glob.glob(str(pkb_temp / "runs" / "*" / "perfkitbenchmarker_results.json"))
     samples = [json.loads(line) for line in open(results)]
-    tput = [s for s in samples if s["metric"] == "Document Throughput"]
+    tput = [
+        s
+        for s in samples
+        if s["metric"] == "Document Throughput" and "|experiment:insert_docsize|" in s["labels"]
+    ]
     variants = sorted(int(s["labels"].split("|doc_size_kb:")[1].split("|")[0]) for s in tput)
     assert variants == [1, 4, 32, 256, 2048]
     for s in tput:
         assert s["unit"] == "docs/sec" and s["value"] > 0
         assert "|experiment:insert_docsize|" in s["labels"] and "|scale:smoke|" in s["labels"]
+    # Every experiment, every variant but the ones the stand-in cannot run.
+    from mongobench import experiments as exp_mod
+
+    plan = exp_mod.plan(exp_mod.load(), None, "smoke", skip=testbed.STANDIN_UNSUPPORTED)
+    want = {(e.name, v.label) for e, vs in plan for v in vs}
+    got = set()
+    for s in samples:
+        if s["metric"] == "Operation Throughput":
+            labels = s["labels"]
+            exp = labels.split("|experiment:")[1].split("|")[0]
+            got.add((exp, labels.split("|variant:")[1].split("|")[0]))
+    assert got == want
+    assert not [s for s in samples if s["metric"] == "Variant Failed"]
     log = open(glob.glob(str(pkb_temp / "runs" / "*" / "pkb.log"))[0]).read()
     assert state["uri"] not in log  # the target is passed in a file, never on a command line

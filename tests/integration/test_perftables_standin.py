@@ -83,7 +83,7 @@ def test_cli_prints_the_seed_table_and_fails_on_a_dead_server(uri_file, tmp_path
         "--experiments",
         "insert_docsize",
         "--variants",
-        "1,4",
+        "1;4",
         "--out",
         str(tmp_path / "a.json"),
     ]
