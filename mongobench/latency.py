@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from collections import Counter
 
 from hdrh.histogram import HdrHistogram
 
@@ -17,23 +18,41 @@ def new_histogram() -> HdrHistogram:
 
 
 class LatencyRecorder:
-    """One histogram per operation type; one recorder per thread (not locked)."""
+    """One histogram per operation type; one recorder per thread (not locked).
+
+    `record()` only counts the integer microsecond in a dict (a C-level
+    increment); the counts go into HdrHistogram when the histograms are read.
+    HdrHistogram's own record_value is Python and cost more than the rest of
+    a pipelined operation. The result is the same histogram.
+    """
 
     def __init__(self):
-        self.histograms: dict[str, HdrHistogram] = {}
+        self._hist: dict[str, HdrHistogram] = {}
+        self._pending: dict[str, Counter] = {}
 
     def record(self, op: str, micros: float) -> None:
-        hist = self.histograms.get(op)
-        if hist is None:
-            hist = self.histograms[op] = new_histogram()
-        hist.record_value(min(max(int(micros), LOWEST_US), HIGHEST_US))
+        pending = self._pending.get(op)
+        if pending is None:
+            pending = self._pending[op] = Counter()
+        pending[int(micros)] += 1
+
+    @property
+    def histograms(self) -> dict[str, HdrHistogram]:
+        for op, pending in self._pending.items():
+            hist = self._hist.get(op)
+            if hist is None:
+                hist = self._hist[op] = new_histogram()
+            for micros, count in pending.items():
+                hist.record_value(min(max(micros, LOWEST_US), HIGHEST_US), count)
+        self._pending = {}
+        return self._hist
 
     def merge(self, other: LatencyRecorder) -> None:
+        mine = self.histograms
         for op, hist in other.histograms.items():
-            mine = self.histograms.get(op)
-            if mine is None:
-                mine = self.histograms[op] = new_histogram()
-            mine.add(hist)
+            if op not in mine:
+                mine[op] = new_histogram()
+            mine[op].add(hist)
 
     def encode(self) -> dict[str, str]:
         """Compressed histograms, so several clients can be merged exactly."""
@@ -45,8 +64,8 @@ class LatencyRecorder:
         for op, text in encoded.items():
             hist = HdrHistogram.decode(base64.b64decode(text))
             # decode() keeps the encoder's range; merge into ours to normalise.
-            rec.histograms[op] = new_histogram()
-            rec.histograms[op].add(hist)
+            rec._hist[op] = new_histogram()
+            rec._hist[op].add(hist)
         return rec
 
 

@@ -131,6 +131,7 @@ class Sampler:
         self.interval = interval
         self.devices, self.device_label = resolve_devices(path)
         self.readings: list[dict] = []
+        self.cpu_s = 0.0  # CPU the sampling itself used: its cost to the client
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="ossampler")
 
@@ -141,7 +142,9 @@ class Sampler:
 
     def _loop(self):
         while not self._stop.wait(self.interval):
+            t0 = time.thread_time()
             self.readings.append(reading(self.devices))
+            self.cpu_s += time.thread_time() - t0
 
     def stop(self) -> dict[str, float | None]:
         self._stop.set()

@@ -52,6 +52,7 @@ def run_variant(
     os_path: str | None = None,
     os_interval: float = 1.0,
     max_seconds: float | None = None,
+    uri: str | None = None,
 ) -> dict:
     """One variant, end to end; returns its raw result."""
     workload_cls = WORKLOADS.get(experiment.workload)
@@ -61,6 +62,7 @@ def run_variant(
         )
     db = client[database]
     workload = workload_cls(db, variant.settings, log=log)
+    workload.uri = uri
     prep_started = time.time()
     prepared = workload.prepare()
     prep_s = time.time() - prep_started
@@ -135,6 +137,7 @@ def run_variant(
         "server_info": serverstats.server_info(status_after),
         "os_client": os_summary,
         "client_process_cpu_s": client_cpu_s,
+        "sampler_cpu_s": sampler.cpu_s if sampler else None,
         "os_client_device": sampler.device_label if sampler else None,
     }
 
@@ -189,7 +192,14 @@ def run(
                 log(f"{experiment.name} [{v.label}]: running")
                 try:
                     res = run_variant(
-                        client, database, experiment, v, log, os_path, max_seconds=max_seconds
+                        client,
+                        database,
+                        experiment,
+                        v,
+                        log,
+                        os_path,
+                        max_seconds=max_seconds,
+                        uri=uri,
                     )
                     log(f"{experiment.name} [{v.label}]: {_one_line(res)}")
                 except Exception as e:  # noqa: BLE001 - recorded, reported, fails the run

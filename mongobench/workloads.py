@@ -66,6 +66,7 @@ class Workload:
 
     name = "?"
     required: tuple[str, ...] = ()
+    uri: str | None = None  # set by the runner; never copied into settings or results
 
     def __init__(self, db, settings: dict, log=print):
         missing = [k for k in self.required if k not in settings]

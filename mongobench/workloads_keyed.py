@@ -14,6 +14,7 @@ import re
 import threading
 import time
 
+import bson
 from pymongo import ReturnDocument
 from pymongo.errors import OperationFailure, PyMongoError
 
@@ -699,3 +700,175 @@ class RegexPrefixWorkload(TimedLoop):
                 stats.docs += got
 
         self.loop(idx, nthreads, stats, stop, op)
+
+
+class Zipfian:
+    """YCSB's zipfian rank generator (Gray et al.), scrambled so hot keys scatter.
+
+    zeta(n) is summed exactly up to 10^5 terms and by its integral beyond, so
+    setting up 100 million keys takes milliseconds.
+    """
+
+    EXACT = 100_000
+
+    def __init__(self, n: int, theta: float = 0.99):
+        self.n, self.theta = n, theta
+        m = min(n, self.EXACT)
+        z = sum(1.0 / i**theta for i in range(1, m + 1))
+        if n > m:
+            z += (n ** (1 - theta) - m ** (1 - theta)) / (1 - theta)
+        self.zetan = z
+        self.half = 1 + 0.5**theta
+        self.alpha = 1.0 / (1.0 - theta)
+        self.eta = (1 - (2.0 / n) ** (1 - theta)) / (1 - self.half / z) if n > 2 else 1.0
+
+    def rank(self, u: float) -> int:
+        uz = u * self.zetan
+        if uz < 1.0:
+            return 0
+        if uz < self.half:
+            return 1 % self.n
+        return min(self.n - 1, int(self.n * (self.eta * u - self.eta + 1) ** self.alpha))
+
+    def key(self, u: float) -> int:
+        # Fibonacci hashing scatters hot ranks over the key space like YCSB's
+        # FNV scramble, at one multiplication instead of a Python byte loop; the
+        # high bits of the 64-bit product pick the key (n need not be coprime).
+        return (((self.rank(u) * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF) * self.n) >> 64
+
+
+@register("read_update")
+class ReadUpdateWorkload(TimedLoop):
+    """YCSB-like reads and updates by key over 1 KB documents, zipfian keys.
+
+    Settings: preload_docs, doc_size_kb, threads, duration_s or total_ops,
+    read_proportion, driver (pymongo | pipelined), depth (requests in flight
+    per connection with the pipelined driver; its latencies include the wait
+    inside the batch).
+    """
+
+    required = ("preload_docs", "doc_size_kb", "threads", "read_proportion", "driver")
+    coll_name = "kv"
+
+    def prepare(self):
+        if self.s["driver"] not in ("pymongo", "pipelined"):
+            raise ValueError(f"driver must be pymongo or pipelined, not {self.s['driver']!r}")
+        n = int(self.s["preload_docs"])
+        reused = load_serial(self, self.coll_name, n, self.s["doc_size_kb"], lambda i: {}, "plain")
+        return {"preload_reused": reused}
+
+    def worker(self, idx, nthreads, stats, stop):
+        zipf = Zipfian(int(self.s["preload_docs"]))
+        reads = float(self.s["read_proportion"])
+        if self.s["driver"] == "pipelined":
+            return self._pipelined(idx, nthreads, stats, stop, zipf, reads)
+        coll = self.collection(self.coll_name)
+
+        def op(rng, i, stats, idx):
+            key = zipf.key(rng.random())
+            if rng.random() < reads:
+                doc, ok = timed_call(stats, "read", coll.find_one, {"_id": key})
+                if ok and doc is None:
+                    stats.ops["read"] -= 1
+                    stats.error("read", RuntimeError("document not found"))
+                elif ok:
+                    stats.docs += 1
+            else:
+                res, ok = timed_call(
+                    stats, "update", coll.update_one, {"_id": key}, {"$set": {"n0": i}}
+                )
+                if ok:
+                    stats.docs += res.matched_count
+
+        self.loop(idx, nthreads, stats, stop, op)
+
+    def _pipelined(self, idx, nthreads, stats, stop, zipf, reads):
+        from mongobench import wire
+
+        client = self.db.client
+        where = wire.target(self._uri(), client.primary or client.address)
+        conn = wire.Connection(**where)
+        db, coll = self.db.name, self.coll_name
+        wc = self.s.get("write_concern")
+        wc = {"w": int(wc) if str(wc).isdigit() else wc} if wc is not None else None
+        depth = int(self.s.get("depth") or 8)
+        quota = self.s.get("total_ops")
+        quota = split(int(quota), nthreads, idx) if quota else None
+        t_end = (
+            time.perf_counter() + float(self.s["duration_s"]) if self.s.get("duration_s") else None
+        )
+        rng = random.Random(idx + 1)
+        key_s, value_s = 0x5EED5EED5EED0001, 0x5EED5EED5EED0002  # sentinels patched per op
+        read_t = wire.Template(
+            {
+                "find": coll,
+                "filter": {"_id": bson.Int64(key_s)},
+                "limit": 1,
+                "singleBatch": True,
+                "$db": db,
+            },
+            [key_s],
+        )
+        update = {"q": {"_id": bson.Int64(key_s)}, "u": {"$set": {"n0": bson.Int64(value_s)}}}
+        update_cmd = {"update": coll, "updates": [update], "$db": db}
+        if wc:
+            update_cmd["writeConcern"] = wc
+        update_t = wire.Template(update_cmd, [key_s, value_s])
+        done = 0
+
+        def make_batch(n):
+            msgs, ids, kinds = [], [], []
+            for _ in range(n):
+                key = zipf.key(rng.random())
+                rid = wire.next_id()
+                if rng.random() < reads:
+                    msgs.append(read_t.use(rid, key))
+                    kinds.append("read")
+                else:
+                    msgs.append(update_t.use(rid, key, rid))
+                    kinds.append("update")
+                ids.append(rid)
+            return msgs, ids, kinds
+
+        def account(kinds, replies):
+            for kind, (reply, secs) in zip(kinds, replies, strict=True):
+                if kind == "read":
+                    found = len(reply["cursor"]["firstBatch"]) if "cursor" in reply else 0
+                else:
+                    found = reply.get("n", 0) if "writeErrors" not in reply else 0
+                if not reply.get("ok") or found != 1:
+                    stats.error(kind, wire.WireError(str(reply)[:200]))
+                    continue
+                stats.latency.record(kind, secs * 1e6)
+                stats.ops[kind] += 1
+                stats.docs += 1
+
+        in_flight = None  # (ids, kinds, sent_at) of the batch whose replies are pending
+        try:
+            while True:
+                more = not stop.is_set() and (quota is None or done < quota)
+                if more and t_end is not None and time.perf_counter() >= t_end:
+                    more = False
+                nxt = None
+                if more:
+                    n = depth if quota is None else min(depth, quota - done)
+                    msgs, ids, kinds = make_batch(n)
+                    nxt = (ids, kinds, conn.send(msgs))
+                    done += n
+                if in_flight:
+                    account(in_flight[1], conn.receive(in_flight[0], in_flight[2]))
+                if nxt is None:
+                    break
+                in_flight = nxt
+        except (OSError, wire.WireError) as e:
+            # The connection's state is unknown: count what was in flight, stop this thread.
+            for batch in (in_flight, nxt):
+                for kind in batch[1] if batch else ():
+                    stats.error(kind, e)
+        finally:
+            conn.close()
+
+    def _uri(self) -> str:
+        if not self.uri:
+            raise RuntimeError("the pipelined driver needs the target URI (perftables passes it)")
+        return self.uri

@@ -157,3 +157,30 @@ def test_unknown_experiment_is_a_clear_error(uri_file):
         timeout=60,
     )
     assert p.returncode != 0 and "unknown experiment(s) insert_nope" in p.stderr
+
+
+def test_pipelined_driver_reads_and_updates_for_real(server_uri):
+    """Every pipelined operation hits the server: counters and documents agree."""
+    from mongobench import wire
+
+    catalog = exp_mod.load()
+    e = catalog["kv_read_update"]
+    [v] = [x for x in e.resolve("smoke") if x.settings["driver"] == "pipelined"]
+    v.settings.update(duration_s=None, total_ops=3000, read_proportion=0.5)
+    with MongoClient(server_uri) as c:
+        res = perftables.run_variant(
+            c, "mb_wire", e, v, log=lambda m: None, os_path=False, uri=server_uri
+        )
+        assert not res["errors"]
+        assert sum(res["ops"].values()) == 3000 and res["docs"] == 3000
+        assert 1200 < res["ops"]["update"] < 1800
+        # Updates set n0 to the request id: the documents really changed.
+        assert c["mb_wire"]["kv"].count_documents({"n0": {"$gt": 0}}) > 100
+    host, port = server_uri.split("//")[1].rstrip("/").split(":")
+    conn = wire.Connection(host, int(port))
+    try:
+        with pytest.raises(wire.WireError, match="failed"):
+            conn.command({"nosuchcommand": 1, "$db": "admin"})
+        assert conn.command({"ping": 1, "$db": "admin"})["ok"] == 1
+    finally:
+        conn.close()
