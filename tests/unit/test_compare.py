@@ -1,0 +1,408 @@
+"""The comparison report (mongobench.compare) over several PKB results files."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+import struct
+
+import pytest
+
+from mongobench import cli, compare, stress, sweep, ycsb
+
+GiB = 1024**3
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+# Seed 002, every YCSB run as printed: records -> phase -> (RunTime ms, ops/s, {op: p99 ms}).
+SEED = {
+    1000: {
+        "load": (1211, 825.7638315441784, {"INSERT": 1.963}),
+        "read_only": (1370, 729.92700729927, {"READ": 2.617}),
+        "update_only": (1568, 637.7551020408164, {"UPDATE": 3.505}),
+        "read_update": (1532, 652.7415143603133, {"READ": 3.841, "UPDATE": 3.543}),
+    },
+    2000: {
+        "load": (1592, 1256.2814070351758, {"INSERT": 1.644}),
+        "read_only": (1686, 1186.2396204033214, {"READ": 1.731}),
+        "update_only": (1668, 1199.0407673860911, {"UPDATE": 1.523}),
+        "read_update": (1727, 1158.0775911986102, {"READ": 1.744, "UPDATE": 1.607}),
+    },
+    3000: {
+        "load": (1776, 1689.1891891891892, {"INSERT": 1.244}),
+        "read_only": (1913, 1568.2174594877156, {"READ": 1.38}),
+        "update_only": (2027, 1480.0197335964478, {"UPDATE": 1.395}),
+        "read_update": (2312, 1297.5778546712802, {"READ": 1.48, "UPDATE": 1.524}),
+    },
+    10_000: {
+        "load": (3604, 2774.695, {"INSERT": 0.948}),
+        "read_only": (3888, 2572.016, {"READ": 1.033}),
+        "update_only": (4486, 2229.157, {"UPDATE": 1.025}),
+        "read_update": (4526, 2209.456, {"READ": 1.175, "UPDATE": 1.133}),
+    },
+    100_000: {
+        "load": (20342, 4915.937469275391, {"INSERT": 0.58}),
+        "read_only": (22122, 4520.387, {"READ": 0.673}),
+        "update_only": (25899, 3861.153, {"UPDATE": 0.671}),
+        "read_update": (27299, 3663.138, {"READ": 0.693, "UPDATE": 0.731}),
+    },
+    1_000_000: {
+        "load": (200962, 4976.065, {"INSERT": 0.534}),
+        "read_only": (203949, 4903.187, {"READ": 0.552}),
+        "update_only": (248519, 4023.837, {"UPDATE": 0.586}),
+        "read_update": (253346, 3947.171, {"READ": 0.57, "UPDATE": 0.617}),
+    },
+    10_000_000: {
+        "load": (1968504, 5080.0, {"INSERT": 0.513}),
+        "read_only": (3176793, 3147.829, {"READ": 0.749}),
+        "update_only": (4326840, 2311.1554852964287, {"UPDATE": 1.231}),
+        "read_update": (4174540, 2395.474, {"READ": 1.085, "UPDATE": 1.161}),
+    },
+}
+
+
+def seed_samples(scale: float = 1.0, memory_gib: float = 8, skip=()) -> list[dict]:
+    """The seed's sweep as our samples; `scale` multiplies throughput (a faster machine)."""
+    out = []
+    for step in sweep.plan(memory_bytes=int(memory_gib * GiB), memory_source="flag"):
+        for phase in sweep.PHASES:
+            if (step.size_mb, phase.name) in skip:
+                continue
+            runtime, tput, p99 = SEED[step.records][phase.name]
+            ops = {
+                op: ycsb.OpStats(
+                    name=op,
+                    operations=step.records // len(p99),
+                    average_us=v * 400,
+                    percentiles_us={95.0: v * 800, 99.0: v * 1000},
+                )
+                for op, v in p99.items()
+            }
+            res = ycsb.YcsbResult(runtime / scale, tput * scale, ops, {})
+            out += sweep.phase_samples(step, phase, res)
+    return out
+
+
+def write_results(path: pathlib.Path, samples, run_uri: str, extra_md=None, labels=False):
+    """A PKB results file: metadata as PKB's `labels` string, or as a dict."""
+    with open(path, "w") as f:
+        for s in samples:
+            md = {**s["metadata"], **(extra_md or {})}
+            rec = {"metric": s["metric"], "value": s["value"], "unit": s["unit"]}
+            rec["run_uri"] = run_uri
+            if labels:
+                rec["labels"] = ",".join(f"|{k}:{v}|" for k, v in md.items())
+            else:
+                rec["metadata"] = md
+            f.write(json.dumps(rec) + "\n")
+    return str(path)
+
+
+def perftables_samples(docs_per_s: dict[str, float]) -> list[dict]:
+    return [
+        {
+            "metric": "Document Throughput",
+            "value": v,
+            "unit": "docs/sec",
+            "metadata": {"experiment": "insert_docsize", "variant": label, "variant_index": i},
+        }
+        for i, (label, v) in enumerate(docs_per_s.items())
+    ]
+
+
+def stress_samples(best: float, sla: float | None, p99: float) -> list[dict]:
+    out = [
+        {
+            "metric": stress.MAX_METRIC,
+            "value": best,
+            "unit": "ops/sec",
+            "metadata": {"instances": 3, "p99_read_latency_ms": p99, "step": 3},
+        }
+    ]
+    if sla is not None:
+        md = {"instances": 2} if sla else {"reason": "no step met read p99 <= 3 ms"}
+        out.append({"metric": stress.SLA_METRIC, "value": sla, "unit": "ops/sec", "metadata": md})
+    return out
+
+
+def png_size(path) -> tuple[int, int]:
+    raw = pathlib.Path(path).read_bytes()
+    assert raw[:8] == PNG_SIGNATURE, f"{path} is not a PNG"
+    assert raw[12:16] == b"IHDR"
+    return struct.unpack(">II", raw[16:24])
+
+
+def table_rows(text: str, heading: str) -> list[list[str]]:
+    """The rows (header first) of the first table after `heading`."""
+    block = []
+    for ln in text.split(heading, 1)[1].splitlines()[1:]:
+        if ln.startswith("|"):
+            block.append(ln)
+        elif block:
+            break
+    rows = [[c.strip() for c in ln.strip("|").split("|")] for ln in block]
+    return [r for r in rows if not all(re.fullmatch(r":?-+:?", c) for c in r)]
+
+
+@pytest.fixture
+def three_runs(tmp_path):
+    """Sweep + perftables + stress on n2-standard-2 (labels string), n2-standard-4 (dict),
+    and an Atlas M30 run with no sweep and a missing perftables variant."""
+    a = write_results(
+        tmp_path / "a.json",
+        seed_samples()
+        + perftables_samples({"1": 1000.0, "4": 800.0})
+        + stress_samples(20000.0, 15000.0, 2.5),
+        "run-a",
+        {"clients_machine_type": "n2-standard-2", "clients_data_disk_0_type": "pd-ssd"},
+        labels=True,
+    )
+    b = write_results(
+        tmp_path / "b.json",
+        seed_samples(scale=2.0, memory_gib=16, skip={(1, "update_only")})
+        + perftables_samples({"1": 2000.0, "4": 1500.0})
+        + stress_samples(36000.0, 0.0, 4.2),
+        "run-b",
+        {"clients_machine_type": "n2-standard-4", "clients_data_disk_0_type": "pd-ssd"},
+    )
+    c = write_results(
+        tmp_path / "c.json",
+        perftables_samples({"1": 3000.0}),
+        "run-c",
+        {"atlas_tier": "M30", "atlas_provider": "AWS", "atlas_region": "US_EAST_1"},
+    )
+    return a, b, c
+
+
+# ----------------------------------------------------------------------------- runs, labels
+
+
+def test_runs_are_labelled_by_machine_type_and_tier(three_runs):
+    runs = compare.load_runs(three_runs)
+    assert [r.label for r in runs] == ["n2-standard-2", "n2-standard-4", "Atlas M30"]
+    assert [r.run_uri for r in runs] == ["run-a", "run-b", "run-c"]
+    assert runs[0].machine_type == "n2-standard-2" and runs[0].disk_type == "pd-ssd"
+    assert runs[0].benchmarks == ["perftables", "stress", "sweep"]
+    assert runs[2].tier == "M30" and runs[2].benchmarks == ["perftables"]
+
+
+def test_disk_type_joins_the_label_when_it_differs(tmp_path):
+    s = perftables_samples({"1": 1.0})
+    files = [
+        write_results(tmp_path / f"{d}.json", s, f"r-{d}", {"machine_type": "m5.large", **md})
+        for d, md in (
+            ("gp3", {"data_disk_0_type": "gp3"}),
+            ("io2", {"data_disk_0_type": "io2"}),
+        )
+    ]
+    assert [r.label for r in compare.load_runs(files)] == ["m5.large / gp3", "m5.large / io2"]
+
+
+def test_same_machine_twice_is_told_apart_by_run_uri_and_user_labels_win(tmp_path):
+    s = perftables_samples({"1": 1.0})
+    files = [
+        write_results(tmp_path / f"{n}.json", s, f"{n}0000000xyz", {"machine_type": "m5.large"})
+        for n in ("a", "b")
+    ]
+    assert [r.label for r in compare.load_runs(files)] == [
+        "m5.large (a0000000)",
+        "m5.large (b0000000)",
+    ]
+    labels = {files[0]: "before", "b.json": "after"}  # by path or by file name
+    assert [r.label for r in compare.load_runs(files, labels)] == ["before", "after"]
+    with pytest.raises(ValueError, match="names no --pkb-results file"):
+        compare.load_runs(files, {"other.json": "x"})
+    with pytest.raises(ValueError, match="share the label"):
+        compare.load_runs(files, {files[0]: "same", files[1]: "same"})
+
+
+# ----------------------------------------------------------------------------- prices
+
+
+def test_prices_from_flag_atlas_table_and_instance_table(three_runs):
+    runs = compare.load_runs(three_runs)
+    compare.assign_prices(runs, {"n2-standard-4": 0.25})
+    assert runs[0].price == compare.INSTANCE_PRICES["n2-standard-2"]
+    assert "built-in table" in runs[0].price_source and "approximate" in runs[0].price_source
+    assert "clients VM only" in runs[0].price_source
+    assert (runs[1].price, runs[1].price_source) == (0.25, "--price")
+    assert runs[2].price == 0.54  # mongobench.atlas: M30 on AWS us-east-1
+    assert runs[2].price_source.startswith("Atlas list price")
+    with pytest.raises(ValueError, match="names no run"):
+        compare.assign_prices(compare.load_runs(three_runs), {"m9.huge": 1.0})
+
+
+def test_unknown_machine_has_no_price(tmp_path):
+    f = write_results(tmp_path / "x.json", perftables_samples({"1": 1.0}), "r", {"x": 1})
+    [run] = compare.load_runs([f])
+    compare.assign_prices([run])
+    assert run.price is None and run.price_source is None
+
+
+def test_ops_per_dollar_arithmetic():
+    assert compare.ops_per_dollar(1000.0, 0.5) == 7_200_000.0  # 1000 ops/s x 3600 s / $0.5
+    assert compare.ops_per_dollar(250.0, 0.0971) == pytest.approx(9_268_795.06, rel=1e-9)
+    assert compare.ops_per_dollar(None, 0.5) is None
+    assert compare.ops_per_dollar(1000.0, None) is None
+
+
+def test_pairs_parsing():
+    assert compare.parse_pairs(["a=b=c"], "--label") == {"a": "b=c"}
+    assert compare.parse_pairs(["n2 / x=y=$1.5"], "--price", number=True) == {"n2 / x=y": 1.5}
+    for bad in (["noequals"], ["x="], ["x=abc"], ["x=0"]):
+        with pytest.raises(ValueError):
+            compare.parse_pairs(bad, "--price", number=True)
+
+
+def test_linear_sizes_are_the_seeds_linear_prefix():
+    assert compare.linear_sizes([1, 2, 3, 10, 100, 1000, 10000]) == [1, 2, 3]
+    assert compare.linear_sizes([0.1, 0.2]) == [0.1, 0.2]
+    assert compare.linear_sizes([1, 10, 100]) == [1, 10]
+    assert compare.linear_sizes([5]) == [5]
+
+
+# ----------------------------------------------------------------------------- report
+
+
+def test_report_tables_plots_and_na(three_runs, tmp_path):
+    out = tmp_path / "out" / "report.md"
+    text, plots = compare.compare(
+        three_runs, str(out), str(tmp_path / "out" / "plots"), prices={"n2-standard-4": 0.25}
+    )
+    assert out.read_text() == text
+
+    # 5 sweep plots, 1 per perftables experiment, 1 for the stress KPIs; all valid PNGs.
+    names = sorted(pathlib.Path(p).name for p in plots)
+    assert names == [
+        "perftables_insert_docsize.png",
+        "stress_kpis.png",
+        "sweep_p99.png",
+        "sweep_runtime_linear.png",
+        "sweep_runtime_log.png",
+        "sweep_throughput_linear.png",
+        "sweep_throughput_log.png",
+    ]
+    for p in plots:
+        w, h = png_size(p)
+        assert w > 300 and h > 200
+        assert f"](plots/{pathlib.Path(p).name})" in text  # linked relative to the report
+    assert sorted(x.name for x in (tmp_path / "out" / "plots").iterdir()) == names
+
+    # Runs table: labels, prices and their sources.
+    runs = table_rows(text, "# MongoDB benchmark comparison")
+    assert [r[0] for r in runs[1:]] == ["n2-standard-2", "n2-standard-4", "Atlas M30"]
+    assert runs[3][6:8] == ["M30", "0.5400"]
+
+    # Sweep, load phase: side by side, seed numbers, † beyond memory, ops/$ for both runs.
+    load = table_rows(text, "### Load")
+    assert load[0] == [
+        "Size",
+        "n2-standard-2 Runtime (s)",
+        "n2-standard-4 Runtime (s)",
+        "n2-standard-2 Throughput (ops/s)",
+        "n2-standard-4 Throughput (ops/s)",
+        "n2-standard-2 INSERT p99 (ms)",
+        "n2-standard-4 INSERT p99 (ms)",
+        "n2-standard-2 ops/$",
+        "n2-standard-4 ops/$",
+    ]
+    assert [r[0] for r in load[1:]] == [
+        "1 MB",
+        "2 MB",
+        "3 MB",
+        "10 MB",
+        "100 MB",
+        "1 GB",
+        "10 GB †",
+    ]
+    assert load[1][1:7] == ["1.21", "0.606", "826", "1652", "1.96", "1.96"]
+    tput_a = SEED[1000]["load"][1]
+    assert load[1][7] == f"{tput_a * 3600 / compare.INSTANCE_PRICES['n2-standard-2']:.0f}"
+    assert load[1][8] == f"{tput_a * 2 * 3600 / 0.25:.0f}"
+    # 10 GB exceeds the 8 GiB machine only; the marker says which.
+    assert load[7][3] == "5080 †" and load[7][4] == "10160"
+
+    # The phase b did not run at 1 MB is n/a for b, never 0.
+    upd = table_rows(text, "### Update-only")
+    assert upd[1][1] == "1.57" and upd[1][2] == "n/a"
+    assert upd[1][4] == "n/a" and upd[1][8] == "n/a"
+
+    # Perftables: variants side by side; the missing variant of the Atlas run is n/a.
+    pt = table_rows(text, "### Expected insert speed by document size")
+    assert pt[0][:4] == [
+        "Variant",
+        "n2-standard-2 (Speed (docs/s))",
+        "n2-standard-4 (Speed (docs/s))",
+        "Atlas M30 (Speed (docs/s))",
+    ]
+    assert pt[1][:4] == ["1", "1000", "2000", "3000"]
+    assert pt[2][:4] == ["4", "800", "1500", "n/a"]
+    assert pt[1][4:] == [
+        f"{1000 * 3600 / 0.0971:.0f}",
+        f"{2000 * 3600 / 0.25:.0f}",
+        f"{3000 * 3600 / 0.54:.0f}",
+    ]
+    assert pt[2][6] == "n/a"
+
+    # Stress KPIs: the Atlas run has none (n/a), b met no SLA (not a 0 figure).
+    st = {r[0]: r[1:] for r in table_rows(text, "## Stress KPIs")}
+    assert st["Maximum Throughput (ops/s)"] == ["20000", "36000", "n/a"]
+    assert st["Maximum Throughput for Latency SLA (ops/s)"] == [
+        "15000",
+        "none within SLA",
+        "n/a",
+    ]
+    assert st["Read p99 at maximum (ms)"] == ["2.50", "4.20", "n/a"]
+    assert st["Maximum Throughput per dollar (ops/$)"] == [
+        f"{20000 * 3600 / 0.0971:.0f}",
+        f"{36000 * 3600 / 0.25:.0f}",
+        "n/a",
+    ]
+    assert not re.search(r"\|\s*0\s*\|", text)  # nothing missing is shown as 0
+
+
+def test_report_of_perftables_only_has_no_sweep_plots(tmp_path):
+    f = write_results(tmp_path / "p.json", perftables_samples({"1": 5.0}), "r1", {})
+    text, plots = compare.compare([f], str(tmp_path / "r.md"))
+    assert [pathlib.Path(p).name for p in plots] == ["perftables_insert_docsize.png"]
+    assert pathlib.Path(plots[0]).parent == tmp_path / "r-plots"
+    assert "Dataset-size sweep" not in text and "Stress KPIs" not in text
+
+
+def test_cli_compare(three_runs, tmp_path, capsys):
+    out = tmp_path / "cli" / "report.md"
+    rc = cli.main(
+        [
+            "compare",
+            "--pkb-results",
+            *three_runs,
+            "--label",
+            f"{three_runs[0]}=small",
+            "--price",
+            "small=0.1",
+            "--out",
+            str(out),
+            "--plots-dir",
+            str(tmp_path / "cli" / "png"),
+        ]
+    )
+    assert rc == 0
+    text = out.read_text()
+    assert "| small | a.json | run-a |" in text
+    assert "](png/sweep_p99.png)" in text
+    assert len(list((tmp_path / "cli" / "png").glob("*.png"))) == 7
+    assert "7 plot(s)" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="price must be a number"):
+        cli.main(["compare", "--pkb-results", three_runs[0], "--price", "x=y", "--out", str(out)])
+
+
+def test_failed_phase_shows_as_failed_and_is_listed(tmp_path):
+    step = sweep.plan([1])[0]
+    samples = seed_samples(skip={(1, "load")})
+    samples.append(sweep.failure_sample(step, sweep.PHASES[0], "YCSB reported a failure: boom"))
+    f = write_results(tmp_path / "f.json", samples, "rf", {"machine_type": "m5.large"})
+    text, _ = compare.compare([f], str(tmp_path / "r.md"))
+    load = table_rows(text, "### Load")
+    # Runtime, throughput, INSERT p99: failed; ops/$ (m5.large is priced): n/a, not 0.
+    assert load[1] == ["1 MB", "failed", "failed", "failed", "n/a"]
+    assert "- m5.large: 1 MB load: YCSB reported a failure: boom" in text
