@@ -6,8 +6,13 @@ declared in mongobench/experiments/perftables.yaml. A client VM runs the
 engine's driver against the target; every variant yields samples with
 metadata `experiment`, `variant` and the variant's settings.
 
-Targets: any deployment given by connection string (file or environment
-variable; the secret never reaches a command line, a log or a sample).
+Targets (--mongodb_perftables_deployment):
+  - uri: any deployment given by connection string (file or environment
+    variable; the secret never reaches a command line, a log or a sample);
+  - standalone: one mongod installed on the `servers` VM
+    (linux_packages/mongobench_mongod: MongoDB's repositories, a tarball,
+    preinstalled binaries, or the stand-in on test beds), with the OS metrics
+    of that VM sampled during every timed phase.
 """
 
 import json
@@ -16,9 +21,9 @@ import os
 
 from absl import flags
 from perfkitbenchmarker import configs, errors, sample, vm_util
-from perfkitbenchmarker.linux_packages import mongobench_client, mongobench_host
+from perfkitbenchmarker.linux_packages import mongobench_client, mongobench_host, mongobench_mongod
 
-from mongobench import deploy, redact, results
+from mongobench import deploy, ossampler, redact, results
 from mongobench import experiments as exp_mod
 
 BENCHMARK_NAME = "mongodb_perftables"
@@ -31,7 +36,13 @@ mongodb_perftables:
     clients:
       vm_spec: *default_dual_core
       vm_count: 1
+    servers:
+      vm_spec: *default_dual_core
+      disk_spec: *default_500_gb
+      vm_count: 1
 """
+
+DEPLOYMENTS = ("auto", "uri", "standalone")
 
 _EXPERIMENTS = flags.DEFINE_list(
     "mongodb_perftables_experiments",
@@ -84,8 +95,46 @@ _MAX_SECONDS = flags.DEFINE_float(
 FLAGS = flags.FLAGS
 
 
+_DEPLOYMENT = flags.DEFINE_enum(
+    "mongodb_perftables_deployment",
+    "auto",
+    DEPLOYMENTS,
+    "uri: a deployment given by connection string (no server VM); standalone: one"
+    " mongod on the servers VM; auto: uri when a URI flag is given, else standalone.",
+)
+_PORT = flags.DEFINE_integer(
+    "mongodb_perftables_port", 27017, "Port of the mongod on the servers VM.", lower_bound=1
+)
+_CACHE_GB = flags.DEFINE_float(
+    "mongodb_perftables_cache_gb",
+    None,
+    "WiredTiger cache of the servers VM's mongod (default: mongod's own, 50 % of RAM - 1 GB).",
+)
+_HOST_SETTINGS = flags.DEFINE_bool(
+    "mongodb_perftables_host_settings",
+    True,
+    "Apply MongoDB's production-notes host settings on the servers VM (restored at cleanup).",
+)
+
+
+def _Deployment(flag_values=None):
+    """The deployment in force: flags given in the benchmark config count too."""
+    values = dict(flag_values or {})
+    kind = values.get("mongodb_perftables_deployment", _DEPLOYMENT.value)
+    if kind != "auto":
+        return kind
+    uri_given = values.get("mongodb_perftables_uri_file", _URI_FILE.value) or values.get(
+        "mongodb_perftables_uri_env", _URI_ENV.value
+    )
+    return "uri" if uri_given else "standalone"
+
+
 def GetConfig(user_config):
-    return configs.LoadConfig(BENCHMARK_CONFIG, user_config, BENCHMARK_NAME)
+    config = configs.LoadConfig(BENCHMARK_CONFIG, user_config, BENCHMARK_NAME)
+    if _Deployment(config.get("flags")) == "uri":
+        # The target exists already: provision no server VM.
+        config["vm_groups"].pop("servers", None)
+    return config
 
 
 def _Overrides():
@@ -118,11 +167,17 @@ def CheckPrerequisites(benchmark_config):
     except exp_mod.ExperimentError as e:
         raise errors.Config.InvalidValue(str(e)) from e
     _Overrides()
+    if _Deployment() != "uri":
+        if _URI_FILE.value or _URI_ENV.value:
+            raise errors.Config.InvalidValue(
+                "a URI flag was given with --mongodb_perftables_deployment="
+                f"{_DEPLOYMENT.value}: the target would be ambiguous"
+            )
+        return
     if bool(_URI_FILE.value) == bool(_URI_ENV.value):
         raise errors.Config.InvalidValue(
             "Give the target deployment with exactly one of"
             " --mongodb_perftables_uri_file or --mongodb_perftables_uri_env."
-            " (MongoDB servers installed on PKB VMs are not implemented yet.)"
         )
     _ReadUri()
 
@@ -134,14 +189,50 @@ def _ReadUri():
         raise errors.Config.InvalidValue(f"mongodb_perftables target: {e}") from e
 
 
+def _Servers(benchmark_spec):
+    return benchmark_spec.vm_groups.get("servers") or []
+
+
+def _StartStandalone(server_vm, state):
+    """One mongod (or the stand-in) on the servers VM; returns its URI."""
+    server_vm.Install("mongobench_mongod")
+    server = mongobench_mongod.Deploy(server_vm)
+    inst = mongobench_mongod.NewInstance(server, 0, host=server_vm.internal_ip, port=_PORT.value)
+    config = mongobench_mongod.Config(server, inst, cache_gb=_CACHE_GB.value)
+    if _HOST_SETTINGS.value and server.kind == "mongod":
+        state["metadata"].update(
+            mongobench_mongod.ApplyHostSettings(server_vm, server, server.instances_dir)
+        )
+        state["host_settings_applied"] = True
+    mongobench_mongod.Start(server_vm, server, inst, config)
+    state["metadata"].update(server.metadata())
+    state["server"], state["instance"] = server, inst
+    # The engine runs there too: it samples the server's OS during each phase.
+    state["server_workdir"] = mongobench_client.Deploy(server_vm)
+    state["server_data"] = inst.paths.dbpath
+    return inst.uri(database="")
+
+
 def Prepare(benchmark_spec):
     client = benchmark_spec.vm_groups["clients"][0]
-    mongobench_host.ProtectStaticVm(client)
+    for vm in benchmark_spec.vms:
+        mongobench_host.ProtectStaticVm(vm)
+    state = {"metadata": {"deployment": _Deployment()}}
+    benchmark_spec.mongobench = state
+    if _Deployment() == "uri":
+        uri = _ReadUri()
+    else:
+        servers = _Servers(benchmark_spec)
+        if len(servers) != 1:
+            raise errors.Config.InvalidValue(
+                f"deployment standalone needs exactly one servers VM, not {len(servers)}"
+            )
+        uri = _StartStandalone(servers[0], state)
     client.Install("mongobench_client")
     workdir = mongobench_client.Deploy(client)
     uri_file = os.path.join(workdir, "target.uri")
-    mongobench_client.PushSecret(client, uri_file, _ReadUri() + "\n")
-    benchmark_spec.mongobench = {"workdir": workdir, "uri_file": uri_file}
+    mongobench_client.PushSecret(client, uri_file, uri + "\n")
+    state.update(workdir=workdir, uri_file=uri_file)
 
 
 def Run(benchmark_spec):
@@ -162,7 +253,18 @@ def Run(benchmark_spec):
         max_seconds=_MAX_SECONDS.value,
         skip=_SKIP.value,
     )
-    _, stderr = client.RobustRemoteCommand(command, ignore_failure=True)
+    servers = _Servers(benchmark_spec) if "server_workdir" in state else []
+    samplers = [
+        (vm, mongobench_client.StartSampler(vm, state["server_workdir"], state["server_data"]))
+        for vm in servers
+    ]
+    try:
+        _, stderr = client.RobustRemoteCommand(command, ignore_failure=True)
+    finally:
+        readings = {}
+        for vm, sampler in samplers:
+            local = mongobench_client.StopSampler(vm, sampler, vm_util.GetTempDir())
+            readings[vm.name] = ossampler.load(local)[1]
     local_out = os.path.join(vm_util.GetTempDir(), "perftables-results.json")
     try:
         client.PullFile(local_out, remote_out)
@@ -172,11 +274,15 @@ def Run(benchmark_spec):
         ) from e
     with open(local_out) as f:
         run = json.load(f)
+    if readings:
+        ossampler.attach_server_os(run, readings)
+        with open(local_out, "w") as f:
+            json.dump(run, f, indent=1)
     logging.info("mongodb_perftables raw results saved to %s", local_out)
 
     out = [
         sample.Sample(s["metric"], s["value"], s["unit"], s["metadata"])
-        for s in results.to_samples(run)
+        for s in results.to_samples(run, state["metadata"])
     ]
     failed = results.failed(run)
     for r in failed:
@@ -210,8 +316,16 @@ def Run(benchmark_spec):
 
 def Cleanup(benchmark_spec):
     client = benchmark_spec.vm_groups["clients"][0]
+    state = getattr(benchmark_spec, "mongobench", {})
+    for vm in _Servers(benchmark_spec):
+        mongobench_mongod.StopAll(vm)
+        mongobench_mongod.RemoveData(vm)
+        if state.get("host_settings_applied"):
+            mongobench_mongod.RestoreHostSettings(vm)
+        mongobench_mongod.Remove(vm)
+        mongobench_client.Remove(vm)
     mongobench_client.Remove(client)
-    failed = getattr(benchmark_spec, "mongobench", {}).get("failed")
+    failed = state.get("failed")
     if failed:
         raise errors.Benchmarks.RunError(
             f'{len(failed)} variant(s) failed (their samples are named "Variant'

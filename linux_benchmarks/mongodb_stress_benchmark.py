@@ -1,22 +1,54 @@
 """MongoDB stress: maximum throughput as mongod instances and YCSB clients grow.
 
-Not implemented yet: the benchmark registers, validates its flags and then
-fails in CheckPrerequisites with a clear message, before anything is
-provisioned, so it can never publish a number it did not measure.
+Re-creates Intel's mongodb_stress benchmark with its weaknesses fixed. Step n runs mongod
+instances 0..n-1 on the server VM (port first_port+i, own data directory, log and config
+valid for the MongoDB version in use) and n YCSB processes spread round-robin over the
+client VMs, each on its own instance with its own key range, output and histogram files,
+offering --mongodb_stress_target_ops_per_client ops/s (90 % read / 10 % update, zipfian,
+1 KB records) for --mongodb_stress_step_seconds. stress-ng holds, locked, the memory the n
+instances are not meant to have, so the data does not fit in cache.
+
+Faster than the anchor: each instance is loaded once and reused by later steps (the anchor
+reloaded every instance at every step), and the default "bounded" search skips only steps
+that cannot change a KPI (mongobench.stress.next_step). KPIs: `Maximum Throughput` and
+`Maximum Throughput for Latency SLA` (best step whose read p99 <= the SLA; 0 with a reason
+when none), plus per-step samples. A failed YCSB process, a missing p99 or a dead mongod
+ends the search with a clear error (a `Step Failed` sample; the run ends FAILED after the
+steps already measured are published).
+
+Cleanup stops every mongod, YCSB and stress-ng process the benchmark started, by PID,
+removes its directories and restores the host settings it changed.
+
+The arithmetic (sizing, plans, search, results, KPIs) is mongobench.stress; this module runs
+it on the VMs. Not supported: TLS (the stand-in has no TLS, so nothing here could test it).
 """
 
+import dataclasses
+import logging
+import os
+import time
+
 from absl import flags
-from perfkitbenchmarker import configs, errors
+from perfkitbenchmarker import background_tasks, configs, errors, sample, vm_util
+from perfkitbenchmarker.linux_packages import (
+    mongobench_host,
+    mongobench_mongod,
+    mongobench_stress_ng,
+    mongobench_ycsb,
+)
+
+from mongobench import mongod, stress
 
 BENCHMARK_NAME = "mongodb_stress"
 BENCHMARK_CONFIG = """
 mongodb_stress:
   description: >
-    Adds mongod instances and YCSB clients until throughput peaks (not
-    implemented yet).
+    Adds mongod instances and YCSB clients until throughput peaks; reports the maximum
+    throughput and the maximum throughput within a read p99 latency SLA.
   vm_groups:
     servers:
       vm_spec: *default_dual_core
+      disk_spec: *default_500_gb
       vm_count: 1
     clients:
       vm_spec: *default_dual_core
@@ -25,7 +57,7 @@ mongodb_stress:
 
 _TARGET_OPS = flags.DEFINE_integer(
     "mongodb_stress_target_ops_per_client",
-    25000,
+    stress.TARGET_PER_PROCESS,
     "Offered load of each YCSB process (ops/s).",
     lower_bound=1,
 )
@@ -37,40 +69,620 @@ _DURATION = flags.DEFINE_integer(
 )
 _SLA_MS = flags.DEFINE_float(
     "mongodb_stress_read_p99_sla_ms",
-    3.0,
+    stress.READ_P99_SLA_MS,
     'Read p99 latency SLA (ms) for "Maximum Throughput for Latency SLA".',
     lower_bound=0.0,
 )
 _MAX_INSTANCES = flags.DEFINE_integer(
     "mongodb_stress_max_instances",
     None,
-    "Cap on the number of mongod instances (default: what fits).",
+    "Cap on the number of mongod instances (default: what fits in memory and on disk).",
     lower_bound=1,
 )
+_MIN_INSTANCES = flags.DEFINE_integer(
+    "mongodb_stress_min_instances",
+    1,
+    "Smallest number of instances the search may measure.",
+    lower_bound=1,
+)
+_SEARCH = flags.DEFINE_enum(
+    "mongodb_stress_search",
+    "bounded",
+    stress.SEARCHES,
+    "bounded: skip only steps that cannot change a KPI (n processes cannot exceed n x"
+    " target); linear: the anchor's schedule 1, 2, 3, ... until the peak rule stops it.",
+)
+_RECORDS = flags.DEFINE_integer(
+    "mongodb_stress_records_per_instance",
+    None,
+    "Records per instance (default: sized from the server's memory and vCPUs, 2M..20M).",
+    lower_bound=1,
+)
+_CACHE_GB = flags.DEFINE_float(
+    "mongodb_stress_cache_gb",
+    None,
+    "WiredTiger cache per instance in GB (default: max(1, 25 % of the instance's data)).",
+    lower_bound=mongod.WIREDTIGER_MIN_CACHE_GB,
+)
+_MEMORY_GB = flags.DEFINE_float(
+    "mongodb_stress_server_memory_gb",
+    None,
+    "Server memory used for sizing (GiB; default: read from the server).",
+    lower_bound=0.0,
+)
+_VCPUS = flags.DEFINE_integer(
+    "mongodb_stress_server_vcpus",
+    None,
+    "Server vCPUs used for sizing (default: read from the server).",
+    lower_bound=1,
+)
+_DISK_GB = flags.DEFINE_float(
+    "mongodb_stress_disk_free_gb",
+    None,
+    "Free disk for instance data (GiB; default: read from the server's data directory).",
+    lower_bound=0.0,
+)
+_FIRST_PORT = flags.DEFINE_integer(
+    "mongodb_stress_first_port",
+    stress.FIRST_PORT,
+    "Port of instance 0; instance i listens on first_port + i.",
+    lower_bound=1,
+    upper_bound=65535,
+)
+_RUN_THREADS = flags.DEFINE_integer(
+    "mongodb_stress_run_threads",
+    stress.RUN_THREADS,
+    "Threads of each YCSB run process.",
+    lower_bound=1,
+)
+_LOAD_THREADS = flags.DEFINE_integer(
+    "mongodb_stress_load_threads",
+    stress.LOAD_THREADS,
+    "Threads of each YCSB load process.",
+    lower_bound=1,
+)
+_LOAD_BATCH = flags.DEFINE_integer(
+    "mongodb_stress_load_batch_size",
+    100,
+    "Records per insert call while loading (1: one insert per record).",
+    lower_bound=1,
+)
+_LOAD_TIMEOUT = flags.DEFINE_integer(
+    "mongodb_stress_load_timeout_seconds",
+    6 * 3600,
+    "Longest time loading the instances of one step may take.",
+    lower_bound=1,
+)
+_STEP_GRACE = flags.DEFINE_integer(
+    "mongodb_stress_step_grace_seconds",
+    120,
+    "Time YCSB processes get beyond the step duration (JVM start, connecting) before the"
+    " step fails.",
+    lower_bound=1,
+)
+_HOLD = flags.DEFINE_bool(
+    "mongodb_stress_hold_memory",
+    True,
+    "Hold the memory the instances of a step are not meant to have with stress-ng (locked),"
+    " so the data does not fit in cache. Off only for test beds; samples say so.",
+)
+_HOLD_GB = flags.DEFINE_float(
+    "mongodb_stress_hold_memory_gb",
+    None,
+    "Hold exactly this much (GiB) at every step instead of the computed amount (testing).",
+    lower_bound=0.0,
+)
+_STRESS_NG_WORKERS = flags.DEFINE_integer(
+    "mongodb_stress_stress_ng_workers",
+    None,
+    "stress-ng --vm workers (default: min(vCPUs, 8)).",
+    lower_bound=1,
+)
+_STRESS_NG_NUMA = flags.DEFINE_bool(
+    "mongodb_stress_stress_ng_per_numa_node",
+    False,
+    "One stress-ng per NUMA node (numactl --membind/--cpunodebind), each holding its share.",
+)
+_NUMACTL_CPU = flags.DEFINE_enum(
+    "mongodb_stress_numactl_cpu",
+    "none",
+    ["none", "node", "cpus"],
+    "Instance CPU placement: node (instances alternate over NUMA nodes) or cpus (each"
+    " instance bound to its own contiguous share of the CPUs, shares sized for the maximum"
+    " instance count).",
+)
+_NUMACTL_MEMORY = flags.DEFINE_enum(
+    "mongodb_stress_numactl_memory",
+    "none",
+    ["none", "bind", "interleave"],
+    "Instance memory placement: bind (to the instance's node) or interleave (all nodes).",
+)
+_ADDRESSES = flags.DEFINE_list(
+    "mongodb_stress_server_addresses",
+    [],
+    "Server addresses the clients use, one per NIC: instance i is reached on address"
+    " i mod count (default: the server's internal IP).",
+)
+_BIND_IP = flags.DEFINE_string(
+    "mongodb_stress_bind_ip",
+    None,
+    "mongod bindIp (default: the server addresses and 127.0.0.1).",
+)
+_HISTOGRAMS = flags.DEFINE_bool(
+    "mongodb_stress_histograms",
+    True,
+    "Every YCSB process writes HdrHistogram logs and a step's p99 is computed exactly over"
+    " all its processes (else: the largest per-process p99, an upper bound).",
+)
+_DROP_CACHES = flags.DEFINE_bool(
+    "mongodb_stress_drop_caches",
+    True,
+    "Drop the server's page cache before each step's run phase.",
+)
+_HOST_SETTINGS = flags.DEFINE_bool(
+    "mongodb_stress_host_settings",
+    True,
+    "Apply the production-notes host settings on the server (THP per version, swappiness,"
+    " zone_reclaim_mode, readahead); the previous values are restored at cleanup.",
+)
+_CLIENT_VMS = flags.DEFINE_integer(
+    "mongodb_stress_client_vms",
+    None,
+    "Number of YCSB client VMs (overrides the clients group's vm_count).",
+    lower_bound=1,
+)
+FLAGS = flags.FLAGS
 
 
 def GetConfig(user_config):
-    return configs.LoadConfig(BENCHMARK_CONFIG, user_config, BENCHMARK_NAME)
+    config = configs.LoadConfig(BENCHMARK_CONFIG, user_config, BENCHMARK_NAME)
+    if _CLIENT_VMS.value:
+        config["vm_groups"]["clients"]["vm_count"] = _CLIENT_VMS.value
+    return config
 
 
 def CheckPrerequisites(benchmark_config):
-    del benchmark_config
-    raise errors.Benchmarks.UnsupportedConfigError(
-        "mongodb_stress is not implemented yet: its flags are accepted"
-        f" (target {_TARGET_OPS.value} ops/s per client, {_DURATION.value} s"
-        f" steps, read p99 SLA {_SLA_MS.value} ms) but no measurement exists."
+    """Validates flags and groups before anything is provisioned."""
+    groups = benchmark_config.vm_groups
+    if set(groups) != {"servers", "clients"}:
+        raise errors.Config.InvalidValue(
+            f"mongodb_stress needs the VM groups servers and clients, got {sorted(groups)}"
+        )
+    if groups["servers"].vm_count != 1:
+        raise errors.Config.InvalidValue("mongodb_stress runs on exactly one server VM")
+    if _MAX_INSTANCES.value and _MAX_INSTANCES.value < _MIN_INSTANCES.value:
+        raise errors.Config.InvalidValue(
+            "--mongodb_stress_max_instances is below --mongodb_stress_min_instances"
+        )
+    if _FIRST_PORT.value + (_MAX_INSTANCES.value or 1) - 1 > 65535:
+        raise errors.Config.InvalidValue("instance ports would exceed 65535")
+    uses_numactl = _NUMACTL_CPU.value != "none" or _NUMACTL_MEMORY.value != "none"
+    if uses_numactl and FLAGS.mongobench_mongod_server == "standin":
+        raise errors.Config.InvalidValue("numactl placement applies to mongod, not the stand-in")
+    if _STRESS_NG_NUMA.value and not _HOLD.value:
+        raise errors.Config.InvalidValue(
+            "--mongodb_stress_stress_ng_per_numa_node needs --mongodb_stress_hold_memory"
+        )
+
+
+# ----------------------------------------------------------------------------- state
+
+
+@dataclasses.dataclass
+class _State:
+    server: mongobench_mongod.Server
+    sizing: stress.Sizing
+    facts: dict
+    hosts: tuple
+    bind_ip: str
+    cpu_groups: list | None
+    metadata: dict
+    loaded: set = dataclasses.field(default_factory=set)
+    running: set = dataclasses.field(default_factory=set)
+    failure: str | None = None
+
+
+def _Vms(spec):
+    return spec.vm_groups["servers"][0], list(spec.vm_groups["clients"])
+
+
+def _UsesNumactl():
+    return _NUMACTL_CPU.value != "none" or _NUMACTL_MEMORY.value != "none"
+
+
+def _ServerFacts(vm, server):
+    """Memory, vCPUs, free disk under the instances directory, NUMA nodes, online CPUs."""
+    out, _ = vm.RemoteCommand(
+        f"df -B1 --output=avail {server.instances_dir}; echo ---; "
+        "ls -d /sys/devices/system/node/node[0-9]* 2>/dev/null | wc -l; echo ---; "
+        "cat /sys/devices/system/cpu/online"
     )
+    df, nodes, online = out.split("---")
+    facts = {
+        "memory_bytes": int(_MEMORY_GB.value * stress.GiB)
+        if _MEMORY_GB.value
+        else vm.total_memory_kb * 1024,
+        "vcpus": _VCPUS.value or vm.NumCpusForBenchmark(),
+        "disk_free_bytes": int(_DISK_GB.value * stress.GiB)
+        if _DISK_GB.value is not None
+        else stress.parse_df_avail(df),
+        "numa_nodes": max(1, int(nodes.strip() or 1)),
+        "cpus": stress.parse_cpu_list(online),
+    }
+    facts["sources"] = {
+        "memory": "flag" if _MEMORY_GB.value else "server",
+        "vcpus": "flag" if _VCPUS.value else "server",
+        "disk_free": "flag" if _DISK_GB.value is not None else "server",
+    }
+    return facts
+
+
+def _PrepareServer(vm):
+    vm.Install("mongobench_mongod")
+    if _HOLD.value:
+        vm.Install("mongobench_stress_ng")
+        mongobench_stress_ng.Check(vm, numactl=_STRESS_NG_NUMA.value)
+    if _UsesNumactl():
+        if vm.install_packages:
+            vm.InstallPackages("numactl")
+        _, _, rc = vm.RemoteCommandWithReturnCode("command -v numactl", ignore_failure=True)
+        if rc:
+            raise errors.Setup.InvalidSetupError(
+                f"{vm.name}: numactl is not installed (needed by --mongodb_stress_numactl_*)"
+            )
+    return mongobench_mongod.Deploy(vm)
+
+
+def _PrepareClient(vm):
+    vm.Install("mongobench_ycsb")
+    return mongobench_ycsb.Deploy(vm)
 
 
 def Prepare(benchmark_spec):
-    del benchmark_spec
-    raise NotImplementedError("mongodb_stress is not implemented yet")
+    """Installs and ships what each VM needs, sizes the run, applies host settings."""
+    benchmark_spec.always_call_cleanup = True  # stop what we started even when a stage fails
+    server_vm, clients = _Vms(benchmark_spec)
+    for vm in [server_vm, *clients]:
+        mongobench_host.ProtectStaticVm(vm)
+    tasks = [((_PrepareServer, server_vm), {})] + [((_PrepareClient, vm), {}) for vm in clients]
+    results = background_tasks.RunThreaded(lambda f, vm: f(vm), tasks)
+    server = results[0]
+
+    facts = _ServerFacts(server_vm, server)
+    try:
+        sizing = stress.plan_sizing(
+            facts["memory_bytes"],
+            facts["vcpus"],
+            facts["disk_free_bytes"],
+            records=_RECORDS.value,
+            cache_gb=_CACHE_GB.value,
+            max_instances_cap=_MAX_INSTANCES.value,
+        )
+    except ValueError as e:
+        raise errors.Benchmarks.PrepareException(f"mongodb_stress sizing: {e}") from e
+    if sizing.max_instances < _MIN_INSTANCES.value:
+        raise errors.Benchmarks.PrepareException(
+            f"only {sizing.max_instances} instance(s) fit, below --mongodb_stress_min_instances"
+        )
+    cpu_groups = None
+    if _NUMACTL_CPU.value == "cpus":
+        try:
+            cpu_groups = stress.split_cpus(facts["cpus"], sizing.max_instances)
+        except ValueError as e:
+            raise errors.Config.InvalidValue(f"--mongodb_stress_numactl_cpu=cpus: {e}") from e
+
+    hosts = tuple(_ADDRESSES.value) or (server_vm.internal_ip,)
+    bind_ip = _BIND_IP.value or ",".join(dict.fromkeys([*hosts, "127.0.0.1"]))
+
+    meta = {
+        **server.metadata(),
+        **sizing.metadata(),
+        "search": _SEARCH.value,
+        "target_ops_per_client": _TARGET_OPS.value,
+        "step_seconds": _DURATION.value,
+        "run_threads": _RUN_THREADS.value,
+        "load_threads": _LOAD_THREADS.value,
+        "load_batch_size": _LOAD_BATCH.value,
+        "workload": "90% read / 10% update, zipfian, 10 x 100 B fields",
+        "client_vms": len(clients),
+        "server_memory_gib": round(facts["memory_bytes"] / stress.GiB, 2),
+        "server_vcpus": facts["vcpus"],
+        "server_disk_free_gib": round(facts["disk_free_bytes"] / stress.GiB, 2),
+        "server_numa_nodes": facts["numa_nodes"],
+        "sizing_inputs": ",".join(f"{k}:{v}" for k, v in facts["sources"].items()),
+        "server_addresses": ",".join(hosts),
+        "first_port": _FIRST_PORT.value,
+        "numactl_cpu": _NUMACTL_CPU.value,
+        "numactl_memory": _NUMACTL_MEMORY.value,
+        "histograms": _HISTOGRAMS.value,
+        "drop_caches": _DROP_CACHES.value,
+        "memory_hold": (
+            ("stress-ng per NUMA node" if _STRESS_NG_NUMA.value else "stress-ng")
+            if _HOLD.value
+            else "skipped (--nomongodb_stress_hold_memory): data may fit in the page cache"
+        ),
+        "tls": False,
+    }
+    if _HOLD.value and _HOLD_GB.value is not None:
+        meta["memory_hold"] += f", fixed {_HOLD_GB.value:g} GiB (--mongodb_stress_hold_memory_gb)"
+    if _HOST_SETTINGS.value:
+        meta.update(mongobench_mongod.ApplyHostSettings(server_vm, server, server.instances_dir))
+    else:
+        meta["host_settings_applied"] = False
+    benchmark_spec.mongodb_stress = _State(server, sizing, facts, hosts, bind_ip, cpu_groups, meta)
+    logging.info("mongodb_stress sizing: %s", sizing.metadata())
+
+
+# ----------------------------------------------------------------------------- steps
+
+
+def _Instance(st, index):
+    return mongobench_mongod.NewInstance(
+        st.server,
+        index,
+        host=st.hosts[index % len(st.hosts)],
+        bind_ip=st.bind_ip,
+        first_port=_FIRST_PORT.value,
+    )
+
+
+def _NumactlPrefix(st, index):
+    if not _UsesNumactl():
+        return []
+    return stress.numactl_prefix(
+        index,
+        numa_nodes=st.facts["numa_nodes"],
+        cpu=_NUMACTL_CPU.value,
+        memory=_NUMACTL_MEMORY.value,
+        cpus=st.cpu_groups[index] if st.cpu_groups else None,
+    )
+
+
+def _EnsureInstances(vm, st, n):
+    """Instances 0..n-1 running; on a real mongod, those above n are stopped (their data
+    stays on disk) so they take no memory from this step. The stand-in keeps data in memory:
+    its instances keep running."""
+    if st.server.persistent:
+        extra = sorted(i for i in st.running if i >= n)
+        if extra:
+            mongobench_mongod.Stop(vm, st.server, [_Instance(st, i) for i in extra])
+            st.running.difference_update(extra)
+
+    def start(index):
+        inst = _Instance(st, index)
+        config = stress.instance_config(
+            index,
+            base_dir=st.server.instances_dir,
+            cache_gb=st.sizing.cache_gb,
+            version=st.server.config_version,
+            bind_ip=st.bind_ip,
+            first_port=_FIRST_PORT.value,
+        )
+        mongobench_mongod.Start(vm, st.server, inst, config, numactl=_NumactlPrefix(st, index))
+        return index
+
+    todo = [i for i in range(n) if i not in st.running]
+    if todo:
+        started = background_tasks.RunThreaded(start, todo, max_concurrent_threads=8)
+        st.running.update(started)
+        if st.server.kind == "mongod" and "mongod_ulimit_nofile" not in st.metadata:
+            limits = mongobench_mongod.Limits(vm, _Instance(st, todo[0]))
+            st.metadata.update({f"mongod_ulimit_{k}": v for k, v in limits.items()})
+
+
+def _LocalDir(vm):
+    path = os.path.join(vm_util.GetTempDir(), "mongodb_stress", vm.name)
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def _RunYcsb(clients, procs, props, timeout_s, expected_s):
+    """Starts the YCSB processes `procs` (stress.YcsbProcess) on their clients, waits, stops
+    what still runs, fetches outputs. Returns stem -> (ProcessState, Output)."""
+    by_client = {}
+    for p in procs:
+        by_client.setdefault(p.client, []).append(p)
+
+    def one(client_index):
+        vm = clients[client_index]
+        specs = [
+            mongobench_ycsb.ProcessSpec(p.stem, p.phase, props(p, vm))
+            for p in by_client[client_index]
+        ]
+        started = mongobench_ycsb.Start(vm, specs)
+        try:
+            states = mongobench_ycsb.Wait(
+                vm,
+                started,
+                timeout_s,
+                poll_s=2.0 if expected_s < 60 else 5.0,
+                expected_s=expected_s,
+            )
+        finally:
+            mongobench_ycsb.Stop(vm, started)  # nothing is left running, whatever happened
+        outputs = mongobench_ycsb.Fetch(vm, started, _LocalDir(vm))
+        return {name: (states[name], outputs[name]) for name in states}
+
+    merged = {}
+    for part in background_tasks.RunThreaded(one, sorted(by_client)):
+        merged.update(part)
+    return merged
+
+
+def _ReturnCode(state, output, what, timeout_s):
+    if state.running:
+        raise stress.StepError(f"{what} did not finish within {timeout_s}s and was stopped")
+    return output.returncode
+
+
+def _Load(clients, st, plan):
+    """Loads the instances of plan.load (those never loaded), in parallel over the clients."""
+
+    def props(p, vm):
+        return stress.load_properties(p, threads=_LOAD_THREADS.value, batchsize=_LOAD_BATCH.value)
+
+    timeout = _LOAD_TIMEOUT.value
+    results = _RunYcsb(clients, plan.load, props, timeout, expected_s=0)
+    for p in plan.load:
+        state, out = results[p.stem]
+        rc = _ReturnCode(state, out, f"loading instance {p.instance}", timeout)
+        stress.load_result(p, rc, out.text)
+        st.loaded.add(p.instance)
+
+
+def _Step(spec, n):
+    """Runs step n; returns (StepResult, step metadata). Raises StepError."""
+    st = spec.mongodb_stress
+    server_vm, clients = _Vms(spec)
+    plan = stress.plan_step(
+        n,
+        loaded=st.loaded,
+        clients=len(clients),
+        records=st.sizing.records,
+        hosts=st.hosts,
+        first_port=_FIRST_PORT.value,
+    )
+    info = {"loaded_instances": ",".join(str(p.instance) for p in plan.load) or "none"}
+    t0 = time.time()
+    _EnsureInstances(server_vm, st, n)
+    if plan.load:
+        _Load(clients, st, plan)
+    info["load_seconds"] = round(time.time() - t0, 1)
+
+    if _DROP_CACHES.value:
+        _, stderr, rc = server_vm.RemoteCommandWithReturnCode(
+            "sync && echo 3 | sudo tee /proc/sys/vm/drop_caches >/dev/null", ignore_failure=True
+        )
+        info["caches_dropped"] = not rc
+        if rc:
+            logging.warning("%s: could not drop the page cache: %s", server_vm.name, stderr)
+    hold = None
+    if _HOLD.value:
+        amount = (
+            int(_HOLD_GB.value * stress.GiB)
+            if _HOLD_GB.value is not None
+            else stress.memory_to_hold_bytes(
+                st.sizing.usable_memory, n, st.sizing.memory_per_instance
+            )
+        )
+        hold = mongobench_stress_ng.Start(
+            server_vm,
+            amount,
+            name=f"step{n:03d}",
+            workers=_STRESS_NG_WORKERS.value or max(1, min(8, st.facts["vcpus"])),
+            numa_nodes=st.facts["numa_nodes"] if _STRESS_NG_NUMA.value else None,
+            # a safety net should nobody stop it: stress-ng ends by itself after the step
+            timeout_s=_DURATION.value + _STEP_GRACE.value + 900,
+        )
+        info["hold_gib"] = round((hold.hold_bytes if hold else 0) / stress.GiB, 3)
+    try:
+
+        def props(p, vm):
+            return stress.run_properties(
+                p,
+                directory=mongobench_ycsb.RunDir(vm),
+                duration_s=_DURATION.value,
+                target=_TARGET_OPS.value,
+                threads=_RUN_THREADS.value,
+                histograms=_HISTOGRAMS.value,
+            )
+
+        t1 = time.time()
+        timeout = _DURATION.value + _STEP_GRACE.value
+        results = _RunYcsb(clients, plan.run, props, timeout, expected_s=_DURATION.value)
+        info["run_wall_seconds"] = round(time.time() - t1, 1)
+        dead = mongobench_mongod.DeadInstances(
+            server_vm, st.server, [_Instance(st, i) for i in range(n)]
+        )
+    finally:
+        mongobench_stress_ng.Stop(server_vm, hold)
+    outputs = []
+    for p in plan.run:
+        state, out = results[p.stem]
+        rc = _ReturnCode(state, out, f"step {n}: YCSB for instance {p.instance}", timeout)
+        hists = {op: out.histograms[op] for op in ("READ", "UPDATE") if op in out.histograms}
+        outputs.append(stress.ProcessOutput(p.instance, p.client, rc, out.text, hists))
+    result = stress.step_result(n, outputs, dead_instances=dead, first_port=_FIRST_PORT.value)
+    return result, info
 
 
 def Run(benchmark_spec):
-    del benchmark_spec
-    raise NotImplementedError("mongodb_stress is not implemented yet")
+    st = benchmark_spec.mongodb_stress
+    history, infos, samples = [], [], []
+    t0 = time.time()
+    while True:
+        n = stress.next_step(
+            history,
+            st.sizing.max_instances,
+            search=_SEARCH.value,
+            min_instances=_MIN_INSTANCES.value,
+            target_per_process=_TARGET_OPS.value,
+            sla_ms=_SLA_MS.value,
+        )
+        if n is None:
+            break
+        logging.info("mongodb_stress: step %d with %d instance(s)", len(history) + 1, n)
+        try:
+            result, info = _Step(benchmark_spec, n)
+        except stress.StepError as e:
+            st.failure = str(e)
+            logging.error("mongodb_stress: %s", e)
+            samples.append(
+                sample.Sample(
+                    "Step Failed",
+                    1,
+                    "count",
+                    {
+                        **st.metadata,
+                        "step": len(history) + 1,
+                        "instances": n,
+                        "error": str(e)[:2000],
+                    },
+                )
+            )
+            break
+        logging.info(
+            "mongodb_stress: %d instance(s): %.1f ops/s, read p99 %s ms",
+            n,
+            result.throughput,
+            result.read_p99_ms,
+        )
+        history.append(result)
+        infos.append(info)
+
+    common = {**st.metadata, "search_seconds": round(time.time() - t0, 1)}
+    for k in stress.step_kpis(history, common):
+        meta = {**k.metadata, **infos[k.metadata["step"] - 1]}
+        samples.append(sample.Sample(k.metric, k.value, k.unit, meta))
+    records = st.sizing.records * len(st.loaded)
+    samples.append(sample.Sample("Records Loaded", records, "records", common))
+    if history and not st.failure:
+        for k in stress.select_kpis(
+            history,
+            sla_ms=_SLA_MS.value,
+            mongodb_version=st.server.version,
+            max_instances=st.sizing.max_instances,
+            metadata=common,
+        ):
+            samples.append(sample.Sample(k.metric, k.value, k.unit, k.metadata))
+    return samples
 
 
 def Cleanup(benchmark_spec):
-    del benchmark_spec
+    """Stops every process the benchmark started (by PID), removes its directories and
+    restores the server's host settings; then fails the run if a step failed."""
+    server_vm, clients = _Vms(benchmark_spec)
+
+    def client(vm):
+        mongobench_ycsb.StopAll(vm)
+        mongobench_ycsb.Remove(vm)
+
+    background_tasks.RunThreaded(client, clients)
+    mongobench_stress_ng.StopAll(server_vm)
+    mongobench_mongod.StopAll(server_vm)
+    mongobench_mongod.RestoreHostSettings(server_vm)
+    mongobench_stress_ng.Remove(server_vm)
+    mongobench_mongod.Remove(server_vm)
+    st = getattr(benchmark_spec, "mongodb_stress", None)
+    if st is not None and st.failure:
+        raise errors.Benchmarks.RunError(f"mongodb_stress: a step failed: {st.failure}")

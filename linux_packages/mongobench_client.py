@@ -78,3 +78,27 @@ def PushSecret(vm, remote_path, content):
 def Remove(vm):
     """Deletes the work directory (engine, virtualenv, result files)."""
     vm.RemoteCommand(f"sudo rm -rf {WorkDir(vm)}", ignore_failure=True)
+
+
+def StartSampler(vm, workdir, data_path):
+    """Starts the engine's OS sampler on `vm` (deployed there) in the background."""
+    out = posixpath.join(workdir, "os-readings.jsonl")
+    pid = posixpath.join(workdir, "ossampler.pid")
+    vm.RemoteCommand(
+        f"cd {workdir} && rm -f {out} && (nohup venv/bin/python -m mongobench.ossampler"
+        f" --path {data_path} --interval 1 --out {out} > ossampler.log 2>&1 &"
+        f" echo $! > {pid})"
+    )
+    return out, pid
+
+
+def StopSampler(vm, sampler, local_dir):
+    """Stops the sampler by its PID and pulls its readings; returns the local path."""
+    out, pid = sampler
+    vm.RemoteCommand(
+        f"test -f {pid} && kill -TERM $(cat {pid}) 2>/dev/null; sleep 1; rm -f {pid}",
+        ignore_failure=True,
+    )
+    local = os.path.join(local_dir, f"os-readings-{vm.name}.jsonl")
+    vm.PullFile(local, out)
+    return local

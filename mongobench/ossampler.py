@@ -188,3 +188,38 @@ def load(path: str) -> tuple[str, list[dict]]:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def window(readings: list[dict], start: float, end: float) -> list[dict]:
+    """The readings that bracket [start, end]: the last one at or before the
+    start through the first one at or after the end, so a 1 s interval still
+    covers a phase shorter than it."""
+    before = [r for r in readings if r["t"] <= start]
+    after = [r for r in readings if r["t"] >= end]
+    inside = [r for r in readings if start < r["t"] < end]
+    out = before[-1:] + inside + after[:1]
+    return out if len(out) >= 2 and out[0]["t"] <= start and out[-1]["t"] >= end else []
+
+
+def attach_server_os(run: dict, readings_by_host: dict[str, list[dict]]) -> None:
+    """Adds `os_server` to every variant of a perftables run from server-VM readings.
+
+    With several server VMs (a replica set), CPU and iowait are the busiest
+    host's and disk figures are the busiest host's too (the primary does the
+    work); each host's figures are kept under `os_server_hosts`. A variant the
+    readings do not cover gets nothing: missing, not zero.
+    """
+    for res in run.get("results", []):
+        if res.get("status") != "ok":
+            continue
+        start, end = res["start"], res["start"] + res["duration_s"]
+        per_host = {}
+        for host, readings in readings_by_host.items():
+            span = window(readings, start, end)
+            if span:
+                per_host[host] = summarize(span)
+        if not per_host:
+            continue
+        busiest = max(per_host, key=lambda h: per_host[h]["cpu_pct"] or 0.0)
+        res["os_server"] = per_host[busiest]
+        res["os_server_hosts"] = per_host

@@ -37,6 +37,27 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def free_port_block(count: int, low: int = 20000, high: int = 32000) -> int:
+    """First of `count` consecutive free loopback ports, below Linux's ephemeral range."""
+    import random
+
+    for _ in range(200):
+        first = random.randrange(low, high - count)
+        socks = []
+        try:
+            for port in range(first, first + count):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", port))
+            return first
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError(f"no {count} consecutive free ports in {low}..{high}")
+
+
 def wait_port(port: int, timeout: float = 30.0, proc: subprocess.Popen | None = None) -> None:
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -240,8 +261,35 @@ def pkb_configs(
             },
         }
     }
+    # mongodb_stress at its smallest: both groups on the test bed's static VM (PKB accepts
+    # the same static VM in two groups), stand-in servers in place of mongod on a free port
+    # block, 3 s steps at a low rate, no stress-ng memory hold and no host settings (they
+    # would change this machine for every process on it).
+    stress = {
+        "mongodb_stress": {
+            "vm_groups": {
+                # copies, or the YAML would hold an anchor and an alias
+                "servers": {"static_vms": [json.loads(json.dumps(vm))]},
+                "clients": {"static_vms": [json.loads(json.dumps(vm))]},
+            },
+            "flags": {
+                "mongobench_mongod_server": "standin",
+                "mongodb_stress_first_port": free_port_block(3),
+                "mongodb_stress_max_instances": 3,
+                "mongodb_stress_records_per_instance": 1000,
+                "mongodb_stress_cache_gb": 0.25,
+                "mongodb_stress_step_seconds": 3,
+                "mongodb_stress_target_ops_per_client": 200,
+                "mongodb_stress_run_threads": 2,
+                "mongodb_stress_load_threads": 2,
+                "mongodb_stress_hold_memory": False,
+                "mongodb_stress_host_settings": False,
+                "mongodb_stress_drop_caches": False,
+            },
+        }
+    }
     paths = {}
-    for name, cfg in (("mongodb_perftables", perftables),):
+    for name, cfg in (("mongodb_perftables", perftables), ("mongodb_stress", stress)):
         path = os.path.join(workdir, f"{name}.yaml")
         with open(path, "w") as f:
             yaml.safe_dump(cfg, f, sort_keys=False)

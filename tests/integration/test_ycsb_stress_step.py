@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import pathlib
+import shutil
 import subprocess
+import time
 
 import pytest
 
@@ -129,3 +131,128 @@ def test_histogram_logs_per_process(server_uri, tmp_path):
     hist = ycsb.merge_histogram_logs([pathlib.Path(prefix + "READ.hdr").read_text()])
     assert hist.get_total_count() == result.ops["READ"].operations
     assert ycsb.histogram_percentile_ms(hist, 99) == result.p99_ms("READ")
+
+
+# ----------------------------------------------------------------------------- a full step
+
+
+def sh(cmd: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["bash", "-c", cmd], capture_output=True, text=True, timeout=180, check=check
+    )
+
+
+def wait_exited(entries, marker, timeout=YCSB_TIMEOUT_S):
+    deadline = time.time() + timeout
+    while True:
+        states = stress.parse_process_states(
+            sh(stress.process_states_command(entries, marker=marker)).stdout
+        )
+        if all(s.state == "exited" for s in states.values()) or time.time() > deadline:
+            return states
+        time.sleep(0.5)
+
+
+def run_processes(procs, props, d):
+    """Starts one detached YCSB process per plan entry, as on a client VM, and waits."""
+    entries = []
+    for p in procs:
+        base = f"{d}/{p.stem}"
+        pathlib.Path(base + ".properties").write_text(props(p))
+        argv = ycsb.ycsb_command(javabuild.ycsb_classpath(), p.phase, base + ".properties")
+        sh(
+            stress.background_command(
+                argv,
+                pid_file=base + ".pid",
+                stdout=base + ".out",
+                stderr=base + ".err",
+                rc_file=base + ".rc",
+            )
+        )
+        entries.append((p.stem, base + ".pid", base + ".rc"))
+    states = wait_exited(entries, d)
+    assert all(s.state == "exited" for s in states.values()), states
+    texts = {
+        p.stem: pathlib.Path(f"{d}/{p.stem}.out").read_text()
+        + pathlib.Path(f"{d}/{p.stem}.err").read_text()
+        for p in procs
+    }
+    return states, texts
+
+
+def test_two_instance_step_with_background_processes(tmp_path):
+    """Step 2 as the benchmark runs it on VMs: two stand-in instances on their own ports, each
+    loaded once by its own YCSB process, then one throttled run process per instance with
+    its own output and histogram files; exact p99 over both; a dead instance is a StepError."""
+    if not shutil.which("java") or not shutil.which("mvn"):
+        pytest.skip("java and mvn are needed")
+    javabuild.build()
+    d = str(tmp_path)
+    first = testbed.free_port_block(2)
+    server_marker = str(javabuild.JAVA_DIR)  # on the stand-ins' command lines (classpath)
+    pid_files = []
+    try:
+        for i in range(2):
+            paths = stress.instance_paths(i, d)
+            os.makedirs(paths.root)
+            port = stress.instance_port(i, first)
+            sh(
+                stress.background_command(
+                    javabuild.standin_command("127.0.0.1", port),
+                    pid_file=paths.pid_file,
+                    stdout=paths.stdout,
+                )
+            )
+            pid_files.append(paths.pid_file)
+            sh(stress.wait_ready_command(paths.pid_file, "127.0.0.1", port, marker=server_marker))
+
+        plan = stress.plan_step(
+            2, loaded=(), clients=2, records=300, hosts=("127.0.0.1",), first_port=first
+        )
+        assert [p.instance for p in plan.load] == [0, 1]
+        states, texts = run_processes(
+            plan.load, lambda p: stress.load_properties(p, threads=2, batchsize=50), d
+        )
+        for p in plan.load:
+            assert stress.load_result(p, states[p.stem].value, texts[p.stem]).operations == 300
+
+        states, texts = run_processes(
+            plan.run,
+            lambda p: stress.run_properties(
+                p, directory=d, duration_s=4, target=150, threads=2, histograms=True
+            ),
+            d,
+        )
+        outputs = []
+        for p in plan.run:
+            hists = {
+                op: pathlib.Path(f"{d}/{p.stem}-{op}.hdr").read_text() for op in ("READ", "UPDATE")
+            }
+            outputs.append(
+                stress.ProcessOutput(
+                    p.instance, p.client, states[p.stem].value, texts[p.stem], hists
+                )
+            )
+        result = stress.step_result(2, outputs, first_port=first)
+        assert result.p99_source == "merged histograms"
+        assert (result.processes, result.clients) == (2, 2)
+        assert 0 < result.throughput <= 2 * 150 * 1.05
+        assert result.read_p99_ms > 0 and result.update_p99_ms > 0
+
+        # instance 1 dies: the step cannot be trusted, and says which instance
+        sh(stress.stop_processes_command([pid_files[1]], marker=server_marker, timeout_s=10))
+        entries = [(f"mongod-{i}", stress.instance_paths(i, d).pid_file, None) for i in range(2)]
+        alive = stress.parse_process_states(
+            sh(stress.process_states_command(entries, marker=server_marker)).stdout
+        )
+        dead = {i: "gone" for i in range(2) if not alive[f"mongod-{i}"].running}
+        assert dead == {1: "gone"}
+        with pytest.raises(
+            stress.StepError, match=f"not running after the step: 1 \\(port {first + 1}: gone\\)"
+        ):
+            stress.step_result(2, outputs, dead_instances=dead, first_port=first)
+    finally:
+        sh(
+            stress.stop_processes_command(pid_files, marker=server_marker, timeout_s=10),
+            check=False,
+        )

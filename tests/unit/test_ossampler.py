@@ -81,3 +81,36 @@ def test_standalone_process_writes_readings(tmp_path):
     label, readings = ossampler.load(str(out))
     assert label and len(readings) >= 3
     assert ossampler.summarize(readings)["cpu_pct"] is not None
+
+
+def _r(t, busy, total, reads=0):
+    return {
+        "t": t,
+        "cpu": {"busy": busy, "iowait": 0, "steal": 0, "total": total},
+        "io": {"reads": reads, "read_sectors": 0, "writes": 0, "write_sectors": 0},
+    }
+
+
+def test_window_brackets_a_phase_shorter_than_the_interval():
+    readings = [_r(0, 0, 0), _r(1, 10, 100), _r(2, 20, 200), _r(3, 30, 300)]
+    assert [r["t"] for r in ossampler.window(readings, 1.2, 1.7)] == [1, 2]
+    assert [r["t"] for r in ossampler.window(readings, 0.5, 2.5)] == [0, 1, 2, 3]
+    assert ossampler.window(readings, 2.5, 3.5) == []  # not covered: missing
+
+
+def test_attach_server_os_picks_the_busiest_host_per_variant():
+    quiet = [_r(0, 0, 0), _r(10, 10, 1000)]
+    busy = [_r(0, 0, 0), _r(10, 900, 1000, reads=50)]
+    run = {
+        "results": [
+            {"status": "ok", "start": 2.0, "duration_s": 3.0},
+            {"status": "failed"},
+            {"status": "ok", "start": 20.0, "duration_s": 1.0},
+        ]
+    }
+    ossampler.attach_server_os(run, {"secondary": quiet, "primary": busy})
+    first = run["results"][0]
+    assert first["os_server"]["cpu_pct"] == pytest.approx(90.0)
+    assert first["os_server"]["iops"] == pytest.approx(5.0)
+    assert set(first["os_server_hosts"]) == {"primary", "secondary"}
+    assert "os_server" not in run["results"][2]  # after the readings: missing

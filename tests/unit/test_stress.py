@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import math
+import os
 import pathlib
 import shutil
 import subprocess
+import sys
+import time
 
 import pytest
 import yaml
@@ -498,3 +501,235 @@ def test_noisy_server_same_kpis_unless_the_anchor_stopped_early(sigma):
                 assert b.kpis[1].value > a.kpis[1].value
     assert steps_bounded < steps_anchor
     assert differ <= 8  # of 160 runs
+
+
+# ----------------------------------------------------------------------------- load checks
+
+
+def test_load_result_checks_the_key_range():
+    text = (DATA / "seed002_load_100000.txt").read_text()
+    (proc,) = stress.plan_step(1, loaded=(), clients=1, records=100_000, hosts=("h",)).load
+    assert stress.load_result(proc, 0, text).ops["INSERT"].operations == 100_000
+    (short,) = stress.plan_step(1, loaded=(), clients=1, records=200_000, hosts=("h",)).load
+    with pytest.raises(stress.StepError, match="100000 records inserted, expected 200000"):
+        stress.load_result(short, 0, text)
+    with pytest.raises(stress.StepError, match="loading instance 0 .*exited with 1"):
+        stress.load_result(proc, 1, text)
+    dead = (DATA / "standin_dead_port.txt").read_text()
+    with pytest.raises(stress.StepError, match="loading instance 0 .*YCSB"):
+        stress.load_result(proc, 0, dead)
+
+
+# ----------------------------------------------------------------------------- remote processes
+# The commands are run here with the local bash, as they run over ssh on a VM.
+
+
+def sleeper(marker: str, seconds: int = 30) -> list[str]:
+    """A process whose command line holds `marker` (the run's path) and that sleeps."""
+    return [sys.executable, "-c", f"import time; time.sleep({seconds})", marker]
+
+
+def live_members(sid: int) -> list[str]:
+    """Processes of session `sid` that have not exited (zombies wait for a reaper: dead)."""
+    out = sh(f"ps -o pid=,stat= -s {sid}", check=False).stdout
+    return [line.split()[0] for line in out.splitlines() if "Z" not in line.split()[1]]
+
+
+def sh(cmd: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["bash", "-c", cmd], capture_output=True, text=True, timeout=60, check=check
+    )
+
+
+def states(entries, marker):
+    return stress.parse_process_states(
+        sh(stress.process_states_command(entries, marker=marker)).stdout
+    )
+
+
+def test_background_process_pid_state_and_stop(tmp_path):
+    d = str(tmp_path)
+    pid_file, out = f"{d}/sleep.pid", f"{d}/sleep.out"
+    # the marker is a path of this run: it must be on the command line of the process
+    cmd = stress.background_command(sleeper(d), pid_file=pid_file, stdout=out)
+    p = sh(cmd)  # returns at once, prints the PID
+    pid = int(p.stdout.strip())
+    assert int(pathlib.Path(pid_file).read_text()) == pid
+    assert (
+        "time.sleep(30)\0" in pathlib.Path(f"/proc/{pid}/cmdline").read_text()
+    )  # the process itself
+    assert sh(f"ps -o sid= -p {pid}").stdout.strip() == str(pid)  # its own session
+    assert states([("s", pid_file, None)], d) == {"s": stress.ProcessState("running", pid)}
+    # another run's marker does not match: a reused PID is never taken for ours
+    assert states([("s", pid_file, None)], "/elsewhere")["s"].state == "gone"
+    sh(stress.stop_processes_command([pid_file], marker=d, timeout_s=5))
+    assert live_members(pid) == []
+    assert not pathlib.Path(pid_file).exists()
+    assert states([("s", pid_file, None)], d)["s"].state == "gone"
+
+
+def test_background_limits_fall_back_to_the_hard_limit(tmp_path):
+    d = str(tmp_path)
+    pid_file = f"{d}/l.pid"
+    # above fs.nr_open: not even root may set it, so the hard limit is used and said
+    p = sh(
+        stress.background_command(
+            sleeper(d), pid_file=pid_file, stdout=f"{d}/o", nofile=10**9, nproc=100
+        )
+    )
+    pid = int(p.stdout.split()[-1])
+    limits = pathlib.Path(f"/proc/{pid}/limits").read_text()
+    hard = sh("ulimit -Hn").stdout.strip()
+    assert f"open files limit stays at {hard}, not 1000000000" in p.stderr
+    nofile = next(line for line in limits.splitlines() if line.startswith("Max open files"))
+    assert nofile.split()[3] == hard
+    nproc = next(line for line in limits.splitlines() if line.startswith("Max processes"))
+    assert nproc.split()[2] == "100"  # a limit that can be set is set
+    sh(stress.stop_processes_command([pid_file], marker=d))
+
+
+def test_background_process_exit_status(tmp_path):
+    d = str(tmp_path)
+    entries = []
+    for name, code in (("ok", 0), ("bad", 3)):
+        pid_file, rc = f"{d}/{name}.pid", f"{d}/{name}.rc"
+        argv = ["bash", "-c", f"echo out-{name}; echo err-{name} >&2; exit {code}", d]
+        sh(
+            stress.background_command(
+                argv,
+                pid_file=pid_file,
+                stdout=f"{d}/{name}.out",
+                stderr=f"{d}/{name}.err",
+                rc_file=rc,
+            )
+        )
+        entries.append((name, pid_file, rc))
+    for _ in range(50):
+        got = states(entries, d)
+        if all(s.state == "exited" for s in got.values()):
+            break
+        time.sleep(0.1)
+    assert got == {"ok": stress.ProcessState("exited", 0), "bad": stress.ProcessState("exited", 3)}
+    assert (tmp_path / "bad.out").read_text() == "out-bad\n"
+    assert (tmp_path / "bad.err").read_text() == "err-bad\n"
+
+
+def test_stopped_process_reports_its_signal(tmp_path):
+    d = str(tmp_path)
+    pid_file, rc = f"{d}/s.pid", f"{d}/s.rc"
+    sh(stress.background_command(sleeper(d, 60), pid_file=pid_file, stdout=f"{d}/o", rc_file=rc))
+    sh(stress.stop_processes_command([pid_file], marker=d, timeout_s=5))
+    for _ in range(50):
+        if (tmp_path / "s.rc").exists() and (tmp_path / "s.rc").read_text().strip():
+            break
+        time.sleep(0.1)
+    assert (tmp_path / "s.rc").read_text().strip() == "143"  # SIGTERM: not a finished run
+
+
+def test_stop_kills_the_whole_session_only_when_asked(tmp_path):
+    d = str(tmp_path)
+    pid_file = f"{d}/tree.pid"
+    # a parent that ignores SIGTERM and has a child: like stress-ng and its workers
+    script = "trap '' TERM; sleep 60 & wait"
+    sh(stress.background_command(["bash", "-c", script, d], pid_file=pid_file, stdout=f"{d}/o"))
+    pid = int((tmp_path / "tree.pid").read_text())
+    time.sleep(0.3)
+    assert len(live_members(pid)) == 2
+    sh(stress.stop_processes_command([pid_file], marker=d, timeout_s=1, session=True))
+    time.sleep(0.2)
+    assert live_members(pid) == []
+
+
+def test_wait_ready_fails_fast_when_the_server_died(tmp_path):
+    d = str(tmp_path)
+    pid_file = f"{d}/srv.pid"
+    sh(stress.background_command(["bash", "-c", "exit 1", d], pid_file=pid_file, stdout=f"{d}/o"))
+    time.sleep(0.2)
+    t0 = time.time()
+    p = sh(stress.wait_ready_command(pid_file, "127.0.0.1", 9, marker=d, timeout_s=30), check=False)
+    assert p.returncode == 2 and "exited" in p.stderr
+    assert time.time() - t0 < 5
+
+
+def test_wait_ready_sees_a_listening_port(tmp_path):
+    import socket
+
+    d = str(tmp_path)
+    pid_file = f"{d}/srv.pid"
+    sh(stress.background_command(sleeper(d), pid_file=pid_file, stdout=f"{d}/o"))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        p = sh(stress.wait_ready_command(pid_file, "127.0.0.1", port, marker=d, timeout_s=5))
+        assert p.returncode == 0
+    sh(stress.stop_processes_command([pid_file], marker=d))
+
+
+def test_pid_files_listing(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "x.pid").write_text("1")
+    (tmp_path / "y.pid").write_text("1")
+    (tmp_path / "z.rc").write_text("0")
+    listed = sh(stress.pid_files_command(str(tmp_path))).stdout.split()
+    assert sorted(listed) == sorted([str(tmp_path / "a" / "x.pid"), str(tmp_path / "y.pid")])
+    assert sh(stress.pid_files_command(str(tmp_path / "missing"))).stdout == ""
+
+
+@pytest.mark.skipif(not shutil.which("stress-ng"), reason="stress-ng not installed")
+def test_stress_ng_hold_is_measured_and_stopped(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("--vm-locked needs root")
+    d = str(tmp_path)
+    hold = 32 * 1024 * 1024
+    (cmd,) = stress.stress_ng_commands(hold, workers=2, yaml_path=f"{d}/h.yaml", timeout_s=60)
+    pid_file = f"{d}/h.pid"
+    sh(stress.background_command(cmd, pid_file=pid_file, stdout=f"{d}/h.out"))
+    held = 0
+    for _ in range(100):
+        held = stress.sum_kib(sh(stress.locked_memory_command([pid_file], marker=d)).stdout)
+        if held >= hold:
+            break
+        time.sleep(0.1)
+    assert hold <= held < hold + 8 * 1024 * 1024
+    pid = int((tmp_path / "h.pid").read_text())
+    sh(stress.stop_processes_command([pid_file], marker=d, timeout_s=10, session=True))
+    time.sleep(0.2)
+    assert live_members(pid) == []
+
+
+def test_command_helpers_reject_bad_input():
+    with pytest.raises(ValueError):
+        stress.process_states_command([("a b", "/p", None)], marker="/m")
+    with pytest.raises(ValueError):
+        stress.locked_memory_command(["/p"], marker="/m", field="x; rm")
+    assert stress.stop_processes_command([], marker="/m") == "true"
+
+
+@pytest.mark.parametrize(
+    "text,major",
+    [
+        ('openjdk version "17.0.15" 2025-04-15\nOpenJDK Runtime Environment', 17),
+        ('java version "1.8.0_392"', 8),
+        ('openjdk version "21" 2023-09-19', 21),
+        ('openjdk version "11.0.2" 2019-01-15', 11),
+    ],
+)
+def test_java_major_version(text, major):
+    assert stress.java_major_version(text) == major
+
+
+def test_java_major_version_rejects_other_output():
+    with pytest.raises(ValueError, match="no version"):
+        stress.java_major_version("bash: java: command not found")
+
+
+def test_host_fact_parsers():
+    assert stress.parse_cpu_list("0-3,8,10-11\n") == [0, 1, 2, 3, 8, 10, 11]
+    assert stress.parse_cpu_list("0") == [0]
+    with pytest.raises(ValueError):
+        stress.parse_cpu_list("0-x")
+    assert stress.parse_df_avail("   Avail\n123456789\n") == 123456789
+    with pytest.raises(ValueError):
+        stress.parse_df_avail("Avail\n")
+    assert stress.sum_kib("12\n32768\n\n32768\n") == (12 + 2 * 32768) * 1024

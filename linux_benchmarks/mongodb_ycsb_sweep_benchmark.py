@@ -1,0 +1,320 @@
+"""MongoDB dataset-size sweep with YCSB (seed 002).
+
+For each dataset size (default 1, 2, 3, 10, 100, 1000, 10000 MB of 1 KB records) the
+collection is dropped and rebuilt by a YCSB load, then read-only, update-only and 50/50
+read/update workloads run over it (zipfian keys, operation count = record count unless
+overridden). Every size and phase yields samples: Runtime, Throughput, and average/p95/p99
+latency per operation, with metadata size_mb, records, phase and exceeds_memory.
+
+The target is any deployment given by connection string (file or environment variable on the
+PKB host). The string reaches each client VM in a 0600 file and YCSB through the binding's
+`mongodb.urlfile`: never on a command line, in pkb.log or in a sample. YCSB is the project's
+client (linux_packages/mongobench_ycsb); with several client VMs each runs one YCSB process per
+phase (load: its own key range; runs: its share of the operations) and percentiles are merged
+from their HdrHistogram logs.
+"""
+
+import logging
+import os
+import posixpath
+
+from absl import flags
+from perfkitbenchmarker import configs, errors, sample, vm_util
+from perfkitbenchmarker.linux_packages import (
+    mongobench_client,
+    mongobench_host,
+    mongobench_ycsb,
+)
+
+from mongobench import redact, sweep
+
+BENCHMARK_NAME = "mongodb_ycsb_sweep"
+BENCHMARK_CONFIG = """
+mongodb_ycsb_sweep:
+  description: >
+    YCSB dataset-size sweep: per size, rebuild the collection, load it, run
+    read-only, update-only and 50/50 workloads. Give the target with
+    --mongodb_ycsb_sweep_uri_file or --mongodb_ycsb_sweep_uri_env.
+  vm_groups:
+    clients:
+      vm_spec: *default_dual_core
+      vm_count: 1
+"""
+
+_URI_FILE = flags.DEFINE_string(
+    "mongodb_ycsb_sweep_uri_file",
+    None,
+    "File (on the PKB host) holding the target connection string, mongodb:// or mongodb+srv://."
+    " Its database (default ycsb) holds the collection.",
+)
+_URI_ENV = flags.DEFINE_string(
+    "mongodb_ycsb_sweep_uri_env",
+    None,
+    "Environment variable (on the PKB host) holding the target connection string.",
+)
+_SIZES = flags.DEFINE_list(
+    "mongodb_ycsb_sweep_sizes_mb",
+    [str(s) for s in sweep.DEFAULT_SIZES_MB],
+    "Dataset sizes in MB of 1 KB records (1 MB = 1,000 records); fractions allowed.",
+)
+_PHASES = flags.DEFINE_list(
+    "mongodb_ycsb_sweep_phases",
+    ["all"],
+    "Phases per size: load (always), read_only, update_only, read_update; or all.",
+)
+_OPERATIONS = flags.DEFINE_integer(
+    "mongodb_ycsb_sweep_operation_count",
+    None,
+    "Operations of each workload at every size (default: the size's record count).",
+    lower_bound=1,
+)
+_THREADS = flags.DEFINE_integer(
+    "mongodb_ycsb_sweep_threads",
+    1,
+    "Client threads of each YCSB process (the seed used 1).",
+    lower_bound=1,
+)
+_MEMORY_MB = flags.DEFINE_integer(
+    "mongodb_ycsb_sweep_memory_mb",
+    None,
+    "Memory (MiB) of the machine holding the data, for exceeds_memory (default: the server's"
+    " hostInfo, else the first client VM's memory).",
+    lower_bound=1,
+)
+_MAX_SECONDS = flags.DEFINE_integer(
+    "mongodb_ycsb_sweep_max_seconds",
+    None,
+    "Cap on each phase (YCSB maxexecutiontime); a capped phase is marked stopped_early.",
+    lower_bound=1,
+)
+_PHASE_TIMEOUT = flags.DEFINE_integer(
+    "mongodb_ycsb_sweep_phase_timeout",
+    43200,
+    "Seconds to wait for one phase before stopping its YCSB processes and failing it.",
+    lower_bound=1,
+)
+_LOAD_BATCHSIZE = flags.DEFINE_integer(
+    "mongodb_ycsb_sweep_load_batchsize",
+    None,
+    "Insert batch size of the load (default 1, as the seed).",
+    lower_bound=1,
+)
+_TABLE = flags.DEFINE_string(
+    "mongodb_ycsb_sweep_table",
+    sweep.DEFAULT_TABLE,
+    "Collection the sweep drops and rebuilds at every size.",
+)
+_KEEP_DATA = flags.DEFINE_bool(
+    "mongodb_ycsb_sweep_keep_data",
+    False,
+    "Leave the last size's collection in place (default: dropped at the end).",
+)
+FLAGS = flags.FLAGS
+
+
+def GetConfig(user_config):
+    return configs.LoadConfig(BENCHMARK_CONFIG, user_config, BENCHMARK_NAME)
+
+
+def CheckPrerequisites(benchmark_config):
+    """Validates flags and the target before anything is provisioned."""
+    del benchmark_config
+    try:
+        sweep.plan(_SIZES.value, operation_count=_OPERATIONS.value)
+        sweep.parse_phases(_PHASES.value)
+    except sweep.SweepError as e:
+        raise errors.Config.InvalidValue(f"mongodb_ycsb_sweep: {e}") from e
+    if bool(_URI_FILE.value) == bool(_URI_ENV.value):
+        raise errors.Config.InvalidValue(
+            "Give the target deployment with exactly one of --mongodb_ycsb_sweep_uri_file or"
+            " --mongodb_ycsb_sweep_uri_env."
+        )
+    _ReadUri()
+
+
+def _ReadUri():
+    try:
+        return redact.read_uri(uri_file=_URI_FILE.value, env=_URI_ENV.value)
+    except (OSError, ValueError) as e:
+        raise errors.Config.InvalidValue(f"mongodb_ycsb_sweep target: {e}") from e
+
+
+def _Clients(benchmark_spec):
+    return benchmark_spec.vm_groups["clients"]
+
+
+def _Drop(vm, state):
+    """Drops the collection with the engine on the first client `vm`; returns the server's
+    memory in bytes when its hostInfo says."""
+    stdout, _ = vm.RobustRemoteCommand(
+        sweep.drop_command(state["engine_dir"], state["engine_uri_file"], _TABLE.value)
+    )
+    return sweep.parse_drop_output(stdout)
+
+
+def Prepare(benchmark_spec):
+    clients = _Clients(benchmark_spec)
+    for vm in clients:
+        mongobench_host.ProtectStaticVm(vm)
+    uri = _ReadUri()
+    uri_files = []
+    for vm in clients:
+        vm.Install("mongobench_ycsb")
+        workdir = mongobench_ycsb.Deploy(vm)
+        path = posixpath.join(workdir, "target.uri")
+        mongobench_client.PushSecret(vm, path, uri + "\n")
+        uri_files.append(path)
+    first = clients[0]
+    first.Install("mongobench_client")
+    engine_dir = mongobench_client.Deploy(first)
+    # No secret in the state: PKB pickles the benchmark spec to disk.
+    state = {
+        "uri_files": uri_files,
+        "engine_dir": engine_dir,
+        "engine_uri_file": uri_files[0],
+        "failed": [],
+    }
+    server_memory = _Drop(first, state)  # also removes what an earlier run may have left
+    if _MEMORY_MB.value:
+        state["memory"] = (_MEMORY_MB.value * sweep.MiB, "flag")
+    elif server_memory:
+        state["memory"] = (server_memory, "server hostInfo")
+    else:
+        state["memory"] = (first.total_memory_kb * 1024, "client VM")
+    benchmark_spec.mongobench_sweep = state
+
+
+def _Outputs(vm, procs, states, local_dir):
+    """(text, histograms) of each process; a hung or vanished process is a failure line."""
+    outputs = mongobench_ycsb.Fetch(vm, procs, local_dir)
+    out = []
+    for p in procs:
+        o = outputs.get(p.name)
+        text = o.text if o else ""
+        st = states.get(p.name)
+        if st is not None and st.running:
+            text += f"\nException in thread main: YCSB still running after {_PHASE_TIMEOUT.value} s"
+        elif o is None or o.returncode is None:
+            text += "\nException in thread main: YCSB process vanished without an exit status"
+        elif o.returncode:
+            text += f"\nException in thread main: YCSB exited with status {o.returncode}"
+        out.append((text, dict(o.histograms) if o else {}))
+    return out
+
+
+def _RunPhase(clients, state, step, phase, base_md, local_dir):
+    n = len(clients)
+    names = [f"s{step.records}-{phase.name}-c{i}" for i in range(n)]
+    prefixes = None
+    if n > 1:
+        prefixes = [
+            posixpath.join(mongobench_ycsb.RunDir(vm), name + "-")
+            for vm, name in zip(clients, names, strict=True)
+        ]
+    props = sweep.process_properties(
+        step,
+        phase,
+        n,
+        urlfile=state["uri_files"][0],
+        urlfiles=state["uri_files"],
+        histogram_prefixes=prefixes,
+        threads=_THREADS.value,
+        max_seconds=_MAX_SECONDS.value,
+        load_batchsize=_LOAD_BATCHSIZE.value,
+        table=_TABLE.value,
+    )
+    used = list(zip(clients, names, props, strict=False))  # empty shares are the last ones
+    started = []
+    try:
+        for vm, name, text in used:
+            spec = mongobench_ycsb.ProcessSpec(name, phase.ycsb_phase, text)
+            started.append((vm, mongobench_ycsb.Start(vm, [spec])))
+        poll = 2.0 if step.records <= 100_000 else 15.0
+        results = []
+        for vm, procs in started:
+            states = mongobench_ycsb.Wait(vm, procs, _PHASE_TIMEOUT.value, poll_s=poll)
+            if any(s.running for s in states.values()):
+                mongobench_ycsb.Stop(vm, procs)
+            results += _Outputs(vm, procs, states, local_dir)
+    finally:
+        for vm, procs in started:  # only ours, by PID; a no-op for finished ones
+            mongobench_ycsb.Stop(vm, procs)
+    uri = _ReadUri()
+    texts = [redact.text(t, uri) for t, _ in results]
+    hists = [h for _, h in results] if n > 1 else None
+    return sweep.measure_processes(step, phase, texts, base_md, hists)
+
+
+def Run(benchmark_spec):
+    clients = _Clients(benchmark_spec)
+    state = benchmark_spec.mongobench_sweep
+    memory, source = state["memory"]
+    steps = sweep.plan(
+        _SIZES.value,
+        operation_count=_OPERATIONS.value,
+        memory_bytes=memory,
+        memory_source=source,
+    )
+    phases = sweep.parse_phases(_PHASES.value)
+    base_md = {
+        "threads": _THREADS.value,
+        "request_distribution": sweep.DISTRIBUTION,
+        "sweep_sizes_mb": ",".join(f"{s.size_mb:g}" for s in steps),
+        "client_vms": len(clients),
+        "table": _TABLE.value,
+    }
+    local_dir = os.path.join(vm_util.GetTempDir(), "ycsb-sweep")
+    samples = []
+    for step in steps:
+        try:
+            _Drop(clients[0], state)
+        except (errors.VirtualMachine.RemoteCommandError, ValueError) as e:
+            error = f"could not drop the collection before loading: {str(e)[-500:]}"
+            samples += [sweep.failure_sample(step, p, error, base_md) for p in phases]
+            continue
+        skip = []
+        for phase in phases:
+            if phase in skip:
+                samples.append(
+                    sweep.failure_sample(step, phase, "skipped: the load failed", base_md)
+                )
+                continue
+            logging.info(
+                "mongodb_ycsb_sweep: %s (%d records): %s", step.label, step.records, phase.title
+            )
+            got = _RunPhase(clients, state, step, phase, base_md, local_dir)
+            for s in sweep.failed(got):
+                skip = sweep.skipped_phases(phases, phase)
+                logging.error(
+                    "mongodb_ycsb_sweep: %s %s failed: %s",
+                    step.label,
+                    phase.title,
+                    s["metadata"]["error"],
+                )
+            samples += got
+    if not _KEEP_DATA.value:
+        try:
+            _Drop(clients[0], state)
+        except (errors.VirtualMachine.RemoteCommandError, ValueError) as e:
+            logging.warning("mongodb_ycsb_sweep: final drop failed: %s", e)
+    logging.info("mongodb_ycsb_sweep: YCSB outputs kept in %s", local_dir)
+    # Cleanup turns failures into a FAILED status after these samples are kept.
+    state["failed"] = [
+        f"{s['metadata']['size_label']} {s['metadata']['phase']}: {s['metadata']['error'][:300]}"
+        for s in sweep.failed(samples)
+    ]
+    return [sample.Sample(s["metric"], s["value"], s["unit"], s["metadata"]) for s in samples]
+
+
+def Cleanup(benchmark_spec):
+    clients = _Clients(benchmark_spec)
+    for vm in clients:
+        mongobench_ycsb.StopAll(vm)
+        mongobench_ycsb.Remove(vm)
+    mongobench_client.Remove(clients[0])
+    failed = getattr(benchmark_spec, "mongobench_sweep", {}).get("failed")
+    if failed:
+        raise errors.Benchmarks.RunError(
+            f'{len(failed)} phase(s) failed (their samples are named "Phase Failed"): '
+            + "; ".join(failed)
+        )

@@ -1,0 +1,536 @@
+"""Self-managed mongod instances on PKB server VMs (or the project's stand-in in their place).
+
+Installing (flags --mongobench_*):
+  - default: MongoDB's own package repository for the VM's OS (Ubuntu 22.04/24.04, Debian 12,
+    RHEL 9 and rebuilds), series --mongobench_mongodb_version (8.0; a full version such as
+    8.0.4 pins the packages). `AptInstall`/`YumInstall` do it; PKB calls them only when
+    install_packages is true, so on a static host mongod must already be in /usr/bin;
+  - --mongobench_mongod_tarball_url: a MongoDB tarball unpacked into the private work
+    directory (works on static hosts; "auto" derives the URL from the OS and the full version);
+  - --mongobench_mongod_bin_dir: binaries already on the host;
+  - --mongobench_mongod_server=standin: the project's stand-in (mongo-java-server, built on
+    the PKB host and shipped like the YCSB client) runs in place of each mongod. It speaks the
+    wire protocol but is not MongoDB (no WiredTiger, no cache, no replica sets): its numbers
+    test the plumbing only, and `Server.metadata()` says so (`server_kind: standin`).
+
+Instances are identified by index, port and role, each with its own directory under
+`<workdir>/instances/mongod-<index>/` (data, log, config, PID file: the layout of
+`mongobench.stress.instance_paths`), started detached with a PID file (optionally under a
+numactl prefix), checked and stopped by that PID, never by name:
+
+    server = mongobench_mongod.Deploy(vm)
+    inst = mongobench_mongod.NewInstance(server, 0, host=vm.internal_ip, port=27017)
+    config = mongobench_mongod.Config(server, inst, cache_gb=1.0)     # or your own YAML
+    mongobench_mongod.Start(vm, server, inst, config)
+    mongobench_mongod.States(vm, server, [inst])                      # index -> ProcessState
+    mongobench_mongod.Stop(vm, server, [inst])
+    mongobench_mongod.StopAll(vm); mongobench_mongod.Remove(vm)       # in Cleanup
+
+Roles: "mongod" (standalone), "shardsvr"/"configsvr" (need `replset`) and "mongos" (needs
+`config_db` in Config); replica-set initiation and sharding commands are the caller's
+(mongobench.topology plans them). Host settings (THP per version, swappiness,
+zone_reclaim_mode, readahead) are recorded once, applied, and restored from the record by
+`RestoreHostSettings`.
+"""
+
+import dataclasses
+import logging
+import os
+import pathlib
+import posixpath
+import shlex
+
+from absl import flags
+from perfkitbenchmarker import errors, vm_util
+from perfkitbenchmarker.linux_packages import mongobench_ycsb
+
+from mongobench import javabuild, mongod, stress
+
+WORKDIR_NAME = "mongobench-mongod"
+ROLES = ("mongod", "shardsvr", "configsvr", "mongos")
+STANDIN_DESCRIPTION = "stand-in (mongo-java-server 1.47.0), not MongoDB"
+SERVER_KINDS = ("mongod", "standin")
+
+_VERSION = flags.DEFINE_string(
+    "mongobench_mongodb_version",
+    "8.0",
+    "MongoDB series (8.0, 7.0, 6.0) or full version (8.0.4, pins the packages) to install"
+    " from MongoDB's repositories; also the version mongod configs are validated for.",
+)
+_SERVER = flags.DEFINE_enum(
+    "mongobench_mongod_server",
+    "mongod",
+    SERVER_KINDS,
+    "What runs as each instance: mongod, or the project's stand-in server (mongo-java-server;"
+    " for test beds without MongoDB: not MongoDB numbers, and samples say server_kind: standin).",
+)
+_TARBALL_URL = flags.DEFINE_string(
+    "mongobench_mongod_tarball_url",
+    None,
+    "Install mongod from this MongoDB tarball into the private work directory (also on static"
+    ' hosts); "auto" derives the fastdl.mongodb.org URL from the OS and'
+    " --mongobench_mongodb_version, which must then be a full version (8.0.4).",
+)
+_BIN_DIR = flags.DEFINE_string(
+    "mongobench_mongod_bin_dir",
+    None,
+    "Directory on the server holding preinstalled mongod/mongos binaries (static hosts).",
+)
+_START_TIMEOUT = flags.DEFINE_integer(
+    "mongobench_mongod_start_timeout",
+    300,
+    "Seconds to wait for an instance to accept connections.",
+    lower_bound=1,
+)
+_READAHEAD = flags.DEFINE_integer(
+    "mongobench_mongod_readahead_sectors",
+    8,
+    "Readahead (512-byte sectors) of the data disk when host settings are applied (the"
+    " production notes' 8..32 for WiredTiger).",
+    lower_bound=0,
+)
+
+
+# ----------------------------------------------------------------------------- install
+
+
+def _Platform(vm):
+    out, _ = vm.RemoteCommand("cat /etc/os-release; echo ---; uname -m")
+    os_release, _, arch = out.partition("---")
+    try:
+        return mongod.platform_from_os_release(os_release, arch.strip())
+    except mongod.UnsupportedPlatform as e:
+        raise errors.Setup.InvalidSetupError(f"{vm.name}: {e}") from e
+
+
+def _InstallFromRepository(vm):
+    plat = _Platform(vm)
+    try:
+        cmds = mongod.repo_setup_commands(
+            plat.family, plat.release, plat.arch, _VERSION.value
+        ) + mongod.install_packages_commands(plat.family, plat.release, plat.arch, _VERSION.value)
+    except mongod.UnsupportedPlatform as e:
+        raise errors.Setup.InvalidSetupError(
+            f"{vm.name}: {e}; use --mongobench_mongod_tarball_url or --mongobench_mongod_bin_dir"
+        ) from e
+    for cmd in cmds:
+        vm.RemoteCommand(cmd)
+
+
+def _Install(vm, java_install):
+    if _SERVER.value == "standin":
+        java_install(vm)
+    elif _TARBALL_URL.value:
+        vm.InstallPackages("curl tar")
+    elif not _BIN_DIR.value:
+        _InstallFromRepository(vm)
+
+
+def AptInstall(vm):
+    """mongod from MongoDB's apt repository (or a JRE for the stand-in, curl for tarballs)."""
+    _Install(vm, mongobench_ycsb.AptInstall)
+
+
+def YumInstall(vm):
+    """mongod from MongoDB's yum repository (or a JRE for the stand-in, curl for tarballs)."""
+    _Install(vm, mongobench_ycsb.YumInstall)
+
+
+# ----------------------------------------------------------------------------- deploy
+
+
+@dataclasses.dataclass(frozen=True)
+class Server:
+    """What Deploy set up on one VM: the kind of server, where its binaries are, its version
+    as reported by the binary, and the version configs are validated for."""
+
+    vm_name: str
+    kind: str  # mongod | standin
+    workdir: str
+    bin_dir: str | None
+    version: str
+    config_version: str
+    run_as: str
+
+    @property
+    def instances_dir(self):
+        return posixpath.join(self.workdir, "instances")
+
+    @property
+    def persistent(self):
+        """Whether an instance keeps its data across a restart (the stand-in keeps it in
+        memory: stopping it loses the data)."""
+        return self.kind == "mongod"
+
+    def metadata(self):
+        meta = {"server_kind": self.kind, "mongodb_version": self.version}
+        if self.kind == "standin":
+            meta["server_warning"] = (
+                "instances were the project's stand-in server (mongo-java-server), not mongod:"
+                " these numbers test the benchmark's plumbing, they are not MongoDB numbers"
+            )
+        else:
+            meta["mongod_install"] = (
+                "tarball" if _TARBALL_URL.value else ("bin_dir" if _BIN_DIR.value else "repository")
+            )
+        return meta
+
+
+def WorkDir(vm):
+    base = vm.GetScratchDir() if vm.scratch_disks else vm_util.VM_TMP_DIR
+    return posixpath.join(base, WORKDIR_NAME)
+
+
+def _BinDir(vm):
+    if _TARBALL_URL.value:
+        return posixpath.join(WorkDir(vm), "mongodb", "bin")
+    return (_BIN_DIR.value or "/usr/bin").rstrip("/")
+
+
+def Version(vm, server=None):
+    """The server's version: `mongod --version` of the binaries in use, or the stand-in's
+    description."""
+    if server is not None:
+        return server.version
+    if _SERVER.value == "standin":
+        return STANDIN_DESCRIPTION
+    out, _, rc = vm.RemoteCommandWithReturnCode(
+        mongod.bin_dir_check_command(_BinDir(vm)), ignore_failure=True
+    )
+    if rc:
+        raise errors.Setup.InvalidSetupError(
+            f"{vm.name}: no mongod in {_BinDir(vm)}. On a static host (install_packages false)"
+            " install MongoDB first, or use --mongobench_mongod_tarball_url or"
+            " --mongobench_mongod_bin_dir (or --mongobench_mongod_server=standin for a test bed)."
+        )
+    try:
+        return mongod.version_from_output(out)
+    except ValueError as e:
+        raise errors.Setup.InvalidSetupError(f"{vm.name}: {e}: {out[:300]!r}") from e
+
+
+def _DeployTarball(vm):
+    url = _TARBALL_URL.value
+    if url == "auto":
+        plat = _Platform(vm)
+        try:
+            url = mongod.tarball_url(_VERSION.value, plat.family, plat.release, plat.arch)
+        except (ValueError, mongod.UnsupportedPlatform) as e:
+            raise errors.Setup.InvalidSetupError(f"{vm.name}: {e}") from e
+    _, _, rc = vm.RemoteCommandWithReturnCode(
+        "command -v curl && command -v tar", ignore_failure=True
+    )
+    if rc:
+        raise errors.Setup.InvalidSetupError(f"{vm.name}: curl and tar are needed for the tarball")
+    for cmd in mongod.tarball_install_commands(url, posixpath.join(WorkDir(vm), "mongodb")):
+        vm.RemoteCommand(cmd)
+
+
+def _DeployStandin(vm, workdir):
+    mongobench_ycsb.CheckJava(vm)
+    try:
+        javabuild.build()
+        lib_glob, jar = javabuild.standin_classpath().split(os.pathsep)
+    except RuntimeError as e:
+        raise errors.Setup.InvalidSetupError(f"cannot build the stand-in server: {e}") from e
+    jars = sorted(str(p) for p in pathlib.Path(lib_glob).parent.glob("*.jar"))
+    mongobench_ycsb.ShipJars(
+        vm, "mongobench-standin", [*jars, jar], posixpath.join(workdir, "standin")
+    )
+
+
+def Deploy(vm):
+    """Prepares the server VM: work directory, binaries (tarball) or the stand-in, version
+    check. Returns a Server."""
+    workdir = WorkDir(vm)
+    mongobench_ycsb.MakeWorkDir(vm, workdir)
+    StopAll(vm)  # a crashed earlier run on a static host may have left instances
+    if _SERVER.value == "standin":
+        mongobench_ycsb.MakeWorkDir(vm, posixpath.join(workdir, "standin"))
+        _DeployStandin(vm, workdir)
+        bin_dir, version = None, STANDIN_DESCRIPTION
+    else:
+        if _TARBALL_URL.value:
+            _DeployTarball(vm)
+        bin_dir, version = _BinDir(vm), Version(vm)
+    config_version = version if _SERVER.value == "mongod" else _VERSION.value
+    server = Server(vm.name, _SERVER.value, workdir, bin_dir, version, config_version, vm.user_name)
+    vm.RemoteCommand(f"mkdir -p {shlex.quote(server.instances_dir)}")
+    logging.info("mongobench: %s %s ready on %s in %s", server.kind, version, vm.name, workdir)
+    return server
+
+
+# ----------------------------------------------------------------------------- instances
+
+
+@dataclasses.dataclass(frozen=True)
+class Instance:
+    """One server process on a VM: index (its directory), port, role, the address clients
+    use and the address(es) it binds."""
+
+    index: int
+    port: int
+    host: str
+    bind_ip: str
+    role: str
+    replset: str | None
+    paths: stress.InstancePaths
+
+    @property
+    def name(self):
+        return f"mongod-{self.index}"
+
+    def uri(self, database="ycsb", options=""):
+        return f"mongodb://{self.host}:{self.port}/{database}" + (f"?{options}" if options else "")
+
+
+def NewInstance(
+    server,
+    index,
+    *,
+    host,
+    bind_ip=None,
+    port=None,
+    first_port=stress.FIRST_PORT,
+    role="mongod",
+    replset=None,
+):
+    """Instance `index` on `server`: port `port` (default first_port + index), bound to
+    `bind_ip` (default `host`)."""
+    if role not in ROLES:
+        raise ValueError(f"role must be one of {ROLES}, got {role!r}")
+    if server.kind == "standin" and role != "mongod":
+        raise errors.Config.InvalidValue(
+            f"the stand-in server cannot be a {role}: it has no replica sets or sharding"
+        )
+    return Instance(
+        index=index,
+        port=stress.instance_port(index, first_port) if port is None else int(port),
+        host=host,
+        bind_ip=bind_ip or host,
+        role=role,
+        replset=replset,
+        paths=stress.instance_paths(index, server.instances_dir),
+    )
+
+
+def Config(server, inst, *, cache_gb=None, config_db=None, extra=None):
+    """The YAML config of `inst` for the server's version (mongod.mongod_config /
+    mongos_config): its port, bind address, data directory, log, WiredTiger cache."""
+    if inst.role == "mongos":
+        if not config_db:
+            raise ValueError("a mongos needs config_db ('cfgRS/host:port,...')")
+        doc = mongod.mongos_config(
+            inst.port, config_db, inst.paths.log, inst.bind_ip, version=server.config_version
+        )
+    else:
+        doc = mongod.mongod_config(
+            inst.index,
+            inst.port,
+            inst.paths.dbpath,
+            inst.paths.log,
+            cache_gb or 1.0,
+            inst.bind_ip,
+            inst.replset,
+            None if inst.role == "mongod" else inst.role,
+            version=server.config_version,
+            extra=extra,
+        )
+    return mongod.render_config(doc, inst.index)
+
+
+def _Marker(server):
+    return server.workdir
+
+
+def _Argv(server, inst, numactl):
+    if server.kind == "standin":
+        # the stand-in binds one address: all of them when several are asked for
+        bind = inst.bind_ip if "," not in inst.bind_ip else "0.0.0.0"
+        return [
+            mongobench_ycsb.Java(),
+            "-cp",
+            posixpath.join(server.workdir, "standin", "lib", "*"),
+            javabuild.STANDIN_MAIN_CLASS,
+            "--host",
+            bind,
+            "--port",
+            str(inst.port),
+        ]
+    binary = "mongos" if inst.role == "mongos" else "mongod"
+    return [*numactl, posixpath.join(server.bin_dir, binary), "--config", inst.paths.config]
+
+
+def Start(vm, server, inst, config_text, *, numactl=(), timeout_s=None):
+    """Writes the config, starts the instance detached with its PID file, waits until it
+    accepts connections on inst.host:inst.port. Returns its PID. A clear error with the end
+    of its log when it exits or does not listen in time."""
+    q = shlex.quote
+    p = inst.paths
+    vm.RemoteCommand(f"mkdir -p {q(p.dbpath)}")
+    mongobench_ycsb.WriteRemoteFile(vm, p.config, config_text)
+    argv = _Argv(server, inst, list(numactl))
+    if server.kind == "standin":
+        cmd = stress.background_command(argv, pid_file=p.pid_file, stdout=p.stdout)
+    else:
+        # root only to raise the limits of this process (production notes), then the ssh user
+        cmd = stress.background_command(
+            argv,
+            pid_file=p.pid_file,
+            stdout=p.stdout,
+            sudo=True,
+            run_as=server.run_as,
+            nofile=64000,
+            nproc=64000,
+        )
+    stdout, stderr = vm.RemoteCommand(cmd)
+    pid = int(stdout.split()[-1])
+    if stderr.strip():  # e.g. a limit the host does not let even root raise
+        logging.warning("%s: %s %s: %s", vm.name, server.kind, inst.name, stderr.strip())
+    logging.info(
+        "mongobench: started %s %s (%s) pid %d port %d on %s",
+        server.kind,
+        inst.name,
+        inst.role,
+        pid,
+        inst.port,
+        vm.name,
+    )
+    timeout = timeout_s or _START_TIMEOUT.value
+    _, stderr, rc = vm.RemoteCommandWithReturnCode(
+        stress.wait_ready_command(
+            p.pid_file, inst.host, inst.port, marker=_Marker(server), timeout_s=timeout
+        ),
+        ignore_failure=True,
+    )
+    if rc:
+        raise errors.Benchmarks.RunError(
+            f"{vm.name}: {server.kind} {inst.name} (port {inst.port}) did not start:"
+            f" {stderr.strip()}\n{_Tail(vm, inst)}"
+        )
+    return pid
+
+
+def Limits(vm, inst):
+    """The running instance's soft limits: {'nofile': ..., 'nproc': ...} (/proc/PID/limits)."""
+    out, _, rc = vm.RemoteCommandWithReturnCode(
+        mongod.process_limits_command(inst.paths.pid_file), ignore_failure=True
+    )
+    return mongod.parse_process_limits(out) if not rc else {}
+
+
+def _Tail(vm, inst, lines=20):
+    q = shlex.quote
+    out, _ = vm.RemoteCommand(
+        f"tail -n {int(lines)} {q(inst.paths.stdout)} {q(inst.paths.log)} 2>/dev/null; true",
+        ignore_failure=True,
+    )
+    return out.strip()
+
+
+def States(vm, server, instances):
+    """index -> mongobench.stress.ProcessState of each instance (running PID or gone)."""
+    if not instances:
+        return {}
+    entries = [(inst.name, inst.paths.pid_file, None) for inst in instances]
+    out, _ = vm.RemoteCommand(
+        stress.process_states_command(entries, marker=_Marker(server)), should_pre_log=False
+    )
+    states = stress.parse_process_states(out)
+    return {i.index: states.get(i.name, stress.ProcessState(stress.STATE_GONE)) for i in instances}
+
+
+def DeadInstances(vm, server, instances):
+    """index -> reason (with the end of its log) for every instance that is not running."""
+    states = States(vm, server, instances)
+    by_index = {i.index: i for i in instances}
+    return {
+        index: "not running; log ends: " + _Tail(vm, by_index[index], 5)[-500:]
+        for index, state in states.items()
+        if not state.running
+    }
+
+
+def Stop(vm, server, instances, timeout_s=120):
+    """Clean shutdown (SIGTERM, SIGKILL after `timeout_s`) of exactly these instances."""
+    if instances:
+        vm.RemoteCommand(
+            stress.stop_processes_command(
+                [i.paths.pid_file for i in instances],
+                marker=_Marker(server),
+                timeout_s=timeout_s,
+                sudo=True,
+            )
+        )
+
+
+def StopAll(vm, timeout_s=120):
+    """Stops every instance whose PID file is in the work directory (Cleanup)."""
+    workdir = WorkDir(vm)
+    out, _ = vm.RemoteCommand(
+        stress.pid_files_command(posixpath.join(workdir, "instances")), ignore_failure=True
+    )
+    files = out.split()
+    if files:
+        vm.RemoteCommand(
+            stress.stop_processes_command(files, marker=workdir, timeout_s=timeout_s, sudo=True),
+            ignore_failure=True,
+        )
+    return len(files)
+
+
+def RemoveData(vm, server=None, instances=None):
+    """Deletes the directories (data, logs, configs) of `instances`, or of all instances."""
+    q = shlex.quote
+    if instances is None:
+        targets = [posixpath.join(WorkDir(vm), "instances")]
+    else:
+        targets = [i.paths.root for i in instances]
+    vm.RemoteCommand("sudo rm -rf " + " ".join(q(t) for t in targets), ignore_failure=True)
+
+
+def Remove(vm):
+    """Deletes the whole work directory (binaries from a tarball, the stand-in, records)."""
+    vm.RemoteCommand(f"sudo rm -rf {shlex.quote(WorkDir(vm))}", ignore_failure=True)
+
+
+# ----------------------------------------------------------------------------- host settings
+
+
+def _SettingsFile(vm):
+    return posixpath.join(WorkDir(vm), "host-settings.orig")
+
+
+def ApplyHostSettings(vm, server, data_dir):
+    """Records the host's values once (a re-run never records our own values as the
+    originals), applies the production-notes settings for the server's version, and returns
+    sample metadata: the values now in force and any deviation (a knob the kernel refused)."""
+    state = _SettingsFile(vm)
+    vm.RemoteCommand(mongod.record_settings_command(state, data_dir))
+    recorded, _ = vm.RemoteCommand(f"cat {shlex.quote(state)}")
+    readings = mongod.parse_settings(recorded)
+    for cmd in mongod.apply_settings_commands(
+        server.config_version,
+        readahead_sectors=_READAHEAD.value,
+        data_device=readings.get("readahead_device"),
+    ):
+        _, stderr, rc = vm.RemoteCommandWithReturnCode(cmd, ignore_failure=True)
+        if rc:
+            logging.warning("%s: host setting not applied: %s: %s", vm.name, cmd, stderr.strip())
+    now, _ = vm.RemoteCommand(mongod.read_settings_command(data_dir))
+    meta = mongod.host_settings_metadata(mongod.parse_settings(now), server.config_version)
+    meta["host_settings_applied"] = True
+    return meta
+
+
+def RestoreHostSettings(vm):
+    """Puts back the values recorded by ApplyHostSettings; True when there was a record."""
+    state = _SettingsFile(vm)
+    out, _, rc = vm.RemoteCommandWithReturnCode(f"cat {shlex.quote(state)}", ignore_failure=True)
+    if rc:
+        return False
+    for cmd in mongod.restore_settings_commands(mongod.parse_settings(out)):
+        vm.RemoteCommand(cmd, ignore_failure=True)
+    vm.RemoteCommand(f"sudo rm -f {shlex.quote(state)}", ignore_failure=True)
+    logging.info("%s: host settings restored", vm.name)
+    return True

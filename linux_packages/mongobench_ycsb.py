@@ -1,0 +1,391 @@
+"""YCSB client processes on PKB VMs, with the project's own YCSB MongoDB binding.
+
+The client (site.ycsb:core 0.17.0 plus `java/ycsb-binding`: mongodb-driver-sync 5.x,
+`mongodb+srv://`, `mongodb.urlfile`) is built on the PKB host by `javabuild.build()` and
+shipped as jars to a private work directory on each VM (`<scratch>/mongobench-ycsb`), never
+installed system-wide. Only a Java runtime is needed on the VM: `AptInstall`/`YumInstall`
+add one through the OS package manager (PKB calls them only when install_packages is true);
+`Deploy` checks `java -version` on every VM and fails clearly when it is missing or too old.
+
+Each YCSB process runs detached in the background with its own files in the run directory
+(`<name>.properties`, `.out`, `.err`, `.pid`, `.rc`, `<name>-<OP>.hdr`), so several
+processes on one VM never share an output or histogram path, and each is stopped by its own
+PID, never by name:
+
+    workdir = mongobench_ycsb.Deploy(vm)
+    procs = mongobench_ycsb.Start(vm, [mongobench_ycsb.ProcessSpec("run-0", "run", props)])
+    states = mongobench_ycsb.Wait(vm, procs, timeout_s=600)
+    outputs = mongobench_ycsb.Fetch(vm, procs, local_dir)   # name -> Output
+    mongobench_ycsb.StopAll(vm); mongobench_ycsb.Remove(vm)  # in Cleanup
+
+Property files are built by `mongobench.ycsb.workload_properties` (or
+`mongobench.stress.run_properties`/`load_properties`); put credentials in a 0600 file
+(`mongobench_client.PushSecret`) named by `mongodb.urlfile`, never in the properties.
+"""
+
+import dataclasses
+import logging
+import os
+import posixpath
+import re
+import shlex
+import tarfile
+import tempfile
+import threading
+import time
+
+from absl import flags
+from perfkitbenchmarker import errors, vm_util
+
+from mongobench import javabuild, stress, ycsb
+
+WORKDIR_NAME = "mongobench-ycsb"
+# The project's jars are compiled for Java 17 (java/pom.xml: maven.compiler.release 17).
+MIN_JAVA = 17
+JRE_APT_PACKAGES = ("openjdk-17-jre-headless", "openjdk-21-jre-headless")
+JRE_YUM_PACKAGE = "java-17-openjdk-headless"
+
+_JAVA = flags.DEFINE_string(
+    "mongobench_java",
+    "java",
+    "Java launcher on the VMs (a path, for static hosts whose Java is not on PATH).",
+)
+_JVM_ARGS = flags.DEFINE_list(
+    "mongobench_ycsb_jvm_args",
+    [],
+    "Extra JVM options for every YCSB process (e.g. -Xmx2g).",
+)
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_archive_lock = threading.Lock()
+_archives: dict[str, str] = {}
+
+
+# ----------------------------------------------------------------------------- install
+
+
+def AptInstall(vm):
+    """A headless Java runtime (17, else 21) from the distribution."""
+    for package in JRE_APT_PACKAGES:
+        if vm.HasPackage(package):
+            vm.InstallPackages(package)
+            return
+    raise errors.Setup.InvalidSetupError(
+        f"{vm.name}: none of {', '.join(JRE_APT_PACKAGES)} is available from apt"
+    )
+
+
+def YumInstall(vm):
+    vm.InstallPackages(JRE_YUM_PACKAGE)
+
+
+def Java():
+    """The Java launcher used on the VMs (--mongobench_java)."""
+    return _JAVA.value
+
+
+def CheckJava(vm, minimum=MIN_JAVA):
+    """Major version of `java` on `vm`; a clear error when it is missing or older than
+    `minimum`."""
+    java = Java()
+    _, stderr, rc = vm.RemoteCommandWithReturnCode(
+        f"{shlex.quote(java)} -version", ignore_failure=True
+    )
+    try:
+        major = stress.java_major_version(stderr) if rc == 0 else None
+    except ValueError:
+        major = None
+    if major is None or major < minimum:
+        found = f"Java {major}" if major else f"no working {java!r}"
+        raise errors.Setup.InvalidSetupError(
+            f"{vm.name}: Java {minimum} or newer is needed to run the project's jars, found "
+            f"{found}. On a static host (install_packages false) install a JRE first, e.g. "
+            "apt-get install openjdk-17-jre-headless, or name it with --mongobench_java."
+        )
+    return major
+
+
+# ----------------------------------------------------------------------------- shipping
+
+
+def WorkDir(vm):
+    """Our private directory on `vm`: on its scratch disk when it has one."""
+    base = vm.GetScratchDir() if vm.scratch_disks else vm_util.VM_TMP_DIR
+    return posixpath.join(base, WORKDIR_NAME)
+
+
+def RunDir(vm):
+    """Where the YCSB processes of this run keep their files (emptied by Deploy)."""
+    return posixpath.join(WorkDir(vm), "run")
+
+
+def Classpath(workdir):
+    return posixpath.join(workdir, "lib", "*")
+
+
+def MakeWorkDir(vm, path):
+    """Creates `path` owned by the ssh user (so processes need no root to write there)."""
+    q = shlex.quote(path)
+    vm.RemoteCommand(f"sudo mkdir -p {q} && sudo chown $(id -u):$(id -g) {q}")
+
+
+def WriteRemoteFile(vm, path, text):
+    """Writes `text` to `path` on `vm` (not for secrets: the content is in pkb.log)."""
+    vm.RemoteCommand(f"printf %s {shlex.quote(text)} > {shlex.quote(path)}")
+
+
+def _LocalArchive(key, files):
+    """A tar.gz (cached for the run) holding `files` flat under lib/."""
+    with _archive_lock:
+        if key in _archives and os.path.exists(_archives[key]):
+            return _archives[key]
+        fd, path = tempfile.mkstemp(dir=vm_util.GetTempDir(), prefix=f"{key}-", suffix=".tgz")
+        os.close(fd)
+        with tarfile.open(path, "w:gz") as tar:
+            for f in sorted(files):
+                tar.add(f, arcname=posixpath.join("lib", os.path.basename(f)))
+        _archives[key] = path
+        return path
+
+
+def ShipJars(vm, key, files, remote_dir):
+    """Puts the local jar `files` into `remote_dir`/lib on `vm` (replacing what was there)."""
+    archive = _LocalArchive(key, files)
+    remote = posixpath.join(remote_dir, f"{key}.tgz")
+    vm.PushFile(archive, remote)
+    q = shlex.quote
+    vm.RemoteCommand(
+        f"rm -rf {q(remote_dir)}/lib && tar -xzf {q(remote)} -C {q(remote_dir)} && rm -f {q(remote)}"
+    )
+
+
+def _YcsbJars():
+    try:
+        javabuild.build()
+    except RuntimeError as e:
+        raise errors.Setup.InvalidSetupError(
+            f"cannot build the YCSB client on the PKB host: {e}"
+        ) from e
+    jars = sorted(str(p) for p in javabuild.ycsb_lib_dir().glob("*.jar"))
+    if not jars:
+        raise errors.Setup.InvalidSetupError(f"no jars in {javabuild.ycsb_lib_dir()}")
+    return jars
+
+
+def Deploy(vm):
+    """Checks Java, ships the YCSB client, empties the run directory; returns the work dir."""
+    workdir = WorkDir(vm)
+    MakeWorkDir(vm, workdir)
+    CheckJava(vm)
+    ShipJars(vm, "mongobench-ycsb", _YcsbJars(), workdir)
+    run = RunDir(vm)
+    StopAll(vm)  # a crashed earlier run on a static host may have left processes
+    vm.RemoteCommand(f"rm -rf {shlex.quote(run)} && mkdir -p {shlex.quote(run)}")
+    logging.info("YCSB client deployed on %s in %s", vm.name, workdir)
+    return workdir
+
+
+def Remove(vm):
+    """Deletes the work directory (jars, property files, outputs)."""
+    vm.RemoteCommand(f"sudo rm -rf {shlex.quote(WorkDir(vm))}", ignore_failure=True)
+
+
+# ----------------------------------------------------------------------------- processes
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessSpec:
+    """A YCSB process to start: `name` is its file stem (unique in the run), `phase` "load"
+    or "run", `properties` the text of its property file."""
+
+    name: str
+    phase: str
+    properties: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Process:
+    """A started YCSB process: where its files are and its PID."""
+
+    vm_name: str
+    name: str
+    phase: str
+    directory: str
+    pid: int
+
+    def path(self, suffix):
+        return posixpath.join(self.directory, self.name + suffix)
+
+    @property
+    def pid_file(self):
+        return self.path(".pid")
+
+    @property
+    def rc_file(self):
+        return self.path(".rc")
+
+
+@dataclasses.dataclass(frozen=True)
+class Output:
+    """What a YCSB process left: exit status (None when it vanished without one), stdout
+    (the summary), stderr (status lines, errors) and its HdrHistogram logs by operation."""
+
+    name: str
+    returncode: int | None
+    stdout: str
+    stderr: str
+    histograms: dict
+
+    @property
+    def text(self):
+        """stdout then stderr, as mongobench.ycsb.parse_output wants it."""
+        return self.stdout + "\n" + self.stderr
+
+
+def Start(vm, specs, *, directory=None, jvm_args=None):
+    """Starts one detached YCSB process per spec on `vm` (all in one ssh command, so they
+    start together); returns their Process handles."""
+    directory = directory or RunDir(vm)
+    jvm = list(_JVM_ARGS.value if jvm_args is None else jvm_args)
+    classpath = Classpath(WorkDir(vm))
+    names = [s.name for s in specs]
+    if len(set(names)) != len(names) or not all(_NAME.fullmatch(n) for n in names):
+        raise ValueError(f"process names must be unique plain words: {names}")
+    # One ssh command writes every property file and starts every process.
+    commands = []
+    for spec in specs:
+        base = posixpath.join(directory, spec.name)
+        commands.append(
+            f"printf %s {shlex.quote(spec.properties)} > {shlex.quote(base + '.properties')}"
+        )
+    for spec in specs:
+        base = posixpath.join(directory, spec.name)
+        argv = ycsb.ycsb_command(classpath, spec.phase, base + ".properties", Java(), jvm)
+        commands.append(
+            stress.background_command(
+                argv,
+                pid_file=base + ".pid",
+                stdout=base + ".out",
+                stderr=base + ".err",
+                rc_file=base + ".rc",
+            )
+        )
+    stdout, _ = vm.RemoteCommand(" && ".join(commands))
+    pids = [int(t) for t in stdout.split()]
+    if len(pids) != len(specs):
+        raise errors.VirtualMachine.RemoteCommandError(
+            f"{vm.name}: expected {len(specs)} YCSB PIDs, got {stdout!r}"
+        )
+    procs = [
+        Process(vm.name, s.name, s.phase, directory, pid)
+        for s, pid in zip(specs, pids, strict=True)
+    ]
+    for p in procs:
+        logging.info("mongobench: started YCSB %s pid %d on %s", p.name, p.pid, vm.name)
+    return procs
+
+
+def States(vm, procs):
+    """name -> mongobench.stress.ProcessState (running PID / exited RC / gone)."""
+    if not procs:
+        return {}
+    entries = [(p.name, p.pid_file, p.rc_file) for p in procs]
+    stdout, _ = vm.RemoteCommand(
+        stress.process_states_command(entries, marker=WorkDir(vm)), should_pre_log=False
+    )
+    states = stress.parse_process_states(stdout)
+    return {p.name: states.get(p.name, stress.ProcessState(stress.STATE_GONE)) for p in procs}
+
+
+def Wait(vm, procs, timeout_s, *, poll_s=2.0, expected_s=0.0, gone_grace_s=5.0):
+    """Waits until no process of `procs` runs any more, or `timeout_s` passed.
+
+    Sleeps `expected_s` first (the run's known duration), then polls every `poll_s`. A process
+    that vanished without an exit status gets `gone_grace_s` for its status to appear. Returns
+    the final states: callers treat `running` (timed out) and `gone` as failures."""
+    deadline = time.time() + timeout_s
+    if expected_s:
+        time.sleep(min(expected_s, timeout_s))
+    gone_since = None
+    while True:
+        states = States(vm, procs)
+        running = any(s.running for s in states.values())
+        gone = any(s.state == stress.STATE_GONE for s in states.values())
+        if not running and gone:
+            gone_since = gone_since or time.time()
+        if (not running and (not gone or time.time() - gone_since >= gone_grace_s)) or (
+            time.time() >= deadline
+        ):
+            return states
+        time.sleep(poll_s)
+
+
+def Stop(vm, procs, timeout_s=30):
+    """Stops exactly these processes (SIGTERM, SIGKILL after `timeout_s`), by PID."""
+    if procs:
+        vm.RemoteCommand(
+            stress.stop_processes_command(
+                [p.pid_file for p in procs], marker=WorkDir(vm), timeout_s=timeout_s
+            )
+        )
+
+
+def StopAll(vm, timeout_s=30):
+    """Stops every YCSB process whose PID file is in the work directory (Cleanup)."""
+    workdir = WorkDir(vm)
+    stdout, _ = vm.RemoteCommand(stress.pid_files_command(workdir), ignore_failure=True)
+    files = stdout.split()
+    if files:
+        vm.RemoteCommand(
+            stress.stop_processes_command(files, marker=workdir, timeout_s=timeout_s),
+            ignore_failure=True,
+        )
+    return len(files)
+
+
+def Fetch(vm, procs, local_dir):
+    """Copies the processes' outputs and histogram logs to `local_dir` (kept for inspection)
+    and returns name -> Output. One archive per call, so one scp per VM and step."""
+    if not procs:
+        return {}
+    os.makedirs(local_dir, exist_ok=True)
+    directory = procs[0].directory
+    if any(p.directory != directory for p in procs):
+        raise ValueError("Fetch takes processes of one run directory")
+    q = shlex.quote
+    archive = posixpath.join(directory, f"fetch-{procs[0].name}.tgz")
+    patterns = " ".join(f"{p.name}.out {p.name}.err {p.name}.rc {p.name}-*.hdr" for p in procs)
+    vm.RemoteCommand(
+        f"cd {q(directory)} && {{ ls -d -- {patterns} 2>/dev/null || true; }}"
+        f" | tar -czf {q(archive)} -T -"
+    )
+    local_archive = os.path.join(local_dir, os.path.basename(archive))
+    vm.PullFile(local_archive, archive)
+    vm.RemoteCommand(f"rm -f {q(archive)}")
+    files = {}
+    with tarfile.open(local_archive) as tar:
+        for member in tar.getmembers():
+            if not member.isfile():
+                continue
+            name = os.path.basename(member.name)
+            data = tar.extractfile(member).read().decode(errors="replace")
+            files[name] = data
+            with open(os.path.join(local_dir, name), "w") as f:
+                f.write(data)
+    os.remove(local_archive)
+    out = {}
+    for p in procs:
+        rc_text = files.get(p.name + ".rc", "").strip()
+        hists = {
+            name[len(p.name) + 1 : -len(".hdr")]: text
+            for name, text in files.items()
+            if name.startswith(p.name + "-") and name.endswith(".hdr")
+        }
+        out[p.name] = Output(
+            p.name,
+            int(rc_text) if re.fullmatch(r"-?\d+", rc_text) else None,
+            files.get(p.name + ".out", ""),
+            files.get(p.name + ".err", ""),
+            hists,
+        )
+    return out

@@ -1,0 +1,93 @@
+"""mongodb_perftables with a server VM: deployment=standalone on the test bed.
+
+The test bed has no mongod, so the servers VM runs the project's stand-in in
+its place (--mongobench_mongod_server=standin); the samples say so. What this
+checks is the PKB side: server deployment, OS metrics sampled on the server
+VM during each timed phase, cleanup by PID. Runs when PKB_DIR names a PKB
+checkout (see tests/e2e/test_pkb.py).
+"""
+
+import glob
+import json
+import os
+import subprocess
+
+import pytest
+import yaml
+
+from mongobench import testbed
+
+pytestmark = pytest.mark.e2e
+PKB_DIR = os.environ.get("PKB_DIR")
+
+
+@pytest.fixture(scope="module")
+def pkb_python():
+    if not PKB_DIR or not os.path.exists(os.path.join(PKB_DIR, "pkb.py")):
+        pytest.skip("PKB_DIR does not name a PKB checkout (see README: end-to-end tests)")
+    py = os.environ.get("PKB_PYTHON", "python3.12")
+    if subprocess.run([py, "-c", "import mongobench_pkb"], capture_output=True).returncode:
+        pytest.skip("the plugin is not installed in PKB_PYTHON's environment")
+    return py
+
+
+def test_standalone_server_vm_with_os_metrics(pkb_python, tmp_path):
+    import tempfile
+
+    state = testbed.up(str(tmp_path / "tb"), server="standin")
+    pkb_temp = tempfile.mkdtemp(prefix="pkb-", dir="/tmp")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    vm = {
+        "ip_address": "127.0.0.1",
+        "internal_ip": "127.0.0.1",
+        "user_name": state["ssh_user"],
+        "ssh_port": state["ssh_port"],
+        "ssh_private_key": state["ssh_key"],
+        "os_type": "debian12",
+        "install_packages": False,
+        "disk_specs": [{"mount_point": str(scratch)}],
+    }
+    port = testbed.free_port()
+    cfg = {
+        "mongodb_perftables": {
+            "vm_groups": {
+                "clients": {"static_vms": [dict(vm)]},
+                "servers": {"static_vms": [dict(vm)]},
+            },
+            "flags": {
+                "mongodb_perftables_deployment": "standalone",
+                "mongobench_mongod_server": "standin",
+                "mongodb_perftables_port": port,
+                "mongodb_perftables_scale": "smoke",
+                "mongodb_perftables_experiments": "insert_docsize,concurrency",
+            },
+        }
+    }
+    path = tmp_path / "standalone.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    try:
+        p = subprocess.run(
+            [pkb_python, "pkb.py", "--benchmarks=mongodb_perftables",
+             f"--benchmark_config_file={path}", f"--temp_dir={pkb_temp}"],
+            cwd=PKB_DIR, capture_output=True, text=True, timeout=900,
+        )  # fmt: skip
+    finally:
+        testbed.down(str(tmp_path / "tb"))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    [results] = glob.glob(os.path.join(pkb_temp, "runs", "*", "perfkitbenchmarker_results.json"))
+    samples = [json.loads(line) for line in open(results)]
+    tput = [s for s in samples if s["metric"] == "Operation Throughput"]
+    assert len(tput) == 5 + 12
+    for s in tput:
+        assert "|server_kind:standin|" in s["labels"] and "|deployment:standalone|" in s["labels"]
+    # The server VM's OS was sampled during the timed phases.
+    cpu = [s for s in samples if s["metric"] == "Server CPU Usage"]
+    assert len(cpu) >= 10 and all(0 <= s["value"] <= 100 for s in cpu)
+    # Nothing left listening on the server port: the stand-in was stopped by PID.
+    assert (
+        subprocess.run(
+            ["ss", "-ltn", f"sport = :{port}"], capture_output=True, text=True
+        ).stdout.count("LISTEN")
+        == 0
+    )

@@ -1,0 +1,161 @@
+"""mongodb_stress through the unmodified ./pkb.py on the test bed (stand-in servers).
+
+Runs when PKB_DIR names a PKB checkout; PKB_PYTHON is the Python of an environment with
+PKB's requirements (default: python3.12). The test bed's mongodb_stress config is the
+smallest run (3 s steps, 200 ops/s per YCSB process, 1000 records, at most 3 instances);
+the command line adds a small stress-ng hold so that its start and stop by PID are exercised
+too (the config itself holds no memory).
+"""
+
+import glob
+import json
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+from mongobench import testbed
+
+pytestmark = pytest.mark.e2e
+REPO = pathlib.Path(__file__).resolve().parents[2]
+PKB_DIR = os.environ.get("PKB_DIR")
+HOLD_GB = 0.03  # 30 MiB of locked memory per step: harmless, but stress-ng really runs
+STARTED = re.compile(r"mongobench: started (YCSB|standin|mongod|stress-ng) (\S+).*? pid (\d+)")
+
+
+@pytest.fixture(scope="module")
+def pkb_python():
+    if not PKB_DIR or not os.path.exists(os.path.join(PKB_DIR, "pkb.py")):
+        pytest.skip("PKB_DIR does not name a PKB checkout (see README: end-to-end tests)")
+    py = os.environ.get("PKB_PYTHON", "python3.12")
+    if subprocess.run([py, "-c", "import mongobench_pkb"], capture_output=True).returncode:
+        subprocess.run([py, "-m", "pip", "install", "-q", "-e", str(REPO)], check=True)
+    return py
+
+
+@pytest.fixture
+def pkb_temp():
+    # PKB puts ssh ControlMaster sockets under --temp_dir: keep it short (108-byte limit).
+    d = tempfile.mkdtemp(prefix="pkb-", dir="/tmp")
+    yield pathlib.Path(d)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def dpkg_selections():
+    return subprocess.run(["dpkg", "--get-selections"], capture_output=True, text=True).stdout
+
+
+def labels(s: dict) -> dict:
+    """PKB's collapsed labels '|k:v|k:v|' as a dict."""
+    out = {}
+    for part in s["labels"].strip("|").split("|"):
+        key, _, value = part.partition(":")
+        out[key] = value
+    return out
+
+
+def alive_with(pid: int, marker: str) -> bool:
+    """The PID is a live process (not a zombie) of this run (its command line holds marker)."""
+    try:
+        cmdline = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return marker.encode() in cmdline
+
+
+def test_stress_on_the_test_bed(pkb_python, tmp_path, pkb_temp):
+    if os.geteuid() != 0 and not shutil.which("sudo"):
+        pytest.skip("stress-ng --vm-locked needs root or sudo")
+    if not shutil.which("stress-ng"):
+        pytest.skip("stress-ng is not installed (apt-get install stress-ng)")
+    state = testbed.up(str(tmp_path / "tb"))
+    scratch = str(tmp_path / "tb" / "scratch")
+    before = dpkg_selections()
+    t0 = time.time()
+    try:
+        p = subprocess.run(
+            [
+                pkb_python,
+                "pkb.py",
+                "--benchmarks=mongodb_stress",
+                f"--benchmark_config_file={state['configs']['mongodb_stress']}",
+                f"--temp_dir={pkb_temp}",
+                "--mongodb_stress_hold_memory",
+                f"--mongodb_stress_hold_memory_gb={HOLD_GB}",
+            ],
+            cwd=PKB_DIR,
+            capture_output=True,
+            text=True,
+            timeout=1200,
+        )
+        leftover = os.listdir(scratch)  # the run's directories are gone (before `down`)
+    finally:
+        testbed.down(str(tmp_path / "tb"))
+    runtime = time.time() - t0
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "SUCCEEDED" in p.stdout + p.stderr
+    assert dpkg_selections() == before  # the static host's packages are as they were
+
+    [results] = glob.glob(str(pkb_temp / "runs" / "*" / "perfkitbenchmarker_results.json"))
+    samples = [json.loads(line) for line in open(results)]
+    by_metric = {}
+    for s in samples:
+        by_metric.setdefault(s["metric"], []).append(s)
+
+    [top] = by_metric["Maximum Throughput"]
+    [sla] = by_metric["Maximum Throughput for Latency SLA"]
+    meta = labels(top)
+    assert top["unit"] == "ops/sec" and top["value"] > 0
+    for key in ("step", "instances", "clients", "p99_read_latency_ms", "p99_update_latency_ms"):
+        assert meta[key] not in ("", "None"), key
+    assert meta["server_kind"] == "standin"  # nobody takes these for MongoDB numbers
+    assert "not MongoDB" in meta["mongodb_version"] and "not MongoDB" in meta["server_warning"]
+    assert meta["p99_source"] == "merged histograms"  # every process had its own .hdr files
+    assert meta["search"] == "bounded" and meta["records_per_instance"] == "1000"
+    assert meta["memory_hold"].startswith("stress-ng")
+    assert int(meta["instances"]) <= 3
+    sla_meta = labels(sla)
+    assert sla["unit"] == "ops/sec"
+    if sla["value"] > 0:
+        assert float(sla_meta["p99_read_latency_ms"]) <= float(sla_meta["read_p99_sla_ms"])
+    else:
+        assert sla_meta["reason"].startswith("no step met read p99")
+
+    steps = by_metric["Step Throughput"]
+    tried = [int(n) for n in re.findall(r"\d+", meta["instances_tried"])]
+    assert len(steps) == int(meta["steps_run"]) == len(tried) >= 2
+    assert sorted(int(labels(s)["instances"]) for s in steps) == sorted(tried)
+    assert all(s["value"] > 0 for s in steps)
+    assert len(by_metric["Step Read p99 Latency"]) == len(steps)
+    assert len(by_metric["Step Update p99 Latency"]) == len(steps)
+    for s in steps:
+        assert float(labels(s)["hold_gib"]) == pytest.approx(HOLD_GB, abs=0.001)
+    # each instance was loaded once, not once per step
+    [loaded] = by_metric["Records Loaded"]
+    assert loaded["value"] == 1000 * max(tried)
+    assert "Step Failed" not in by_metric
+
+    # Every process the benchmark started (it logs each PID) is gone, and nothing of the
+    # run's work directories is left running.
+    [log] = glob.glob(str(pkb_temp / "runs" / "*" / "pkb.log"))
+    started = STARTED.findall(open(log).read())
+    kinds = {kind for kind, _, _ in started}
+    assert {"YCSB", "standin", "stress-ng"} <= kinds, kinds
+    assert len({pid for _, _, pid in started}) == len(started)
+    left = [(k, n, pid) for k, n, pid in started if alive_with(int(pid), scratch)]
+    assert left == []
+    ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    assert [line for line in ps.splitlines() if scratch in line] == []
+    assert leftover == []
+
+    print(
+        f"\nmongodb_stress on the test bed: {runtime:.0f} s; Maximum Throughput "
+        f"{top['value']:.1f} ops/s with {meta['instances']} instance(s) (read p99 "
+        f"{meta['p99_read_latency_ms']} ms); Maximum Throughput for Latency SLA "
+        f"{sla['value']:.1f} ops/s ({sla_meta.get('reason', 'met')}); steps {tried}"
+    )

@@ -1,0 +1,160 @@
+"""The unmodified ./pkb.py runs mongodb_ycsb_sweep on the test bed's static VM, and
+`mongobench compare` reports on what it produced.
+
+Runs when PKB_DIR names a PKB checkout; PKB_PYTHON is the Python of its environment (default
+python3.12). The benchmark config is written here (the test bed's own configs belong to
+mongobench/testbed.py).
+"""
+
+import glob
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import tempfile
+
+import pytest
+import yaml
+
+from mongobench import cli, report, testbed
+
+pytestmark = pytest.mark.e2e
+REPO = pathlib.Path(__file__).resolve().parents[2]
+PKB_DIR = os.environ.get("PKB_DIR")
+SIZES = "0.1,0.2"
+
+
+@pytest.fixture(scope="module")
+def pkb_python():
+    if not PKB_DIR or not os.path.exists(os.path.join(PKB_DIR, "pkb.py")):
+        pytest.skip(
+            "PKB_DIR does not name a PerfKitBenchmarker checkout: set PKB_DIR (and PKB_PYTHON)"
+            " to run the end-to-end tests (see README: Tests)"
+        )
+    py = os.environ.get("PKB_PYTHON", "python3.12")
+    if subprocess.run([py, "-c", "import mongobench_pkb"], capture_output=True).returncode:
+        subprocess.run([py, "-m", "pip", "install", "-q", "-e", str(REPO)], check=True)
+    return py
+
+
+@pytest.fixture
+def pkb_temp():
+    # PKB puts ssh ControlMaster sockets under --temp_dir: keep it short (108-byte limit).
+    d = tempfile.mkdtemp(prefix="pkb-", dir="/tmp")
+    yield pathlib.Path(d)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def sweep_config(state: dict, path: pathlib.Path) -> str:
+    scratch = os.path.join(state["dir"], "scratch-sweep")
+    os.makedirs(scratch, exist_ok=True)
+    sshd = testbed.Sshd(
+        state["pids"]["sshd"], state["ssh_port"], state["ssh_key"], state["ssh_user"]
+    )
+    cfg = {
+        "mongodb_ycsb_sweep": {
+            "vm_groups": {"clients": {"static_vms": [testbed.static_vm(sshd, scratch)]}},
+            "flags": {
+                "mongodb_ycsb_sweep_uri_file": state["uri_file"],
+                "mongodb_ycsb_sweep_sizes_mb": SIZES,
+                "mongodb_ycsb_sweep_max_seconds": 120,
+            },
+        }
+    }
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return str(path)
+
+
+def dpkg_selections():
+    return subprocess.run(["dpkg", "--get-selections"], capture_output=True, text=True).stdout
+
+
+def test_helpmatch_lists_the_sweep_flags(pkb_python):
+    out = subprocess.run(
+        [pkb_python, "pkb.py", "--helpmatch=mongodb_ycsb_sweep"],
+        cwd=PKB_DIR,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    ).stdout
+    assert "--mongodb_ycsb_sweep_sizes_mb" in out and "--mongodb_ycsb_sweep_uri_file" in out
+
+
+def test_sweep_on_the_test_bed_then_compare(pkb_python, tmp_path, pkb_temp):
+    state = testbed.up(str(tmp_path / "tb"))
+    before = dpkg_selections()
+    try:
+        p = subprocess.run(
+            [
+                pkb_python,
+                "pkb.py",
+                "--benchmarks=mongodb_ycsb_sweep",
+                f"--benchmark_config_file={sweep_config(state, tmp_path / 'sweep.yaml')}",
+                f"--temp_dir={pkb_temp}",
+            ],
+            cwd=PKB_DIR,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
+    finally:
+        testbed.down(str(tmp_path / "tb"))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "SUCCEEDED" in p.stdout + p.stderr
+    assert dpkg_selections() == before  # the static host's packages are as they were
+    [results] = glob.glob(str(pkb_temp / "runs" / "*" / "perfkitbenchmarker_results.json"))
+    samples = report.load_pkb_results(results)
+    sweep_samples = [s for s in samples if "phase" in s["metadata"]]
+    assert not [s for s in sweep_samples if s["metric"] == "Phase Failed"]
+
+    # Runtime and throughput for every size and phase; p99 for each phase's operations.
+    tput = {
+        (s["metadata"]["size_mb"], s["metadata"]["phase"]): s
+        for s in sweep_samples
+        if s["metric"] == "Throughput"
+    }
+    phases = ["load", "read_only", "update_only", "read_update"]
+    assert sorted(tput) == sorted((size, ph) for size in ("0.1", "0.2") for ph in phases)
+    for (size, _), s in tput.items():
+        md = s["metadata"]
+        assert s["unit"] == "ops/sec" and s["value"] > 0
+        assert md["records"] == {"0.1": "100", "0.2": "200"}[size]
+        assert md["exceeds_memory"] == "False" and md["memory_source"] == "client VM"
+    p99 = {
+        (s["metadata"]["size_mb"], s["metadata"]["phase"], s["metadata"]["op"])
+        for s in sweep_samples
+        if s["metric"].endswith(" p99 Latency")
+    }
+    assert ("0.2", "read_update", "READ") in p99 and ("0.2", "read_update", "UPDATE") in p99
+    assert ("0.1", "load", "INSERT") in p99
+    assert {s["metric"] for s in sweep_samples} >= {
+        "Runtime",
+        "Throughput",
+        "READ Average Latency",
+        "READ p95 Latency",
+        "UPDATE p99 Latency",
+    }
+    log = open(glob.glob(str(pkb_temp / "runs" / "*" / "pkb.log"))[0]).read()
+    assert state["uri"] not in log  # the target travels in a file, never on a command line
+
+    # The comparison report over the test bed's results, as if from two machine types.
+    copy = tmp_path / "second.json"
+    shutil.copy(results, copy)
+    out = tmp_path / "report" / "compare.md"
+    args = ["compare", "--pkb-results", results, str(copy), "--out", str(out)]
+    args += ["--label", f"{results}=testbed-a", "--label", "second.json=testbed-b"]
+    args += ["--price", "testbed-a=0.1"]
+    assert cli.main(args) == 0
+    text = out.read_text()
+    assert "| testbed-a | perfkitbenchmarker_results.json |" in text
+    assert "testbed-b Throughput (ops/s)" in text and "testbed-a ops/$" in text
+    pngs = sorted(os.listdir(tmp_path / "report" / "compare-plots"))
+    assert pngs == [
+        "sweep_p99.png",
+        "sweep_runtime_linear.png",
+        "sweep_runtime_log.png",
+        "sweep_throughput_linear.png",
+        "sweep_throughput_log.png",
+    ]
+    assert json.dumps(state["uri"]) not in text
