@@ -308,6 +308,7 @@ def up(directory: str | None = None, with_ssh: bool = True, server: str = "auto"
         srv = start_server(directory, server)
         state["pids"]["server"] = srv.pid
         state.update(server_kind=srv.kind, uri=srv.uri, server_port=srv.port)
+        state["skip"] = STANDIN_UNSUPPORTED if srv.kind == "standin" else ""
         uri_file = os.path.join(directory, "uri")
         _write_private(uri_file, srv.uri + "\n")
         state["uri_file"] = uri_file
