@@ -14,21 +14,11 @@ import subprocess
 
 import pytest
 import yaml
+from pkb_helpers import PKB_DIR
 
 from mongobench import testbed
 
 pytestmark = pytest.mark.e2e
-PKB_DIR = os.environ.get("PKB_DIR")
-
-
-@pytest.fixture(scope="module")
-def pkb_python():
-    if not PKB_DIR or not os.path.exists(os.path.join(PKB_DIR, "pkb.py")):
-        pytest.skip("PKB_DIR does not name a PKB checkout (see README: end-to-end tests)")
-    py = os.environ.get("PKB_PYTHON", "python3.12")
-    if subprocess.run([py, "-c", "import mongobench_pkb"], capture_output=True).returncode:
-        pytest.skip("the plugin is not installed in PKB_PYTHON's environment")
-    return py
 
 
 def test_standalone_server_vm_with_os_metrics(pkb_python, tmp_path):

@@ -14,40 +14,16 @@ import pathlib
 import re
 import shutil
 import subprocess
-import tempfile
 import time
 
 import pytest
+from pkb_helpers import PKB_DIR, dpkg_selections
 
 from mongobench import testbed
 
 pytestmark = pytest.mark.e2e
-REPO = pathlib.Path(__file__).resolve().parents[2]
-PKB_DIR = os.environ.get("PKB_DIR")
 HOLD_GB = 0.03  # 30 MiB of locked memory per step: harmless, but stress-ng really runs
 STARTED = re.compile(r"mongobench: started (YCSB|standin|mongod|stress-ng) (\S+).*? pid (\d+)")
-
-
-@pytest.fixture(scope="module")
-def pkb_python():
-    if not PKB_DIR or not os.path.exists(os.path.join(PKB_DIR, "pkb.py")):
-        pytest.skip("PKB_DIR does not name a PKB checkout (see README: end-to-end tests)")
-    py = os.environ.get("PKB_PYTHON", "python3.12")
-    if subprocess.run([py, "-c", "import mongobench_pkb"], capture_output=True).returncode:
-        subprocess.run([py, "-m", "pip", "install", "-q", "-e", str(REPO)], check=True)
-    return py
-
-
-@pytest.fixture
-def pkb_temp():
-    # PKB puts ssh ControlMaster sockets under --temp_dir: keep it short (108-byte limit).
-    d = tempfile.mkdtemp(prefix="pkb-", dir="/tmp")
-    yield pathlib.Path(d)
-    shutil.rmtree(d, ignore_errors=True)
-
-
-def dpkg_selections():
-    return subprocess.run(["dpkg", "--get-selections"], capture_output=True, text=True).stdout
 
 
 def labels(s: dict) -> dict:

@@ -12,38 +12,15 @@ import os
 import pathlib
 import shutil
 import subprocess
-import tempfile
 
 import pytest
 import yaml
+from pkb_helpers import PKB_DIR, dpkg_selections
 
 from mongobench import cli, report, testbed
 
 pytestmark = pytest.mark.e2e
-REPO = pathlib.Path(__file__).resolve().parents[2]
-PKB_DIR = os.environ.get("PKB_DIR")
 SIZES = "0.1,0.2"
-
-
-@pytest.fixture(scope="module")
-def pkb_python():
-    if not PKB_DIR or not os.path.exists(os.path.join(PKB_DIR, "pkb.py")):
-        pytest.skip(
-            "PKB_DIR does not name a PerfKitBenchmarker checkout: set PKB_DIR (and PKB_PYTHON)"
-            " to run the end-to-end tests (see README: Tests)"
-        )
-    py = os.environ.get("PKB_PYTHON", "python3.12")
-    if subprocess.run([py, "-c", "import mongobench_pkb"], capture_output=True).returncode:
-        subprocess.run([py, "-m", "pip", "install", "-q", "-e", str(REPO)], check=True)
-    return py
-
-
-@pytest.fixture
-def pkb_temp():
-    # PKB puts ssh ControlMaster sockets under --temp_dir: keep it short (108-byte limit).
-    d = tempfile.mkdtemp(prefix="pkb-", dir="/tmp")
-    yield pathlib.Path(d)
-    shutil.rmtree(d, ignore_errors=True)
 
 
 def sweep_config(state: dict, path: pathlib.Path) -> str:
@@ -64,10 +41,6 @@ def sweep_config(state: dict, path: pathlib.Path) -> str:
     }
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     return str(path)
-
-
-def dpkg_selections():
-    return subprocess.run(["dpkg", "--get-selections"], capture_output=True, text=True).stdout
 
 
 def test_helpmatch_lists_the_sweep_flags(pkb_python):
