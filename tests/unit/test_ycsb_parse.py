@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import pathlib
+import re
 
 import pytest
 
@@ -306,3 +308,34 @@ def test_merging_logs_of_several_processes():
     assert ycsb.histogram_percentile_ms(ycsb.merge_histogram_logs([]), 99) is None
     with pytest.raises(ValueError, match="not an HdrHistogram log line"):
         ycsb.merge_histogram_logs(["0.1,2.0\n"])
+
+
+def _seed_outputs():
+    data = pathlib.Path(__file__).resolve().parents[1] / "data" / "ycsb"
+    text = (data / "seed002_all_outputs.txt").read_text()
+    blocks = [b for b in re.split(r"^=== output \d+\n", text, flags=re.M) if b.strip()]
+    expected = json.loads((data / "seed002_all_expected.json").read_text())
+    return list(zip(blocks, expected, strict=True))
+
+
+@pytest.mark.parametrize("index", range(28))
+def test_every_seed002_output_parses_to_its_printed_numbers(index):
+    """All 28 YCSB outputs of seed 002: runtime, throughput and every per-op figure."""
+    block, expected = _seed_outputs()[index]
+    res = ycsb.parse_output(block, required_percentiles=())
+    assert res.runtime_ms == expected["OVERALL|RunTime(ms)"]
+    assert res.throughput == pytest.approx(expected["OVERALL|Throughput(ops/sec)"])
+    for key, value in expected.items():
+        op, stat = key.split("|")
+        if op == "OVERALL":
+            continue
+        s = res.ops[op]
+        if stat == "AverageLatency(us)":
+            assert s.average_us == pytest.approx(value)
+        elif stat == "99thPercentileLatency(us)":
+            assert s.percentiles_us[99.0] == value
+        elif stat == "95thPercentileLatency(us)":
+            assert s.percentiles_us[95.0] == value
+        elif stat.startswith("Return="):
+            assert s.returns[stat.split("=", 1)[1]] == value
+        assert res.metrics[(op, stat)] == pytest.approx(value)
