@@ -23,7 +23,7 @@ from absl import flags
 from perfkitbenchmarker import configs, errors, sample, vm_util
 from perfkitbenchmarker.linux_packages import mongobench_client, mongobench_host, mongobench_mongod
 
-from mongobench import deploy, ossampler, redact, results
+from mongobench import deploy, ossampler, results
 from mongobench import experiments as exp_mod
 
 BENCHMARK_NAME = "mongodb_perftables"
@@ -174,19 +174,11 @@ def CheckPrerequisites(benchmark_config):
                 f"{_DEPLOYMENT.value}: the target would be ambiguous"
             )
         return
-    if bool(_URI_FILE.value) == bool(_URI_ENV.value):
-        raise errors.Config.InvalidValue(
-            "Give the target deployment with exactly one of"
-            " --mongodb_perftables_uri_file or --mongodb_perftables_uri_env."
-        )
     _ReadUri()
 
 
 def _ReadUri():
-    try:
-        return redact.read_uri(uri_file=_URI_FILE.value, env=_URI_ENV.value)
-    except (OSError, ValueError) as e:
-        raise errors.Config.InvalidValue(f"mongodb_perftables target: {e}") from e
+    return mongobench_client.ReadTargetUri(BENCHMARK_NAME, _URI_FILE.value, _URI_ENV.value)
 
 
 def _Servers(benchmark_spec):

@@ -124,19 +124,11 @@ def CheckPrerequisites(benchmark_config):
         sweep.parse_phases(_PHASES.value)
     except sweep.SweepError as e:
         raise errors.Config.InvalidValue(f"mongodb_ycsb_sweep: {e}") from e
-    if bool(_URI_FILE.value) == bool(_URI_ENV.value):
-        raise errors.Config.InvalidValue(
-            "Give the target deployment with exactly one of --mongodb_ycsb_sweep_uri_file or"
-            " --mongodb_ycsb_sweep_uri_env."
-        )
     _ReadUri()
 
 
 def _ReadUri():
-    try:
-        return redact.read_uri(uri_file=_URI_FILE.value, env=_URI_ENV.value)
-    except (OSError, ValueError) as e:
-        raise errors.Config.InvalidValue(f"mongodb_ycsb_sweep target: {e}") from e
+    return mongobench_client.ReadTargetUri(BENCHMARK_NAME, _URI_FILE.value, _URI_ENV.value)
 
 
 def _Clients(benchmark_spec):

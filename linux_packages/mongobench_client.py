@@ -14,7 +14,7 @@ import tempfile
 
 from perfkitbenchmarker import errors, vm_util
 
-from mongobench import deploy
+from mongobench import deploy, redact
 
 WORKDIR_NAME = "mongobench"
 
@@ -55,6 +55,19 @@ def Deploy(vm):
         vm.RemoteCommand(cmd)
     logging.info("mongobench client deployed on %s in %s", vm.name, workdir)
     return workdir
+
+
+def ReadTargetUri(benchmark, uri_file, uri_env):
+    """The target connection string from exactly one of --<benchmark>_uri_file/_uri_env."""
+    if bool(uri_file) == bool(uri_env):
+        raise errors.Config.InvalidValue(
+            f"Give the target deployment with exactly one of --{benchmark}_uri_file or"
+            f" --{benchmark}_uri_env."
+        )
+    try:
+        return redact.read_uri(uri_file=uri_file, env=uri_env)
+    except (OSError, ValueError) as e:
+        raise errors.Config.InvalidValue(f"{benchmark} target: {e}") from e
 
 
 def PushSecret(vm, remote_path, content):
