@@ -555,3 +555,274 @@ class AtlasClient:
                     f"cluster {name} still {state} after {timeout:.0f}s waiting for deletion"
                 )
             sleep(poll)
+
+
+# ---- database users and the IP access list ----------------------------------------
+# POST /groups/{groupId}/databaseUsers, DELETE .../databaseUsers/{databaseName}/{username}
+# POST /groups/{groupId}/accessList (a list), DELETE .../accessList/{entryValue}
+
+
+def _users(client: AtlasClient, db: str | None = None, user: str | None = None) -> str:
+    base = f"/groups/{client.project_id}/databaseUsers"
+    if db is None:
+        return base
+    return f"{base}/{urllib.parse.quote(db, safe='')}/{urllib.parse.quote(user, safe='')}"
+
+
+def database_user_body(username: str, password: str, cluster: str | None) -> dict:
+    """A SCRAM user in admin that can read and write every database (the benchmark drops
+    and creates its own), scoped to the benchmark's cluster when one is named."""
+    body = {
+        "databaseName": "admin",
+        "username": username,
+        "password": password,
+        "roles": [{"roleName": "readWriteAnyDatabase", "databaseName": "admin"}],
+    }
+    if cluster:
+        body["scopes"] = [{"name": cluster, "type": "CLUSTER"}]
+    return body
+
+
+def access_list_entry(address: str, comment: str) -> dict:
+    """An IP (as /32 or /128) or a CIDR block."""
+    if "/" in address:
+        return {"cidrBlock": address, "comment": comment}
+    return {"ipAddress": address, "comment": comment}
+
+
+def access_list_value(address: str) -> str:
+    """The {entryValue} path segment: the address, or the CIDR block with '/' as %2F."""
+    return urllib.parse.quote(address, safe="")
+
+
+# ---- a benchmark's Atlas target: create or reuse, resize between steps, tear down -----
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """One step of a hardware matrix: tier and disk of the cluster while a step runs."""
+
+    instance_size: str | None = None
+    disk_size_gb: float | None = None
+    disk_iops: int | None = None
+    ebs_volume_type: str | None = None
+
+    def label(self) -> str:
+        parts = [self.instance_size or "current tier"]
+        if self.disk_size_gb is not None:
+            parts.append(f"{self.disk_size_gb:g} GB")
+        if self.disk_iops is not None:
+            parts.append(f"{self.disk_iops} IOPS")
+        if self.ebs_volume_type:
+            parts.append(self.ebs_volume_type)
+        return ", ".join(parts)
+
+
+_HW_KEYS = {
+    "disk_gb": ("disk_size_gb", float),
+    "disk_iops": ("disk_iops", int),
+    "ebs_volume_type": ("ebs_volume_type", str),
+}
+
+
+def parse_hardware_steps(spec: str | None) -> list[Hardware]:
+    """'M30;M40:disk_iops=6000,ebs_volume_type=PROVISIONED;M50' -> steps in order.
+
+    A step is a tier, optionally followed by ':' and key=value pairs (disk_gb,
+    disk_iops, ebs_volume_type); a step of only pairs keeps the tier.
+    """
+    steps = []
+    for raw in (spec or "").split(";"):
+        raw = raw.strip()
+        if not raw:
+            continue
+        tier, _, rest = raw.partition(":")
+        if "=" in tier:  # no tier, only settings
+            tier, rest = "", raw
+        kw: dict = {}
+        for pair in filter(None, (p.strip() for p in rest.split(","))):
+            key, sep, value = pair.partition("=")
+            if not sep or key.strip() not in _HW_KEYS:
+                raise ValueError(
+                    f"hardware step {raw!r}: {pair!r} is not one of"
+                    f" {', '.join(k + '=...' for k in _HW_KEYS)}"
+                )
+            name, kind = _HW_KEYS[key.strip()]
+            try:
+                kw[name] = kind(value.strip())
+            except ValueError:
+                raise ValueError(f"hardware step {raw!r}: bad value in {pair!r}") from None
+        tier = tier.strip().upper() or None
+        if tier and not re.fullmatch(r"M\d+(_NVME)?", tier):
+            raise ValueError(f"hardware step {raw!r}: {tier!r} is not an Atlas tier (M10, M30...)")
+        hw = Hardware(tier, **kw)
+        _hardware(hw.instance_size, hw.disk_size_gb, hw.disk_iops, hw.ebs_volume_type)  # checks
+        steps.append(hw)
+    return steps
+
+
+def step_labels(hardware: dict) -> dict:
+    """Settings that label the seed's disk-class and instance-size tables from what the
+    cluster really has (read back after the resize, not what was asked)."""
+    out = {}
+    if hardware.get("atlas_tier"):
+        out["instance_type"] = f"Atlas {hardware['atlas_tier']}"
+    disk = hardware.get("atlas_ebs_volume_type") or "STANDARD"
+    if hardware.get("atlas_disk_size_gb") is not None:
+        disk += f" {hardware['atlas_disk_size_gb']:g} GB"
+    out["disk_type"] = disk
+    if hardware.get("atlas_disk_iops") is not None:
+        out["disk_iops"] = hardware["atlas_disk_iops"]
+    if hardware.get("atlas_price_per_hour_usd") is not None:
+        out["price_per_hour"] = hardware["atlas_price_per_hour_usd"]
+    return out
+
+
+def with_credentials(uri: str, username: str, password: str, auth_source: str = "admin") -> str:
+    """`mongodb[+srv]://host/...` with user:password (percent-encoded) and authSource."""
+    m = re.match(r"^(mongodb(?:\+srv)?://)([^/?]*)(/?)([^?]*)(\??)(.*)$", uri)
+    if not m or "@" in m.group(2):
+        raise ValueError("expected a connection string without credentials")
+    scheme, hosts, _, db, _, query = m.groups()
+    q = urllib.parse.quote
+    params = urllib.parse.parse_qsl(query, keep_blank_values=True)
+    if not any(k.lower() == "authsource" for k, _ in params):
+        params.append(("authSource", auth_source))
+    return (
+        f"{scheme}{q(username, safe='')}:{q(password, safe='')}@{hosts}/{db}?"
+        + urllib.parse.urlencode(params)
+    )
+
+
+class AtlasDeployment:
+    """The target of one benchmark run on Atlas.
+
+    provision(): creates the cluster (or checks an existing one when `reuse`), waits
+    for IDLE, adds the client addresses to the project's access list, creates a
+    database user with a fresh random password, and returns the connection string
+    with those credentials (hand it on in a 0600 file: it is a secret).
+    apply(step): resizes between the steps of a hardware matrix and returns the
+    cluster's hardware as metadata.
+    teardown(): undoes everything it did, in reverse, trying every step even when
+    one fails: the user, the access-list entries, then the cluster (deleted when
+    created here unless `keep`; an existing cluster gets its original hardware
+    back). Returns the list of what failed, so the caller can report it.
+    """
+
+    def __init__(
+        self,
+        client: AtlasClient,
+        spec: ClusterSpec,
+        *,
+        reuse: bool = False,
+        keep: bool = False,
+        username: str,
+        access_list: list[str] = (),
+        comment: str = "mongobench",
+        srv: bool = True,
+        timeout: float = 3600,
+        poll: float = 30,
+        sleep=time.sleep,
+    ):
+        self.client, self.spec = client, spec
+        self.reuse, self.keep = reuse, keep
+        self.username, self.comment, self.srv = username, comment, srv
+        self.access_list = list(dict.fromkeys(access_list))
+        self.timeout, self.poll, self.sleep = timeout, poll, sleep
+        self.created = False
+        self.user_created = False
+        self.entries_added: list[str] = []
+        self.original: Hardware | None = None
+        self.current: Hardware | None = None
+        self.cluster: dict | None = None
+
+    def _wait(self) -> dict:
+        self.cluster = self.client.wait_for_idle(
+            self.spec.name, timeout=self.timeout, poll=self.poll, sleep=self.sleep
+        )
+        return self.cluster
+
+    def provision(self) -> str:
+        name = self.spec.name
+        if self.reuse:
+            self.client.get_cluster(name)  # AtlasNotFound names it when it is missing
+        else:
+            self.client.create_cluster(self.spec)
+            self.created = True
+        cluster = self._wait()
+        hw = cluster_hardware(cluster)
+        self.original = self.current = Hardware(
+            hw.get("atlas_tier"),
+            hw.get("atlas_disk_size_gb"),
+            hw.get("atlas_disk_iops"),
+            hw.get("atlas_ebs_volume_type"),
+        )
+        if self.access_list:
+            entries = [access_list_entry(a, self.comment) for a in self.access_list]
+            self.client.request("POST", f"/groups/{self.client.project_id}/accessList", entries)
+            self.entries_added = list(self.access_list)
+        password = secrets.token_urlsafe(24)
+        self.client.request(
+            "POST", _users(self.client), database_user_body(self.username, password, name)
+        )
+        self.user_created = True
+        return with_credentials(connection_string(cluster, srv=self.srv), self.username, password)
+
+    def apply(self, step: Hardware | None) -> dict:
+        """Resizes to `step` when it differs from the current hardware; returns metadata."""
+        if step is not None and step != self.current:
+            self.client.resize(
+                self.spec.name,
+                step.instance_size,
+                step.disk_size_gb,
+                step.disk_iops,
+                step.ebs_volume_type,
+            )
+            self._wait()
+            self.current = step
+        return cluster_hardware(self.cluster or self._wait())
+
+    def teardown(self) -> list[str]:
+        failures = []
+
+        def attempt(what, fn, *args):
+            try:
+                fn(*args)
+            except (AtlasError, ValueError, OSError) as e:  # keep going: later steps still run
+                failures.append(f"{what}: {e}")
+
+        if self.user_created:
+            attempt(
+                f"delete database user {self.username}",
+                self.client.request,
+                "DELETE",
+                _users(self.client, "admin", self.username),
+            )
+        for address in self.entries_added:
+            attempt(
+                f"delete access-list entry {address}",
+                self.client.request,
+                "DELETE",
+                f"/groups/{self.client.project_id}/accessList/{access_list_value(address)}",
+            )
+        name = self.spec.name
+        if self.created and not self.keep:
+            attempt(f"delete cluster {name}", self.client.delete_cluster, name)
+            attempt(
+                f"wait for deletion of cluster {name}",
+                lambda: self.client.wait_until_deleted(
+                    name, timeout=self.timeout, poll=self.poll, sleep=self.sleep
+                ),
+            )
+        elif self.original and self.current != self.original:
+            o = self.original
+            attempt(
+                f"restore cluster {name} to {o.label()}",
+                lambda: (
+                    self.client.resize(
+                        name, o.instance_size, o.disk_size_gb, o.disk_iops, o.ebs_volume_type
+                    ),
+                    self._wait(),
+                ),
+            )
+        return failures

@@ -1,273 +1,20 @@
-"""Atlas Admin API client against a local fake that follows the documented API.
+"""Atlas Admin API client and AtlasDeployment against the local fake (tests/atlas_fake.py)."""
 
-The fake (http.server on 127.0.0.1, port 0, a thread) implements what
-https://www.mongodb.com/docs/api/doc/atlas-admin-api-v2/ documents for clusters:
-- HTTP Digest (realm "MMS Public API", qop=auth, MD5): 401 + WWW-Authenticate
-  without or with wrong credentials; or OAuth2 client credentials (service
-  accounts) at /api/oauth/token, then Bearer
-- versioned media type in Accept (application/vnd.atlas.YYYY-MM-DD+json), 406 otherwise
-- POST /api/atlas/v2/groups/{groupId}/clusters -> 201, stateName CREATING; then IDLE
-- PATCH .../clusters/{name} -> 200, UPDATING; then IDLE
-- DELETE .../clusters/{name} -> 202, DELETING; then 404 CLUSTER_NOT_FOUND
-- duplicate name -> 409 DUPLICATE_CLUSTER_NAME; errors as {error, errorCode, detail, reason}
-"""
-
-import base64
-import copy
-import hashlib
 import json
 import logging
 import re
-import secrets
 import socket
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from atlas_fake import CLIENT_ID, CLIENT_SECRET, PRIVATE, PROJECT, PUBLIC, serve
 
 from mongobench import atlas
-
-PROJECT = "5f0c1a2b3c4d5e6f7a8b9c0d"
-PUBLIC = "abcdefgh"
-PRIVATE = "1f2e3d4c-5b6a-7980-a1b2-c3d4e5f60718"  # must never leak
-CLIENT_ID = "mdb_sa_id_0123456789abcdef01234567"
-CLIENT_SECRET = "mdb_sa_sk_SECRETSECRETSECRETSECRET"
-REALM = "MMS Public API"
-VERSIONS = {"2023-01-01", "2023-02-01", "2024-08-05", "2024-10-23"}
-
-
-def md5(s):
-    return hashlib.md5(s.encode()).hexdigest()
-
-
-class FakeAtlas:
-    """State shared by the handler threads."""
-
-    def __init__(self, polls_to_idle=2, polls_to_gone=2):
-        self.clusters = {}
-        self.polls = {}
-        self.polls_to_idle = polls_to_idle
-        self.polls_to_gone = polls_to_gone
-        self.nonces = set()
-        self.seen_nc = {}
-        self.tokens = set()
-        self.requests = []  # (method, path, headers, body)
-        self.lock = threading.Lock()
-
-    def challenge(self, stale=False):
-        nonce = secrets.token_hex(16)
-        self.nonces.add(nonce)
-        return (
-            f'Digest realm="{REALM}", domain="", nonce="{nonce}", algorithm=MD5, qop="auth",'
-            f" stale={'true' if stale else 'false'}"
-        )
-
-    def check_digest(self, method, header):
-        """None if valid; else 'stale' or 'bad'."""
-        if not header or not header.startswith("Digest "):
-            return "bad"
-        f = {k: a or b for k, a, b in re.findall(r'(\w+)=(?:"([^"]*)"|([^,\s]*))', header[7:])}
-        if f.get("username") != PUBLIC or f.get("realm") != REALM:
-            return "bad"
-        if f.get("nonce") not in self.nonces:
-            return "stale"
-        ha1 = md5(f"{PUBLIC}:{REALM}:{PRIVATE}")
-        ha2 = md5(f"{method}:{f['uri']}")
-        want = md5(f"{ha1}:{f['nonce']}:{f['nc']}:{f['cnonce']}:auth:{ha2}")
-        if f.get("response") != want or f.get("qop") != "auth":
-            return "bad"
-        nc = int(f["nc"], 16)
-        if nc <= self.seen_nc.get(f["nonce"], 0):  # replayed
-            return "bad"
-        self.seen_nc[f["nonce"]] = nc
-        return None
-
-    def advance(self, name):
-        """One GET = one poll; states move on after a few polls, like the real service."""
-        doc = self.clusters[name]
-        self.polls[name] = self.polls.get(name, 0) + 1
-        if doc["stateName"] in ("CREATING", "UPDATING") and self.polls[name] >= self.polls_to_idle:
-            doc["stateName"] = "IDLE"
-            host = f"{name.lower()}.ab1cd.mongodb.net"
-            doc["connectionStrings"] = {
-                "standardSrv": f"mongodb+srv://{host}",
-                "standard": f"mongodb://{name}-shard-00-00.ab1cd.mongodb.net:27017/?ssl=true",
-            }
-        if doc["stateName"] == "DELETING" and self.polls[name] >= self.polls_to_gone:
-            del self.clusters[name]
-            return None
-        return doc
-
-
-def make_handler(fake):
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):  # keep test output quiet
-            pass
-
-        def reply(self, status, doc=None, headers=None):
-            body = json.dumps(doc).encode() if doc is not None else b""
-            self.send_response(status)
-            self.send_header("Content-Type", "application/vnd.atlas.2024-08-05+json")
-            for k, v in (headers or {}).items():
-                self.send_header(k, v)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def error(self, status, code, detail):
-            self.reply(
-                status,
-                {
-                    "error": status,
-                    "errorCode": code,
-                    "detail": detail,
-                    "reason": self.responses[status][0],
-                },
-            )
-
-        def handle_any(self, method):
-            n = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(n) if n else b""
-            with fake.lock:
-                fake.requests.append((method, self.path, dict(self.headers), raw))
-                if self.path == "/api/oauth/token":
-                    return self.token(raw)
-                auth = self.headers.get("Authorization", "")
-                if auth.startswith("Bearer "):
-                    if auth[7:] not in fake.tokens:
-                        return self.reply(401, {"error": 401, "errorCode": "INVALID_TOKEN"})
-                else:
-                    verdict = fake.check_digest(method, auth)
-                    if verdict:
-                        return self.reply(
-                            401,
-                            {
-                                "error": 401,
-                                "errorCode": None,
-                                "detail": "You are not authorized for this resource.",
-                                "reason": "Unauthorized",
-                            },
-                            {"WWW-Authenticate": fake.challenge(stale=verdict == "stale")},
-                        )
-                m = re.fullmatch(
-                    r"application/vnd\.atlas\.(\d{4}-\d{2}-\d{2})\+json",
-                    self.headers.get("Accept", ""),
-                )
-                if not m or m.group(1) not in VERSIONS:
-                    return self.error(
-                        406,
-                        "INVALID_VERSION_DATE",
-                        "The version in the Accept header is not supported.",
-                    )
-                if raw and self.headers.get("Content-Type") != self.headers.get("Accept"):
-                    return self.error(
-                        415, "UNSUPPORTED_MEDIA_TYPE", "Content-Type must name the same version."
-                    )
-                return self.route(method, raw)
-
-        def token(self, raw):
-            basic = base64.b64encode(f"{CLIENT_ID}:{CLIENT_SECRET}".encode()).decode()
-            if (
-                self.headers.get("Authorization") != f"Basic {basic}"
-                or raw != b"grant_type=client_credentials"
-            ):
-                return self.reply(401, {"error": "invalid_client"})
-            tok = secrets.token_hex(16)
-            fake.tokens.add(tok)
-            return self.reply(
-                200, {"access_token": tok, "expires_in": 3600, "token_type": "Bearer"}
-            )
-
-        def route(self, method, raw):
-            base = f"/api/atlas/v2/groups/{PROJECT}/clusters"
-            if not self.path.startswith(base):
-                return self.error(404, "RESOURCE_NOT_FOUND", self.path)
-            name = self.path[len(base) + 1 :] or None
-            if method == "POST" and name is None:
-                body = json.loads(raw)
-                if "diskSizeGB" in body:  # top-level in 2023-02-01, per regionConfig in 2024-08-05
-                    return self.error(
-                        400, "INVALID_ATTRIBUTE", "diskSizeGB belongs in electableSpecs"
-                    )
-                if body["name"] in fake.clusters:
-                    return self.error(
-                        409,
-                        "DUPLICATE_CLUSTER_NAME",
-                        f"A cluster named {body['name']} is already present.",
-                    )
-                doc = copy.deepcopy(body)
-                doc.update(
-                    id=secrets.token_hex(12),
-                    groupId=PROJECT,
-                    stateName="CREATING",
-                    mongoDBVersion="8.0.4",
-                )
-                for i, rs in enumerate(doc["replicationSpecs"]):
-                    rs["id"] = f"spec{i}"
-                    rs["zoneId"] = "zone0"
-                    for rc in rs["regionConfigs"]:
-                        rc["effectiveElectableSpecs"] = dict(rc["electableSpecs"])
-                fake.clusters[doc["name"]] = doc
-                fake.polls[doc["name"]] = 0
-                return self.reply(201, doc)
-            if name not in fake.clusters:
-                return self.error(
-                    404, "CLUSTER_NOT_FOUND", f"No cluster named {name} exists in group {PROJECT}."
-                )
-            if method == "GET":
-                doc = fake.advance(name)
-                if doc is None:
-                    return self.error(
-                        404,
-                        "CLUSTER_NOT_FOUND",
-                        f"No cluster named {name} exists in group {PROJECT}.",
-                    )
-                return self.reply(200, doc)
-            if method == "PATCH":
-                body = json.loads(raw)
-                doc = fake.clusters[name]
-                for rs in body.get("replicationSpecs", []):
-                    if "zoneId" in rs or any(
-                        k.startswith("effective") for rc in rs["regionConfigs"] for k in rc
-                    ):
-                        return self.error(
-                            400, "INVALID_ATTRIBUTE", "read-only attribute in request"
-                        )
-                doc.update(body)
-                doc["stateName"] = "UPDATING"
-                fake.polls[name] = 0
-                return self.reply(200, doc)
-            if method == "DELETE":
-                fake.clusters[name]["stateName"] = "DELETING"
-                fake.polls[name] = 0
-                return self.reply(202)
-            return self.error(405, "METHOD_NOT_ALLOWED", method)
-
-        def do_GET(self):
-            self.handle_any("GET")
-
-        def do_POST(self):
-            self.handle_any("POST")
-
-        def do_PATCH(self):
-            self.handle_any("PATCH")
-
-        def do_DELETE(self):
-            self.handle_any("DELETE")
-
-    return Handler
 
 
 @pytest.fixture
 def fake():
-    state = FakeAtlas()
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(state))
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    state.base = f"http://127.0.0.1:{srv.server_address[1]}/api/atlas/v2"
-    yield state
-    srv.shutdown()
-    srv.server_close()
+    with serve() as state:
+        yield state
 
 
 def client(fake, **kw):
@@ -587,3 +334,122 @@ def test_prices():
     assert prices == sorted(prices)
     assert atlas.price_metadata("M40")["atlas_price_as_of"] == atlas.PRICES_AS_OF
     assert atlas.price_metadata("M40", "AZURE") == {}
+
+
+def test_hardware_steps_parse_and_label():
+    steps = atlas.parse_hardware_steps(
+        "M30; m40:disk_iops=6000,ebs_volume_type=provisioned ;disk_gb=200;"
+    )
+    assert steps == [
+        atlas.Hardware("M30"),
+        atlas.Hardware("M40", disk_iops=6000, ebs_volume_type="provisioned"),
+        atlas.Hardware(None, disk_size_gb=200.0),
+    ]
+    assert steps[1].label() == "M40, 6000 IOPS, provisioned"
+    assert atlas.parse_hardware_steps(None) == []
+    for bad, msg in [
+        ("M30:iops=5", "not one of"),
+        ("M30:disk_iops=lots", "bad value"),
+        ("t3.large", "not an Atlas tier"),
+        ("M30:ebs_volume_type=gp3", "ebsVolumeType"),
+    ]:
+        with pytest.raises(ValueError, match=msg):
+            atlas.parse_hardware_steps(bad)
+    labels = atlas.step_labels(
+        {
+            "atlas_tier": "M40",
+            "atlas_disk_size_gb": 80.0,
+            "atlas_disk_iops": 3000,
+            "atlas_price_per_hour_usd": 1.04,
+        }
+    )
+    assert labels == {
+        "instance_type": "Atlas M40",
+        "disk_type": "STANDARD 80 GB",
+        "disk_iops": 3000,
+        "price_per_hour": 1.04,
+    }
+
+
+def test_with_credentials_encodes_and_adds_auth_source():
+    uri = atlas.with_credentials("mongodb+srv://c.ab1cd.mongodb.net", "pkb-u", "p@ss/w:rd")
+    assert uri == "mongodb+srv://pkb-u:p%40ss%2Fw%3Ard@c.ab1cd.mongodb.net/?authSource=admin"
+    uri = atlas.with_credentials("mongodb://h1:1,h2:2/db?ssl=true&authSource=x", "u", "p")
+    assert uri == "mongodb://u:p@h1:1,h2:2/db?ssl=true&authSource=x"
+    with pytest.raises(ValueError, match="without credentials"):
+        atlas.with_credentials("mongodb://a:b@h/", "u", "p")
+
+
+def deployment(fake, spec=SPEC, **kw):
+    kw.setdefault("username", "pkb-run1")
+    return atlas.AtlasDeployment(client(fake), spec, poll=1, sleep=no_sleep, **kw)
+
+
+def test_deployment_creates_resizes_and_removes_everything(fake):
+    d = deployment(fake, access_list=["203.0.113.7", "198.51.100.0/24", "203.0.113.7"])
+    uri = d.provision()
+    password = fake.users["pkb-run1"]["password"]
+    assert len(password) >= 32
+    assert uri == f"mongodb+srv://pkb-run1:{password}@bench-m30.ab1cd.mongodb.net/?authSource=admin"
+    user = fake.users["pkb-run1"]
+    assert user["roles"] == [{"roleName": "readWriteAnyDatabase", "databaseName": "admin"}]
+    assert user["scopes"] == [{"name": "bench-m30", "type": "CLUSTER"}]
+    assert set(fake.access_list) == {"203.0.113.7", "198.51.100.0/24"}
+
+    assert d.apply(None)["atlas_tier"] == "M30"
+    meta = d.apply(atlas.Hardware("M40", disk_iops=4000))
+    assert meta["atlas_tier"] == "M40" and meta["atlas_disk_iops"] == 4000
+    assert meta["atlas_price_per_hour_usd"] == 1.04
+    patches = [r for r in fake.requests if r[0] == "PATCH"]
+    d.apply(atlas.Hardware("M40", disk_iops=4000))  # unchanged: no resize
+    assert len([r for r in fake.requests if r[0] == "PATCH"]) == len(patches) == 1
+
+    assert d.teardown() == []
+    assert fake.users == {} and fake.access_list == {} and fake.clusters == {}
+    # the CIDR entry is deleted by its URL-encoded value
+    assert any(r[1].endswith("/accessList/198.51.100.0%2F24") for r in fake.requests)
+
+
+def test_deployment_reuses_and_restores_an_existing_cluster(fake):
+    c = client(fake)
+    c.create_cluster(SPEC)
+    c.wait_for_idle("bench-m30", poll=1, sleep=no_sleep)
+    d = deployment(fake, reuse=True, srv=False)
+    assert d.provision().startswith("mongodb://pkb-run1:")
+    d.apply(atlas.Hardware("M50"))
+    assert d.teardown() == []
+    cluster = c.wait_for_idle("bench-m30", poll=1, sleep=no_sleep)
+    assert atlas.cluster_hardware(cluster)["atlas_tier"] == "M30"  # back to what it was
+    assert "bench-m30" in fake.clusters and fake.users == {}
+
+
+def test_deployment_teardown_goes_on_after_a_failure_and_reports_it(fake):
+    d = deployment(fake)
+    d.provision()
+    del fake.users["pkb-run1"]  # somebody deleted the user by hand
+    failures = d.teardown()
+    assert len(failures) == 1 and "delete database user pkb-run1" in failures[0]
+    assert "USERNAME_NOT_FOUND" in failures[0]
+    assert fake.clusters == {}  # the cluster was still deleted
+
+
+def test_deployment_never_deletes_a_cluster_it_did_not_create(fake):
+    c = client(fake)
+    c.create_cluster(SPEC)
+    d = deployment(fake)  # not reuse: creating the same name fails
+    with pytest.raises(atlas.AtlasConflict):
+        d.provision()
+    assert d.teardown() == []
+    assert "bench-m30" in fake.clusters
+    with pytest.raises(atlas.AtlasNotFound):
+        deployment(fake, atlas.ClusterSpec("missing", "M30"), reuse=True).provision()
+
+
+def test_deployment_secret_stays_out_of_logs_and_errors(fake, caplog):
+    caplog.set_level(logging.DEBUG)
+    d = deployment(fake)
+    d.provision()
+    password = fake.users["pkb-run1"]["password"]
+    d.teardown()
+    assert all(password not in r.getMessage() for r in caplog.records)
+    assert password not in repr(d.__dict__.get("client"))

@@ -1,0 +1,331 @@
+"""Atlas Admin API client against a local fake that follows the documented API.
+
+The fake (http.server on 127.0.0.1, port 0, a thread) implements what
+https://www.mongodb.com/docs/api/doc/atlas-admin-api-v2/ documents for clusters:
+- HTTP Digest (realm "MMS Public API", qop=auth, MD5): 401 + WWW-Authenticate
+  without or with wrong credentials; or OAuth2 client credentials (service
+  accounts) at /api/oauth/token, then Bearer
+- versioned media type in Accept (application/vnd.atlas.YYYY-MM-DD+json), 406 otherwise
+- POST /api/atlas/v2/groups/{groupId}/clusters -> 201, stateName CREATING; then IDLE
+- PATCH .../clusters/{name} -> 200, UPDATING; then IDLE
+- DELETE .../clusters/{name} -> 202, DELETING; then 404 CLUSTER_NOT_FOUND
+- duplicate name -> 409 DUPLICATE_CLUSTER_NAME; errors as {error, errorCode, detail, reason}
+- POST .../databaseUsers -> 201 (409 USER_ALREADY_EXISTS), DELETE
+  .../databaseUsers/{db}/{user} -> 204 (404 USERNAME_NOT_FOUND)
+- POST .../accessList (a list) -> 201, DELETE .../accessList/{entryValue} -> 204
+
+Shared by the unit tests and the PKB end-to-end test (where the cluster's
+connection string points at a stand-in server and a created database user
+becomes a real user of that server through `on_user`).
+"""
+
+import base64
+import contextlib
+import copy
+import hashlib
+import json
+import re
+import secrets
+import threading
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+PROJECT = "5f0c1a2b3c4d5e6f7a8b9c0d"
+PUBLIC = "abcdefgh"
+PRIVATE = "1f2e3d4c-5b6a-7980-a1b2-c3d4e5f60718"  # must never leak
+CLIENT_ID = "mdb_sa_id_0123456789abcdef01234567"
+CLIENT_SECRET = "mdb_sa_sk_SECRETSECRETSECRETSECRET"
+REALM = "MMS Public API"
+VERSIONS = {"2023-01-01", "2023-02-01", "2024-08-05", "2024-10-23"}
+
+
+def md5(s):
+    return hashlib.md5(s.encode()).hexdigest()
+
+
+class FakeAtlas:
+    """State shared by the handler threads."""
+
+    def __init__(self, polls_to_idle=2, polls_to_gone=2):
+        self.clusters = {}
+        self.polls = {}
+        self.polls_to_idle = polls_to_idle
+        self.polls_to_gone = polls_to_gone
+        self.nonces = set()
+        self.seen_nc = {}
+        self.tokens = set()
+        self.requests = []  # (method, path, headers, body)
+        self.lock = threading.Lock()
+        self.users = {}  # username -> POST body
+        self.access_list = {}  # entry value -> entry
+        self.connection_strings = None  # replaces the made-up hosts when set
+        self.on_user = None  # called with ("create"|"delete", username, password)
+
+    def challenge(self, stale=False):
+        nonce = secrets.token_hex(16)
+        self.nonces.add(nonce)
+        return (
+            f'Digest realm="{REALM}", domain="", nonce="{nonce}", algorithm=MD5, qop="auth",'
+            f" stale={'true' if stale else 'false'}"
+        )
+
+    def check_digest(self, method, header):
+        """None if valid; else 'stale' or 'bad'."""
+        if not header or not header.startswith("Digest "):
+            return "bad"
+        f = {k: a or b for k, a, b in re.findall(r'(\w+)=(?:"([^"]*)"|([^,\s]*))', header[7:])}
+        if f.get("username") != PUBLIC or f.get("realm") != REALM:
+            return "bad"
+        if f.get("nonce") not in self.nonces:
+            return "stale"
+        ha1 = md5(f"{PUBLIC}:{REALM}:{PRIVATE}")
+        ha2 = md5(f"{method}:{f['uri']}")
+        want = md5(f"{ha1}:{f['nonce']}:{f['nc']}:{f['cnonce']}:auth:{ha2}")
+        if f.get("response") != want or f.get("qop") != "auth":
+            return "bad"
+        nc = int(f["nc"], 16)
+        if nc <= self.seen_nc.get(f["nonce"], 0):  # replayed
+            return "bad"
+        self.seen_nc[f["nonce"]] = nc
+        return None
+
+    def advance(self, name):
+        """One GET = one poll; states move on after a few polls, like the real service."""
+        doc = self.clusters[name]
+        self.polls[name] = self.polls.get(name, 0) + 1
+        if doc["stateName"] in ("CREATING", "UPDATING") and self.polls[name] >= self.polls_to_idle:
+            doc["stateName"] = "IDLE"
+            host = f"{name.lower()}.ab1cd.mongodb.net"
+            doc["connectionStrings"] = self.connection_strings or {
+                "standardSrv": f"mongodb+srv://{host}",
+                "standard": f"mongodb://{name}-shard-00-00.ab1cd.mongodb.net:27017/?ssl=true",
+            }
+        if doc["stateName"] == "DELETING" and self.polls[name] >= self.polls_to_gone:
+            del self.clusters[name]
+            return None
+        return doc
+
+
+def make_handler(fake):
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):  # keep test output quiet
+            pass
+
+        def reply(self, status, doc=None, headers=None):
+            body = json.dumps(doc).encode() if doc is not None else b""
+            self.send_response(status)
+            self.send_header("Content-Type", "application/vnd.atlas.2024-08-05+json")
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def error(self, status, code, detail):
+            self.reply(
+                status,
+                {
+                    "error": status,
+                    "errorCode": code,
+                    "detail": detail,
+                    "reason": self.responses[status][0],
+                },
+            )
+
+        def handle_any(self, method):
+            n = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(n) if n else b""
+            with fake.lock:
+                fake.requests.append((method, self.path, dict(self.headers), raw))
+                if self.path == "/api/oauth/token":
+                    return self.token(raw)
+                auth = self.headers.get("Authorization", "")
+                if auth.startswith("Bearer "):
+                    if auth[7:] not in fake.tokens:
+                        return self.reply(401, {"error": 401, "errorCode": "INVALID_TOKEN"})
+                else:
+                    verdict = fake.check_digest(method, auth)
+                    if verdict:
+                        return self.reply(
+                            401,
+                            {
+                                "error": 401,
+                                "errorCode": None,
+                                "detail": "You are not authorized for this resource.",
+                                "reason": "Unauthorized",
+                            },
+                            {"WWW-Authenticate": fake.challenge(stale=verdict == "stale")},
+                        )
+                m = re.fullmatch(
+                    r"application/vnd\.atlas\.(\d{4}-\d{2}-\d{2})\+json",
+                    self.headers.get("Accept", ""),
+                )
+                if not m or m.group(1) not in VERSIONS:
+                    return self.error(
+                        406,
+                        "INVALID_VERSION_DATE",
+                        "The version in the Accept header is not supported.",
+                    )
+                if raw and self.headers.get("Content-Type") != self.headers.get("Accept"):
+                    return self.error(
+                        415, "UNSUPPORTED_MEDIA_TYPE", "Content-Type must name the same version."
+                    )
+                return self.route(method, raw)
+
+        def token(self, raw):
+            basic = base64.b64encode(f"{CLIENT_ID}:{CLIENT_SECRET}".encode()).decode()
+            if (
+                self.headers.get("Authorization") != f"Basic {basic}"
+                or raw != b"grant_type=client_credentials"
+            ):
+                return self.reply(401, {"error": "invalid_client"})
+            tok = secrets.token_hex(16)
+            fake.tokens.add(tok)
+            return self.reply(
+                200, {"access_token": tok, "expires_in": 3600, "token_type": "Bearer"}
+            )
+
+        def route(self, method, raw):
+            group = f"/api/atlas/v2/groups/{PROJECT}"
+            if self.path.startswith(f"{group}/databaseUsers"):
+                return self.users(method, raw, self.path[len(group) + len("/databaseUsers") :])
+            if self.path.startswith(f"{group}/accessList"):
+                return self.access(method, raw, self.path[len(group) + len("/accessList") :])
+            base = f"{group}/clusters"
+            if not self.path.startswith(base):
+                return self.error(404, "RESOURCE_NOT_FOUND", self.path)
+            name = self.path[len(base) + 1 :] or None
+            if method == "POST" and name is None:
+                body = json.loads(raw)
+                if "diskSizeGB" in body:  # top-level in 2023-02-01, per regionConfig in 2024-08-05
+                    return self.error(
+                        400, "INVALID_ATTRIBUTE", "diskSizeGB belongs in electableSpecs"
+                    )
+                if body["name"] in fake.clusters:
+                    return self.error(
+                        409,
+                        "DUPLICATE_CLUSTER_NAME",
+                        f"A cluster named {body['name']} is already present.",
+                    )
+                doc = copy.deepcopy(body)
+                doc.update(
+                    id=secrets.token_hex(12),
+                    groupId=PROJECT,
+                    stateName="CREATING",
+                    mongoDBVersion="8.0.4",
+                )
+                for i, rs in enumerate(doc["replicationSpecs"]):
+                    rs["id"] = f"spec{i}"
+                    rs["zoneId"] = "zone0"
+                    for rc in rs["regionConfigs"]:
+                        rc["effectiveElectableSpecs"] = dict(rc["electableSpecs"])
+                fake.clusters[doc["name"]] = doc
+                fake.polls[doc["name"]] = 0
+                return self.reply(201, doc)
+            if name not in fake.clusters:
+                return self.error(
+                    404, "CLUSTER_NOT_FOUND", f"No cluster named {name} exists in group {PROJECT}."
+                )
+            if method == "GET":
+                doc = fake.advance(name)
+                if doc is None:
+                    return self.error(
+                        404,
+                        "CLUSTER_NOT_FOUND",
+                        f"No cluster named {name} exists in group {PROJECT}.",
+                    )
+                return self.reply(200, doc)
+            if method == "PATCH":
+                body = json.loads(raw)
+                doc = fake.clusters[name]
+                for rs in body.get("replicationSpecs", []):
+                    if "zoneId" in rs or any(
+                        k.startswith("effective") for rc in rs["regionConfigs"] for k in rc
+                    ):
+                        return self.error(
+                            400, "INVALID_ATTRIBUTE", "read-only attribute in request"
+                        )
+                doc.update(body)
+                doc["stateName"] = "UPDATING"
+                fake.polls[name] = 0
+                return self.reply(200, doc)
+            if method == "DELETE":
+                fake.clusters[name]["stateName"] = "DELETING"
+                fake.polls[name] = 0
+                return self.reply(202)
+            return self.error(405, "METHOD_NOT_ALLOWED", method)
+
+        def users(self, method, raw, rest):
+            if method == "POST" and not rest:
+                body = json.loads(raw)
+                missing = {"databaseName", "username", "password", "roles"} - set(body)
+                if missing or body["databaseName"] != "admin":
+                    return self.error(400, "INVALID_ATTRIBUTE", f"bad user: {sorted(missing)}")
+                if body["username"] in fake.users:
+                    return self.error(409, "USER_ALREADY_EXISTS", body["username"])
+                for scope in body.get("scopes", []):
+                    if scope.get("type") == "CLUSTER" and scope.get("name") not in fake.clusters:
+                        return self.error(400, "INVALID_CLUSTER_SCOPE", scope.get("name"))
+                fake.users[body["username"]] = body
+                if fake.on_user:
+                    fake.on_user("create", body["username"], body["password"])
+                shown = {k: v for k, v in body.items() if k != "password"}
+                return self.reply(201, shown)
+            parts = [urllib.parse.unquote(p) for p in rest.strip("/").split("/")]
+            if method == "DELETE" and len(parts) == 2:
+                db, user = parts
+                if db != "admin" or user not in fake.users:
+                    return self.error(404, "USERNAME_NOT_FOUND", user)
+                del fake.users[user]
+                if fake.on_user:
+                    fake.on_user("delete", user, None)
+                return self.reply(204)
+            return self.error(405, "METHOD_NOT_ALLOWED", method)
+
+        def access(self, method, raw, rest):
+            if method == "POST" and not rest:
+                entries = json.loads(raw)
+                if not isinstance(entries, list):
+                    return self.error(400, "INVALID_JSON", "a list of entries")
+                for e in entries:
+                    value = e.get("cidrBlock") or e.get("ipAddress")
+                    if not value:
+                        return self.error(400, "INVALID_ATTRIBUTE", "ipAddress or cidrBlock")
+                    fake.access_list[value] = e
+                return self.reply(201, {"results": list(fake.access_list.values())})
+            value = urllib.parse.unquote(rest.strip("/"))
+            if method == "DELETE" and value:
+                if value not in fake.access_list:
+                    return self.error(404, "ACCESS_LIST_ENTRY_NOT_FOUND", value)
+                del fake.access_list[value]
+                return self.reply(204)
+            return self.error(405, "METHOD_NOT_ALLOWED", method)
+
+        def do_GET(self):
+            self.handle_any("GET")
+
+        def do_POST(self):
+            self.handle_any("POST")
+
+        def do_PATCH(self):
+            self.handle_any("PATCH")
+
+        def do_DELETE(self):
+            self.handle_any("DELETE")
+
+    return Handler
+
+
+@contextlib.contextmanager
+def serve(**kwargs):
+    """A FakeAtlas on a free loopback port, in a thread; `.base` is its API base URL."""
+    state = FakeAtlas(**kwargs)
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(state))
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    state.base = f"http://127.0.0.1:{srv.server_address[1]}/api/atlas/v2"
+    try:
+        yield state
+    finally:
+        srv.shutdown()
+        srv.server_close()
