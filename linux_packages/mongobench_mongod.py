@@ -266,7 +266,8 @@ def Deploy(vm):
 @dataclasses.dataclass(frozen=True)
 class Instance:
     """One server process on a VM: index (its directory), port, role, the address clients
-    use and the address(es) it binds."""
+    use and the address(es) it binds; `tls_pem` the server's certificate-key PEM on the VM
+    when it serves TLS only (requireTLS)."""
 
     index: int
     port: int
@@ -275,6 +276,7 @@ class Instance:
     role: str
     replset: str | None
     paths: stress.InstancePaths
+    tls_pem: str | None = None
 
     @property
     def name(self):
@@ -294,9 +296,10 @@ def NewInstance(
     first_port=stress.FIRST_PORT,
     role="mongod",
     replset=None,
+    tls_pem=None,
 ):
     """Instance `index` on `server`: port `port` (default first_port + index), bound to
-    `bind_ip` (default `host`)."""
+    `bind_ip` (default `host`), serving TLS only with the PEM `tls_pem` (on the VM) if given."""
     if role not in ROLES:
         raise ValueError(f"role must be one of {ROLES}, got {role!r}")
     if server.kind == "standin" and role != "mongod":
@@ -311,18 +314,24 @@ def NewInstance(
         role=role,
         replset=replset,
         paths=stress.instance_paths(index, server.instances_dir),
+        tls_pem=tls_pem,
     )
 
 
 def Config(server, inst, *, cache_gb=None, config_db=None, extra=None):
     """The YAML config of `inst` for the server's version (mongod.mongod_config /
-    mongos_config): its port, bind address, data directory, log, WiredTiger cache."""
+    mongos_config): its port, bind address, data directory, log, WiredTiger cache, and
+    net.tls (requireTLS) when the instance has a TLS PEM."""
+    tls = mongod.tls_settings(inst.tls_pem) if inst.tls_pem else None
     if inst.role == "mongos":
         if not config_db:
             raise ValueError("a mongos needs config_db ('cfgRS/host:port,...')")
         doc = mongod.mongos_config(
             inst.port, config_db, inst.paths.log, inst.bind_ip, version=server.config_version
         )
+        if tls:
+            doc["net"].update(tls)
+            mongod.validate_config(doc, server.config_version)
     else:
         doc = mongod.mongod_config(
             inst.index,
@@ -335,6 +344,7 @@ def Config(server, inst, *, cache_gb=None, config_db=None, extra=None):
             None if inst.role == "mongod" else inst.role,
             version=server.config_version,
             extra=extra,
+            tls=tls,
         )
     return mongod.render_config(doc, inst.index)
 
@@ -347,7 +357,7 @@ def _Argv(server, inst, numactl):
     if server.kind == "standin":
         # the stand-in binds one address: all of them when several are asked for
         bind = inst.bind_ip if "," not in inst.bind_ip else "0.0.0.0"
-        return [
+        argv = [
             mongobench_ycsb.Java(),
             "-cp",
             posixpath.join(server.workdir, "standin", "lib", "*"),
@@ -357,6 +367,11 @@ def _Argv(server, inst, numactl):
             "--port",
             str(inst.port),
         ]
+        if inst.replset:
+            argv += ["--replset", inst.replset]
+        if inst.tls_pem:  # the stand-in takes no config file: TLS comes as an option
+            argv += ["--tls-cert-key-file", inst.tls_pem]
+        return argv
     binary = "mongos" if inst.role == "mongos" else "mongod"
     return [*numactl, posixpath.join(server.bin_dir, binary), "--config", inst.paths.config]
 

@@ -82,6 +82,11 @@ REMOVED_OPTIONS = {
 
 WIREDTIGER_MIN_CACHE_GB = 0.25
 
+# net.tls.* (configuration-options, "net.tls Options"): new in 4.2, replacing net.ssl.*
+# (deprecated since 4.2, still accepted). Older servers refuse the tls names.
+TLS_SINCE = (4, 2)
+TLS_MODES = ("disabled", "allowTLS", "preferTLS", "requireTLS")
+
 
 class UnsupportedPlatform(ValueError):
     """MongoDB publishes no Community packages for this OS/arch/version."""
@@ -316,6 +321,46 @@ def validate_config(config: dict, version: str) -> None:
             )
     if (config.get("processManagement") or {}).get("fork"):
         raise ValueError("processManagement.fork: instances are tracked by PID, do not fork")
+    _validate_tls(config.get("net") or {}, ver)
+
+
+def _validate_tls(net: dict, ver: tuple[int, ...]) -> None:
+    tls = net.get("tls")
+    if tls is None:
+        return
+    if ver < TLS_SINCE:
+        raise ValueError(
+            f"net.tls.* is new in MongoDB {TLS_SINCE[0]}.{TLS_SINCE[1]}; older mongod uses net.ssl.*"
+        )
+    if "ssl" in net:
+        raise ValueError("net.tls and net.ssl (its deprecated alias) must not be mixed")
+    mode = tls.get("mode", "disabled")
+    if mode not in TLS_MODES:
+        raise ValueError(f"net.tls.mode must be one of {TLS_MODES}, got {mode!r}")
+    if mode != "disabled" and not tls.get("certificateKeyFile"):
+        raise ValueError(f"net.tls.mode {mode} needs net.tls.certificateKeyFile")
+
+
+def tls_settings(
+    certificate_key_file: str,
+    *,
+    mode: str = "requireTLS",
+    ca_file: str | None = None,
+    allow_connections_without_certificates: bool = True,
+) -> dict:
+    """The `net` part of a config that serves TLS with `certificate_key_file` (one PEM file:
+    the certificate, then its unencrypted PKCS#8 key, as mongod and FIPS mode want it).
+
+    Without `ca_file` mongod asks clients for no certificate. With it, mongod validates client
+    certificates against that CA and refuses clients without one unless
+    net.tls.allowConnectionsWithoutCertificates, true by default here: the
+    benchmark's clients authenticate, if at all, by password, not by certificate."""
+    tls: dict = {"mode": mode, "certificateKeyFile": certificate_key_file}
+    if ca_file:
+        tls["CAFile"] = ca_file
+        tls["allowConnectionsWithoutCertificates"] = bool(allow_connections_without_certificates)
+    _validate_tls({"tls": tls}, TLS_SINCE)
+    return {"tls": tls}
 
 
 def mongod_config(
@@ -330,12 +375,14 @@ def mongod_config(
     *,
     version: str,
     extra: dict | None = None,
+    tls: dict | None = None,
 ) -> dict:
     """The config document of mongod instance number `instance` on its host, valid for `version`.
 
     No processManagement.fork (the runner records the PID of the process it
     starts) and no storage.journal.* (journaling is always on; the `enabled`
-    option is gone since 6.1). `extra` is merged last and validated too.
+    option is gone since 6.1). `tls` is a `tls_settings` result (net.tls.*).
+    `extra` is merged last and validated too.
     """
     if cache_gb < WIREDTIGER_MIN_CACHE_GB:
         raise ValueError(
@@ -357,6 +404,8 @@ def mongod_config(
         config["replication"] = {"replSetName": replset}
     if cluster_role:
         config["sharding"] = {"clusterRole": cluster_role}
+    if tls:
+        config = _merge(config, {"net": tls})
     if extra:
         config = _merge(config, extra)
     validate_config(config, version)

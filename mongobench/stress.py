@@ -317,13 +317,10 @@ def instance_config(
 ) -> str:
     """mongod YAML for instance `index`: port first_port+index, its own dbPath and log, the
     WiredTiger cache, valid for `version` (no storage.journal.enabled, gone since 6.1; no
-    fork, the runner tracks PIDs). TLS with a certificate-key file when given."""
+    fork, the runner tracks PIDs). TLS only (requireTLS) with a certificate-key file when
+    given."""
     paths = instance_paths(index, base_dir)
-    more: dict = {}
-    if tls_certificate_key_file:
-        tls = {"mode": "requireTLS", "certificateKeyFile": tls_certificate_key_file}
-        more["net"] = {"tls": tls}
-    more = _deep_merge(more, extra or {})
+    tls = mongod.tls_settings(tls_certificate_key_file) if tls_certificate_key_file else None
     config = mongod.mongod_config(
         index,
         instance_port(index, first_port),
@@ -332,17 +329,10 @@ def instance_config(
         cache_gb,
         bind_ip,
         version=version,
-        extra=more or None,
+        extra=dict(extra) if extra else None,
+        tls=tls,
     )
     return mongod.render_config(config, index)
-
-
-def _deep_merge(base: Mapping, extra: Mapping) -> dict:
-    out = dict(base)
-    for k, v in extra.items():
-        both = isinstance(v, Mapping) and isinstance(out.get(k), Mapping)
-        out[k] = _deep_merge(out[k], v) if both else v
-    return out
 
 
 def split_cpus(cpu_ids: Sequence[int], parts: int) -> list[list[int]]:

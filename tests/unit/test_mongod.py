@@ -272,6 +272,69 @@ def test_removed_options_are_refused_per_version():
     assert ok["storage"]["journal"] == {"commitIntervalMs": 50}  # still a valid option
 
 
+@pytest.mark.parametrize("version", ["6.0", "7.0.12", "8.0.4"])
+def test_tls_config_uses_the_net_tls_names(version):
+    tls = m.tls_settings("/w/tls/server.pem")
+    cfg = m.mongod_config(0, 27017, "/d", "/l", 1, "10.0.0.5", version=version, tls=tls)
+    doc = yaml.safe_load(m.render_config(cfg))
+    # requireTLS: plain connections are refused; no CAFile: no client certificates asked for
+    assert doc["net"] == {
+        "port": 27017,
+        "bindIp": "10.0.0.5",
+        "tls": {"mode": "requireTLS", "certificateKeyFile": "/w/tls/server.pem"},
+    }
+    with_ca = m.tls_settings("/w/s.pem", ca_file="/w/ca.pem")["tls"]
+    # a CAFile alone would make mongod refuse every client without a certificate
+    assert with_ca == {
+        "mode": "requireTLS",
+        "certificateKeyFile": "/w/s.pem",
+        "CAFile": "/w/ca.pem",
+        "allowConnectionsWithoutCertificates": True,
+    }
+    strict = m.tls_settings(
+        "/w/s.pem", ca_file="/w/ca.pem", allow_connections_without_certificates=False
+    )
+    assert strict["tls"]["allowConnectionsWithoutCertificates"] is False
+    # extra still merges into net without dropping tls
+    cfg = m.mongod_config(
+        0,
+        1,
+        "/d",
+        "/l",
+        1,
+        "h",
+        version=version,
+        tls=tls,
+        extra={"net": {"maxIncomingConnections": 9}},
+    )
+    assert cfg["net"]["tls"]["mode"] == "requireTLS" and cfg["net"]["maxIncomingConnections"] == 9
+
+
+def test_tls_config_is_refused_where_mongod_would_refuse_it():
+    with pytest.raises(ValueError, match="new in MongoDB 4.2"):
+        m.validate_config(
+            {"net": {"tls": {"mode": "requireTLS", "certificateKeyFile": "/p"}}}, "4.0"
+        )
+    m.validate_config({"net": {"tls": {"mode": "requireTLS", "certificateKeyFile": "/p"}}}, "4.2")
+    with pytest.raises(ValueError, match="must be one of"):
+        m.tls_settings("/p", mode="requireSSL")  # the net.ssl spelling
+    with pytest.raises(ValueError, match="needs net.tls.certificateKeyFile"):
+        m.tls_settings("")
+    with pytest.raises(ValueError, match="must not be mixed"):
+        m.mongod_config(
+            0,
+            1,
+            "/d",
+            "/l",
+            1,
+            "h",
+            version="8.0",
+            tls=m.tls_settings("/p"),
+            extra={"net": {"ssl": {"mode": "requireSSL"}}},
+        )
+    assert m.tls_settings("/p", mode="disabled")["tls"]["mode"] == "disabled"
+
+
 def test_mongos_config_has_no_storage():
     cfg = m.mongos_config(
         27017, "cfg/a:27019,b:27019,c:27019", "/l/mongos.log", "0.0.0.0", version="8.0"
