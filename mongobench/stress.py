@@ -395,6 +395,14 @@ class YcsbProcess:
         return f"mongodb://{self.host}:{self.port}/ycsb" + (f"?{options}" if options else "")
 
 
+def _url(proc: YcsbProcess, url: str | None, urlfile: str | None, tls_ca_file: str | None):
+    """The process's own URI unless one is given; tls=true with a CA (the binding then trusts
+    that CA only and checks that the certificate names proc.host)."""
+    if url or urlfile:
+        return url
+    return proc.uri("tls=true" if tls_ca_file else "")
+
+
 @dataclass(frozen=True)
 class StepPlan:
     step: int  # = number of instances and of YCSB run processes
@@ -458,12 +466,14 @@ def run_properties(
     url: str | None = None,
     urlfile: str | None = None,
     histograms: bool = False,
+    tls_ca_file: str | None = None,
     extra: Mapping | None = None,
 ) -> str:
     """90 % read / 10 % update, zipfian, 1 KB records, on the process's own key range, ended
     by `duration_s`. With `histograms`, HdrHistogram logs go to `<directory>/<stem>-<OP>.hdr`
     (step_result then merges them exactly); that needs HdrHistogram >= 2.1.10 on the YCSB
-    classpath: YCSB 0.17's 2.1.4 needs JAXB, absent from Java 11+, and the run fails."""
+    classpath: YCSB 0.17's 2.1.4 needs JAXB, absent from Java 11+, and the run fails.
+    With `tls_ca_file` (the CA certificate on the client VM) the process connects with TLS."""
     return ycsb.workload_properties(
         recordcount=proc.recordcount,
         insertstart=proc.insertstart,
@@ -475,9 +485,10 @@ def run_properties(
         target=target,
         threadcount=threads,
         maxexecutiontime=duration_s,
-        url=url if url or urlfile else proc.uri(),
+        url=_url(proc, url, urlfile, tls_ca_file),
         urlfile=urlfile,
         histogram_prefix=f"{directory.rstrip('/')}/{proc.stem}-" if histograms else None,
+        tls_ca_file=tls_ca_file,
         extra=extra,
     )
 
@@ -489,9 +500,11 @@ def load_properties(
     batchsize: int | None = None,
     url: str | None = None,
     urlfile: str | None = None,
+    tls_ca_file: str | None = None,
     extra: Mapping | None = None,
 ) -> str:
-    """Inserts the instance's key range [insertstart, insertstart + records), unthrottled."""
+    """Inserts the instance's key range [insertstart, insertstart + records), unthrottled
+    (with TLS when `tls_ca_file` is given, as run_properties)."""
     return ycsb.workload_properties(
         recordcount=proc.recordcount,
         insertstart=proc.insertstart,
@@ -499,8 +512,9 @@ def load_properties(
         operationcount=proc.insertcount,
         threadcount=threads,
         batchsize=batchsize,
-        url=url if url or urlfile else proc.uri(),
+        url=_url(proc, url, urlfile, tls_ca_file),
         urlfile=urlfile,
+        tls_ca_file=tls_ca_file,
         extra=extra,
     )
 

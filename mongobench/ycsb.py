@@ -20,6 +20,9 @@ from mongobench import javabuild
 DEFAULT_PERCENTILES = (50.0, 95.0, 99.0, 99.9)
 # YCSB's Integer.parseInt(operationcount): bound it, maxexecutiontime ends the run anyway.
 MAX_OPERATION_COUNT = 2**31 - 1
+# Our binding's property for a PEM of CA certificates to trust (the Java driver ignores
+# tlsCAFile in a URI): TLS on, only those CAs trusted, host names checked.
+TLS_CA_FILE_PROPERTY = "mongodb.tlsCAFile"
 
 # Sections that are not client operations: per-thread cleanup and JVM GC counters.
 _NON_OPS = ("OVERALL", "CLEANUP", "INIT")
@@ -133,6 +136,7 @@ def workload_properties(
     maxexecutiontime: int | None = None,
     histogram_prefix: str | None = None,
     batchsize: int | None = None,
+    tls_ca_file: str | None = None,
     extra: Mapping[str, object] | None = None,
 ) -> str:
     """A YCSB CoreWorkload property file (text). Defaults: 1 KB records (10 x 100 B), 90/10
@@ -142,6 +146,7 @@ def workload_properties(
     ``recordcount >= insertstart + insertcount``. ``histogram_prefix`` turns on HdrHistogram
     log files (``<prefix><OP>.hdr``), one set per process. ``target`` None or 0 is unthrottled.
     Prefer ``urlfile`` for URIs with credentials; either way nothing lands on a command line.
+    ``tls_ca_file`` (a path on the machine running YCSB) is the CA the binding trusts for TLS.
     """
     if recordcount <= 0:
         raise ValueError(f"recordcount must be positive, got {recordcount}")
@@ -194,6 +199,8 @@ def workload_properties(
         props["mongodb.url"] = url
     if urlfile:
         props["mongodb.urlfile"] = urlfile
+    if tls_ca_file:
+        props[TLS_CA_FILE_PROPERTY] = tls_ca_file
     props.update(extra or {})
     return "".join(f"{k}={_fmt(v)}\n" for k, v in props.items())
 

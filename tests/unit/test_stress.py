@@ -287,6 +287,27 @@ def test_run_and_load_properties():
     assert lp["threadcount"] == "30" and lp["batchsize"] == "100" and "target" not in lp
 
 
+def test_tls_properties_turn_tls_on_with_the_ca():
+    plan = stress.plan_step(2, loaded=(), clients=1, records=R, hosts=["10.0.0.5", "10.0.1.5"])
+    ca = "/scratch/mongobench-ycsb/tls/ca.pem"
+    run = props_dict(
+        stress.run_properties(plan.run[1], directory="/c", duration_s=9, tls_ca_file=ca)
+    )
+    assert run["mongodb.url"] == "mongodb://10.0.1.5:27018/ycsb?tls=true"
+    assert run["mongodb.tlsCAFile"] == ca
+    load = props_dict(stress.load_properties(plan.load[0], tls_ca_file=ca))
+    assert load["mongodb.url"] == "mongodb://10.0.0.5:27017/ycsb?tls=true"
+    assert load["mongodb.tlsCAFile"] == ca
+    # without a CA: plain connections, no TLS property
+    plain = props_dict(stress.load_properties(plan.load[0]))
+    assert plain["mongodb.url"] == "mongodb://10.0.0.5:27017/ycsb"
+    assert "mongodb.tlsCAFile" not in plain
+    # a given URI (file) is used as it is: its tls option is the caller's
+    own = props_dict(stress.load_properties(plan.load[0], urlfile="/u", tls_ca_file=ca))
+    assert own["mongodb.urlfile"] == "/u" and "mongodb.url" not in own
+    assert own["mongodb.tlsCAFile"] == ca
+
+
 # ----------------------------------------------------------------------------- step results
 
 

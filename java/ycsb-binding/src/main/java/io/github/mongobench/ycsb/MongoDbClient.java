@@ -1,6 +1,7 @@
 package io.github.mongobench.ycsb;
 
 import com.mongodb.ConnectionString;
+import com.mongodb.MongoClientSettings;
 import com.mongodb.client.FindIterable;
 import com.mongodb.client.MongoClient;
 import com.mongodb.client.MongoClients;
@@ -13,6 +14,7 @@ import com.mongodb.client.model.ReplaceOptions;
 import com.mongodb.client.model.WriteModel;
 import com.mongodb.client.result.DeleteResult;
 import com.mongodb.client.result.UpdateResult;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -21,6 +23,7 @@ import java.util.Properties;
 import java.util.Set;
 import java.util.Vector;
 import java.util.concurrent.atomic.AtomicLong;
+import javax.net.ssl.SSLContext;
 import org.bson.Document;
 import org.bson.types.Binary;
 import site.ycsb.ByteArrayByteIterator;
@@ -35,8 +38,10 @@ import site.ycsb.StringByteIterator;
  *
  * <p>Properties: {@code mongodb.url} (default {@value MongoUri#DEFAULT_URL}),
  * {@code mongodb.urlfile} (file holding the URI; wins over mongodb.url), {@code mongodb.upsert}
- * (default false) and {@code batchsize} (inserts per insertMany, default 1). Read preference and
- * write concern come from the URI. One MongoClient, which pools connections, serves all threads.
+ * (default false), {@code batchsize} (inserts per insertMany, default 1) and
+ * {@code mongodb.tlsCAFile} (a PEM file of CA certificates: TLS on, and only those CAs trusted;
+ * host names are still checked). Read preference and write concern come from the URI. One
+ * MongoClient, which pools connections, serves all threads.
  */
 public class MongoDbClient extends DB {
 
@@ -90,7 +95,7 @@ public class MongoDbClient extends DB {
       // Upstream treats "admin" as the auth database only, never as the benchmark database.
       String dbName =
           db == null || db.isEmpty() || "admin".equals(db) ? MongoUri.DEFAULT_DATABASE : db;
-      created = MongoClients.create(cs);
+      created = MongoClients.create(settings(cs, props));
       MongoDatabase selected = created.getDatabase(dbName);
       // Fail in init, once, rather than on every operation if the server or credentials are wrong.
       selected.runCommand(new Document("ping", 1));
@@ -106,6 +111,21 @@ public class MongoDbClient extends DB {
       throw new DBException("cannot connect to " + candidate.redacted() + ": "
           + candidate.scrub(e.toString()));
     }
+  }
+
+  private static MongoClientSettings settings(ConnectionString cs, Properties props)
+      throws DBException {
+    MongoClientSettings.Builder builder = MongoClientSettings.builder().applyConnectionString(cs);
+    String caFile = props.getProperty(TlsCaFile.PROPERTY);
+    if (caFile != null && !caFile.isBlank()) {
+      if (Boolean.FALSE.equals(cs.getSslEnabled())) {
+        throw new DBException(
+            TlsCaFile.PROPERTY + " is set but the connection string says tls=false");
+      }
+      SSLContext context = TlsCaFile.sslContext(Path.of(caFile.trim()));
+      builder.applyToSslSettings(ssl -> ssl.enabled(true).context(context));
+    }
+    return builder.build();
   }
 
   private static int parseBatchSize(String value) throws DBException {
