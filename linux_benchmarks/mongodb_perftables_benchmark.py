@@ -12,7 +12,16 @@ Targets (--mongodb_perftables_deployment):
   - standalone: one mongod installed on the `servers` VM
     (linux_packages/mongobench_mongod: MongoDB's repositories, a tarball,
     preinstalled binaries, or the stand-in on test beds), with the OS metrics
-    of that VM sampled during every timed phase.
+    of that VM sampled during every timed phase;
+  - replset: a replica set (the seed's default: 3 members, writes w:majority,
+    reads from the primary) over the `servers` VMs, initiated from the client
+    and waited for;
+  - sharded: a config-server replica set, N shard replica sets and a mongos on
+    the client VM; every collection an experiment creates is sharded with the
+    experiment's shard key (or --mongodb_perftables_shard_key);
+  - atlas: a cluster created (or reused) through the Atlas Admin API; with
+    --mongobench_atlas_hardware the run resizes it between steps, which turns
+    the seed's instance-size and disk-class tables into one PKB run.
 """
 
 import json
@@ -21,9 +30,15 @@ import os
 
 from absl import flags
 from perfkitbenchmarker import configs, errors, sample, vm_util
-from perfkitbenchmarker.linux_packages import mongobench_client, mongobench_host, mongobench_mongod
+from perfkitbenchmarker.linux_packages import (
+    mongobench_atlas,
+    mongobench_client,
+    mongobench_host,
+    mongobench_mongod,
+    mongobench_ycsb,
+)
 
-from mongobench import deploy, ossampler, results
+from mongobench import atlas, deploy, ossampler, results, topology
 from mongobench import experiments as exp_mod
 
 BENCHMARK_NAME = "mongodb_perftables"
@@ -42,7 +57,8 @@ mongodb_perftables:
       vm_count: 1
 """
 
-DEPLOYMENTS = ("auto", "uri", "standalone")
+DEPLOYMENTS = ("auto", "uri", "standalone", "replset", "sharded", "atlas")
+NO_SERVER_VMS = ("uri", "atlas")
 
 _EXPERIMENTS = flags.DEFINE_list(
     "mongodb_perftables_experiments",
@@ -100,7 +116,51 @@ _DEPLOYMENT = flags.DEFINE_enum(
     "auto",
     DEPLOYMENTS,
     "uri: a deployment given by connection string (no server VM); standalone: one"
-    " mongod on the servers VM; auto: uri when a URI flag is given, else standalone.",
+    " mongod on the servers VM; replset: a replica set over the servers VMs; sharded: config"
+    " servers, shards and a mongos on the client; atlas: an Atlas cluster through the Admin"
+    " API (--mongobench_atlas_*); auto: uri when a URI flag is given, else standalone.",
+)
+_REPLSET_MEMBERS = flags.DEFINE_integer(
+    "mongodb_perftables_replset_members",
+    3,
+    "Members of the replica set (deployment replset) or of each shard (sharded: see"
+    " --mongodb_perftables_shard_members), placed round-robin over the servers VMs; members"
+    " sharing a VM get consecutive ports. The servers group gets this many VMs unless the"
+    " config names its own vm_count or static_vms.",
+    lower_bound=1,
+)
+_SHARDS = flags.DEFINE_integer(
+    "mongodb_perftables_shards", 2, "Shards of a sharded deployment.", lower_bound=1
+)
+_SHARD_MEMBERS = flags.DEFINE_integer(
+    "mongodb_perftables_shard_members",
+    1,
+    "Members of each shard's replica set (1: single-member replica sets).",
+    lower_bound=1,
+)
+_CONFIG_MEMBERS = flags.DEFINE_integer(
+    "mongodb_perftables_config_members",
+    1,
+    "Members of the config server replica set.",
+    lower_bound=1,
+)
+_SHARD_KEY = flags.DEFINE_string(
+    "mongodb_perftables_shard_key",
+    "_id:hashed",
+    "Shard key of every collection an experiment creates unless the experiment declares its"
+    ' own shard_key setting: "field:hashed" or "a:1,b:1".',
+)
+_TOPOLOGY_TIMEOUT = flags.DEFINE_integer(
+    "mongodb_perftables_topology_timeout",
+    300,
+    "Seconds to wait for each replica set to elect a primary.",
+    lower_bound=1,
+)
+_WRITE_CONCERN = flags.DEFINE_string(
+    "mongodb_perftables_write_concern",
+    "majority",
+    "Default write concern (w) of replset and sharded deployments (the seed's: majority);"
+    " experiments that set write_concern themselves keep theirs.",
 )
 _PORT = flags.DEFINE_integer(
     "mongodb_perftables_port", 27017, "Port of the mongod on the servers VM.", lower_bound=1
@@ -129,11 +189,24 @@ def _Deployment(flag_values=None):
     return "uri" if uri_given else "standalone"
 
 
+def _ServerVmCount(kind):
+    if kind == "replset":
+        return _REPLSET_MEMBERS.value
+    if kind == "sharded":
+        return _SHARDS.value * _SHARD_MEMBERS.value
+    return 1
+
+
 def GetConfig(user_config):
     config = configs.LoadConfig(BENCHMARK_CONFIG, user_config, BENCHMARK_NAME)
-    if _Deployment(config.get("flags")) == "uri":
-        # The target exists already: provision no server VM.
+    kind = _Deployment(config.get("flags"))
+    if kind in NO_SERVER_VMS:
+        # The target exists already or is managed: provision no server VM.
         config["vm_groups"].pop("servers", None)
+        return config
+    user_servers = ((user_config or {}).get("vm_groups") or {}).get("servers") or {}
+    if "vm_count" not in user_servers and "static_vms" not in user_servers:
+        config["vm_groups"]["servers"]["vm_count"] = _ServerVmCount(kind)
     return config
 
 
@@ -167,14 +240,26 @@ def CheckPrerequisites(benchmark_config):
     except exp_mod.ExperimentError as e:
         raise errors.Config.InvalidValue(str(e)) from e
     _Overrides()
-    if _Deployment() != "uri":
-        if _URI_FILE.value or _URI_ENV.value:
+    kind = _Deployment()
+    if kind != "uri" and (_URI_FILE.value or _URI_ENV.value):
+        raise errors.Config.InvalidValue(
+            "a URI flag was given with --mongodb_perftables_deployment="
+            f"{_DEPLOYMENT.value}: the target would be ambiguous"
+        )
+    if kind == "uri":
+        _ReadUri()
+    elif kind == "atlas":
+        mongobench_atlas.CheckPrerequisites()
+    elif kind == "sharded":
+        if FLAGS.mongobench_mongod_server == "standin":
             raise errors.Config.InvalidValue(
-                "a URI flag was given with --mongodb_perftables_deployment="
-                f"{_DEPLOYMENT.value}: the target would be ambiguous"
+                "deployment sharded needs mongos and shard servers: the stand-in server has"
+                " neither (use standalone or replset on test beds)"
             )
-        return
-    _ReadUri()
+        try:
+            topology.parse_shard_key(_SHARD_KEY.value)
+        except ValueError as e:
+            raise errors.Config.InvalidValue(f"--mongodb_perftables_shard_key: {e}") from e
 
 
 def _ReadUri():
@@ -185,52 +270,205 @@ def _Servers(benchmark_spec):
     return benchmark_spec.vm_groups.get("servers") or []
 
 
-def _StartStandalone(server_vm, state):
+def _DeployServers(vms, state):
+    """mongobench_mongod on every VM that runs server processes; host settings applied."""
+    servers = {}
+    for vm in vms:
+        vm.Install("mongobench_mongod")
+        server = mongobench_mongod.Deploy(vm)
+        if _HOST_SETTINGS.value and server.kind == "mongod" and vm in state["server_vms"]:
+            state["metadata"].update(
+                mongobench_mongod.ApplyHostSettings(vm, server, server.instances_dir)
+            )
+            state["host_settings_applied"] = True
+        servers[vm.name] = server
+    state["metadata"].update(next(iter(servers.values())).metadata())
+    return servers
+
+
+def _Start(vm, server, index, port, data_processes, role="mongod", replset=None, config_db=None):
+    inst = mongobench_mongod.NewInstance(
+        server, index, host=vm.internal_ip, port=port, role=role, replset=replset
+    )
+    cache = _CACHE_GB.value
+    if cache is None and role != "mongos" and server.kind == "mongod":
+        cache = topology.default_cache_gb(vm.total_memory_kb, data_processes)
+    config = mongobench_mongod.Config(server, inst, cache_gb=cache, config_db=config_db)
+    mongobench_mongod.Start(vm, server, inst, config)
+    return inst
+
+
+def _Members(vms, count, taken, first_index):
+    """Round-robin placement: [(vm, index, port, processes on that VM's host)]."""
+    hosts = [vm.internal_ip for vm in vms]
+    placed = topology.place_round_robin(count, hosts, _PORT.value, taken)
+    return [(vms[h], first_index + i, port) for i, (h, port) in enumerate(placed)]
+
+
+def _StartStandalone(servers_vms, state):
     """One mongod (or the stand-in) on the servers VM; returns its URI."""
-    server_vm.Install("mongobench_mongod")
-    server = mongobench_mongod.Deploy(server_vm)
-    inst = mongobench_mongod.NewInstance(server, 0, host=server_vm.internal_ip, port=_PORT.value)
-    config = mongobench_mongod.Config(server, inst, cache_gb=_CACHE_GB.value)
-    if _HOST_SETTINGS.value and server.kind == "mongod":
-        state["metadata"].update(
-            mongobench_mongod.ApplyHostSettings(server_vm, server, server.instances_dir)
+    if len(servers_vms) != 1:
+        raise errors.Config.InvalidValue(
+            f"deployment standalone needs exactly one servers VM, not {len(servers_vms)}"
         )
-        state["host_settings_applied"] = True
-    mongobench_mongod.Start(server_vm, server, inst, config)
-    state["metadata"].update(server.metadata())
-    state["server"], state["instance"] = server, inst
-    # The engine runs there too: it samples the server's OS during each phase.
-    state["server_workdir"] = mongobench_client.Deploy(server_vm)
-    state["server_data"] = inst.paths.dbpath
+    vm = servers_vms[0]
+    server = _DeployServers([vm], state)[vm.name]
+    inst = _Start(vm, server, 0, _PORT.value, 1)
+    state["data_paths"] = {vm.name: inst.paths.dbpath}
+    state["metadata"].update(topology="standalone")
     return inst.uri(database="")
+
+
+def _StartReplicaSet(servers_vms, state, client):
+    """The seed's replica set: members over the servers VMs, initiated from the client."""
+    servers = _DeployServers(servers_vms, state)
+    members = _Members(servers_vms, _REPLSET_MEMBERS.value, {}, 0)
+    per_host = _PerHost(members)
+    addresses = []
+    for vm, index, port in members:
+        inst = _Start(vm, servers[vm.name], index, port, per_host[vm.internal_ip], replset="rs0")
+        state["data_paths"].setdefault(vm.name, inst.paths.dbpath)
+        addresses.append(topology.hostport(vm.internal_ip, port))
+    cfg = topology.replset_config("rs0", addresses)
+    _RunPlan(client, state, {"replsets": [{"config": cfg, "seed": addresses[0]}]})
+    state["metadata"].update(
+        topology="replset", replset_members=len(addresses), write_concern=_WRITE_CONCERN.value
+    )
+    return topology.replica_set_uri(addresses, "rs0", w=_WRITE_CONCERN.value)
+
+
+def _PerHost(members):
+    counts = {}
+    for vm, _, _ in members:
+        counts[vm.internal_ip] = counts.get(vm.internal_ip, 0) + 1
+    return counts
+
+
+def _StartSharded(servers_vms, state, client):
+    """Config server replica set and shard replica sets on the servers VMs, a mongos on
+    the client VM; collections are sharded by the engine as experiments create them."""
+    taken = {}
+    shard_count, shard_members = _SHARDS.value, _SHARD_MEMBERS.value
+    shard_placed = _Members(servers_vms, shard_count * shard_members, taken, 0)
+    config_placed = _Members(servers_vms, _CONFIG_MEMBERS.value, taken, len(shard_placed))
+    mongos_port = topology.place_round_robin(1, [client.internal_ip], _PORT.value, taken)[0][1]
+    servers = _DeployServers([*servers_vms, client], state)
+    per_host = _PerHost(shard_placed + config_placed)
+    replsets = []
+    config_addresses = [topology.hostport(vm.internal_ip, port) for vm, _, port in config_placed]
+    config_cfg = topology.replset_config("cfg", config_addresses, configsvr=True)
+    for vm, index, port in config_placed:
+        _Start(vm, servers[vm.name], index, port, per_host[vm.internal_ip], "configsvr", "cfg")
+    replsets.append({"config": config_cfg, "seed": config_addresses[0]})
+    admin = []
+    for s in range(shard_count):
+        name = f"shard{s}"
+        placed = shard_placed[s * shard_members : (s + 1) * shard_members]
+        addresses = []
+        for vm, index, port in placed:
+            inst = _Start(
+                vm, servers[vm.name], index, port, per_host[vm.internal_ip], "shardsvr", name
+            )
+            state["data_paths"].setdefault(vm.name, inst.paths.dbpath)
+            addresses.append(topology.hostport(vm.internal_ip, port))
+        replsets.append({"config": topology.replset_config(name, addresses), "seed": addresses[0]})
+        admin.append(topology.add_shard_command(name, addresses, name=name))
+    admin.append(topology.enable_sharding_command(_DATABASE.value))
+    _RunPlan(client, state, {"replsets": replsets})
+    config_db = topology.config_db_string_of(config_cfg)
+    _Start(
+        client,
+        servers[client.name],
+        len(shard_placed) + len(config_placed),
+        mongos_port,
+        0,
+        "mongos",
+        config_db=config_db,
+    )
+    mongos = topology.hostport(client.internal_ip, mongos_port)
+    _RunPlan(client, state, {"mongos": mongos, "admin_commands": admin})
+    state["sharded"] = True
+    state["metadata"].update(
+        topology="sharded",
+        shards=shard_count,
+        shard_members=shard_members,
+        config_members=len(config_addresses),
+        mongos="client",
+        write_concern=_WRITE_CONCERN.value,
+    )
+    return topology.mongos_uri([mongos], w=_WRITE_CONCERN.value)
+
+
+def _RunPlan(client, state, plan):
+    """Initiation and admin commands run by the engine on the client VM (pymongo is there)."""
+    remote = os.path.join(state["workdir"], "topology-plan.json")
+    mongobench_ycsb.WriteRemoteFile(client, remote, json.dumps(plan))
+    out, _ = client.RobustRemoteCommand(
+        f"cd {state['workdir']} && venv/bin/python -m mongobench topology up --plan {remote}"
+        f" --timeout {_TOPOLOGY_TIMEOUT.value}"
+    )
+    logging.info("mongodb_perftables: topology %s", out.strip().splitlines()[-1:] or out)
+
+
+def _HardwareLabels(benchmark_spec, kind):
+    """instance_type / disk_type / disk_iops of the server VMs for the seed's hardware
+    tables, from PKB's own specs (the user's --mongodb_perftables_set wins)."""
+    servers = _Servers(benchmark_spec)
+    if kind in NO_SERVER_VMS or not servers:
+        return {}
+    vm = servers[0]
+    out = {"instance_type": getattr(vm, "machine_type", None) or "unknown"}
+    disks = getattr(vm, "scratch_disks", None) or []
+    if disks:
+        out["disk_type"] = getattr(disks[0], "disk_type", None) or "unknown"
+        iops = getattr(disks[0], "provisioned_iops", None)
+        if iops:
+            out["disk_iops"] = iops
+    return out
 
 
 def Prepare(benchmark_spec):
     client = benchmark_spec.vm_groups["clients"][0]
     for vm in benchmark_spec.vms:
         mongobench_host.ProtectStaticVm(vm)
-    state = {"metadata": {"deployment": _Deployment()}}
+    kind = _Deployment()
+    servers = _Servers(benchmark_spec)
+    state = {
+        "metadata": {"deployment": kind},
+        "server_vms": servers,
+        "data_paths": {},
+        "steps": [None],
+    }
     benchmark_spec.mongobench = state
-    if _Deployment() == "uri":
-        uri = _ReadUri()
-    else:
-        servers = _Servers(benchmark_spec)
-        if len(servers) != 1:
-            raise errors.Config.InvalidValue(
-                f"deployment standalone needs exactly one servers VM, not {len(servers)}"
-            )
-        uri = _StartStandalone(servers[0], state)
     client.Install("mongobench_client")
-    workdir = mongobench_client.Deploy(client)
-    uri_file = os.path.join(workdir, "target.uri")
+    state["workdir"] = mongobench_client.Deploy(client)
+    if kind == "uri":
+        uri = _ReadUri()
+    elif kind == "atlas":
+        state["atlas"], uri = mongobench_atlas.Provision(FLAGS.run_uri, [client])
+        state["steps"] = mongobench_atlas.Steps()
+    elif kind == "standalone":
+        uri = _StartStandalone(servers, state)
+    elif kind == "replset":
+        uri = _StartReplicaSet(servers, state, client)
+    else:
+        uri = _StartSharded(servers, state, client)
+    # The engine runs on the server VMs too: it samples their OS during each phase.
+    state["server_workdirs"] = {vm.name: mongobench_client.Deploy(vm) for vm in servers}
+    state["labels"] = _HardwareLabels(benchmark_spec, kind)
+    uri_file = os.path.join(state["workdir"], "target.uri")
     mongobench_client.PushSecret(client, uri_file, uri + "\n")
-    state.update(workdir=workdir, uri_file=uri_file)
+    state["uri_file"] = uri_file
 
 
-def Run(benchmark_spec):
+def _RunStep(benchmark_spec, step_index, overrides, extra_metadata):
+    """One engine run of every planned variant; returns (samples, failures)."""
     client = benchmark_spec.vm_groups["clients"][0]
     state = benchmark_spec.mongobench
-    remote_out = os.path.join(state["workdir"], "perftables-results.json")
+    name = (
+        "perftables-results.json" if step_index is None else f"perftables-results-{step_index}.json"
+    )
+    remote_out = os.path.join(state["workdir"], name)
     client.RemoteCommand(f"rm -f {remote_out}")
     command = deploy.perftables_command(
         state["workdir"],
@@ -240,14 +478,19 @@ def Run(benchmark_spec):
         _SCALE.value,
         _DATABASE.value,
         variants=_Variants(),
-        overrides=_Overrides(),
+        overrides=overrides,
         os_path=state["workdir"],
         max_seconds=_MAX_SECONDS.value,
         skip=_SKIP.value,
     )
-    servers = _Servers(benchmark_spec) if "server_workdir" in state else []
+    servers = _Servers(benchmark_spec)
     samplers = [
-        (vm, mongobench_client.StartSampler(vm, state["server_workdir"], state["server_data"]))
+        (
+            vm,
+            mongobench_client.StartSampler(
+                vm, state["server_workdirs"][vm.name], state["data_paths"].get(vm.name, "/")
+            ),
+        )
         for vm in servers
     ]
     try:
@@ -257,13 +500,13 @@ def Run(benchmark_spec):
         for vm, sampler in samplers:
             local = mongobench_client.StopSampler(vm, sampler, vm_util.GetTempDir())
             readings[vm.name] = ossampler.load(local)[1]
-    local_out = os.path.join(vm_util.GetTempDir(), "perftables-results.json")
+    local_out = os.path.join(vm_util.GetTempDir(), name)
     try:
         client.PullFile(local_out, remote_out)
-    except errors.VirtualMachine.RemoteCommandError as e:
-        raise errors.Benchmarks.RunError(
-            f"mongodb_perftables produced no results file: {stderr[-2000:]}"
-        ) from e
+    except errors.VirtualMachine.RemoteCommandError:
+        return [], [
+            {"experiment": "?", "label": "?", "error": f"no results file: {stderr[-1000:]}"}
+        ]
     with open(local_out) as f:
         run = json.load(f)
     if readings:
@@ -272,9 +515,10 @@ def Run(benchmark_spec):
             json.dump(run, f, indent=1)
     logging.info("mongodb_perftables raw results saved to %s", local_out)
 
+    metadata = dict(state["metadata"], **extra_metadata)
     out = [
         sample.Sample(s["metric"], s["value"], s["unit"], s["metadata"])
-        for s in results.to_samples(run, state["metadata"])
+        for s in results.to_samples(run, metadata)
     ]
     failed = results.failed(run)
     for r in failed:
@@ -283,11 +527,12 @@ def Run(benchmark_spec):
                 "Variant Failed",
                 1,
                 "count",
-                {
-                    "experiment": r["experiment"],
-                    "variant": r["label"],
-                    "error": r["error"][:1000],
-                },
+                dict(
+                    extra_metadata,
+                    experiment=r["experiment"],
+                    variant=r["label"],
+                    error=r["error"][:1000],
+                ),
             )
         )
     expected = sum(len(variants) for _, variants in _Plan())
@@ -299,27 +544,62 @@ def Run(benchmark_spec):
             expected,
             stderr[-2000:],
         )
+    return out, failed
+
+
+def Run(benchmark_spec):
+    state = benchmark_spec.mongobench
+    user = _Overrides()
+    engine = {}
+    if state.get("sharded"):
+        engine.update(sharded=True, shard_key=_SHARD_KEY.value)
+    out, failed = [], []
+    steps = state["steps"]
+    for i, step in enumerate(steps):
+        extra = {}
+        if "atlas" in state:
+            try:
+                extra = mongobench_atlas.Apply(state["atlas"], step)
+            except (atlas.AtlasError, ValueError) as e:
+                failed.append({"experiment": "?", "label": "?", "error": f"Atlas step {i}: {e}"})
+                break
+            labels = atlas.step_labels(extra)
+        else:
+            labels = dict(state["labels"])
+        if len(steps) > 1:
+            extra.update(hardware_step=i, hardware_steps=len(steps))
+        # shard settings and hardware labels go to the engine; the user's --set wins
+        samples, step_failed = _RunStep(
+            benchmark_spec, i if len(steps) > 1 else None, {**engine, **labels, **user}, extra
+        )
+        out += samples
+        failed += step_failed
     # Cleanup turns failures into a FAILED status after these samples are kept.
-    benchmark_spec.mongobench["failed"] = [
-        f"{r['experiment']} [{r['label']}]: {r['error'][:300]}" for r in failed
-    ]
+    state["failed"] = [f"{r['experiment']} [{r['label']}]: {r['error'][:300]}" for r in failed]
     return out
 
 
 def Cleanup(benchmark_spec):
     client = benchmark_spec.vm_groups["clients"][0]
     state = getattr(benchmark_spec, "mongobench", {})
-    for vm in _Servers(benchmark_spec):
+    problems = []
+    if state.get("atlas"):
+        try:
+            mongobench_atlas.Teardown(state["atlas"])
+        except errors.Resource.CleanupError as e:
+            problems.append(str(e))
+    for vm in [*_Servers(benchmark_spec), client]:
         mongobench_mongod.StopAll(vm)
         mongobench_mongod.RemoveData(vm)
-        if state.get("host_settings_applied"):
+        if state.get("host_settings_applied") and vm in state.get("server_vms", []):
             mongobench_mongod.RestoreHostSettings(vm)
         mongobench_mongod.Remove(vm)
         mongobench_client.Remove(vm)
-    mongobench_client.Remove(client)
     failed = state.get("failed")
     if failed:
-        raise errors.Benchmarks.RunError(
+        problems.append(
             f'{len(failed)} variant(s) failed (their samples are named "Variant'
             ' Failed"): ' + "; ".join(failed)
         )
+    if problems:
+        raise errors.Benchmarks.RunError(" | ".join(problems))

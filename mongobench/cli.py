@@ -120,6 +120,27 @@ def cmd_testbed(args) -> int:
     return 0
 
 
+def cmd_topology_up(args) -> int:
+    from pymongo import MongoClient
+
+    from mongobench import topology
+
+    with open(args.plan) as f:
+        plan = json.load(f)
+    _log(
+        f"topology: {len(plan.get('replsets', []))} replica set(s),"
+        f" {len(plan.get('admin_commands', []))} admin command(s)"
+    )
+    # No credentials: self-managed deployments are started without auth.
+    state = topology.run_plan(
+        plan,
+        lambda uri: MongoClient(uri, serverSelectionTimeoutMS=30000),
+        timeout=args.timeout,
+    )
+    print(json.dumps(state))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="mongobench", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -170,6 +191,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="auto: mongod when on PATH, else the stand-in",
     )
     tb.set_defaults(func=cmd_testbed)
+    tp = sub.add_parser("topology", help="initiate replica sets and shards from a plan (JSON)")
+    tps = tp.add_subparsers(dest="action", required=True)
+    up = tps.add_parser("up", help="initiate, wait for primaries, run mongos admin commands")
+    up.add_argument("--plan", required=True, help="plan file (see mongobench.topology.run_plan)")
+    up.add_argument("--timeout", type=float, default=300.0, help="seconds per replica set")
+    up.set_defaults(func=cmd_topology_up)
     for module in ("compare", "sweep"):  # subcommands wired in their own modules
         __import__(f"mongobench.{module}", fromlist=["add_parser"]).add_parser(sub)
     return p

@@ -256,8 +256,8 @@ def sharded_cluster_plan(
     shard_hosts: list[list[str]],
     mongos_hosts: list[str],
     database: str,
-    collection: str,
-    shard_key: str | dict,
+    collection: str | None,
+    shard_key: str | dict | None,
     config_port: int = 27019,
     shard_port: int = 27018,
     mongos_port: int = 27017,
@@ -295,7 +295,8 @@ def sharded_cluster_plan(
         commands.append(add_shard_command(name, members, name=name))
     mongos = [Instance("mongos", h, mongos_port) for h in dict.fromkeys(mongos_hosts)]
     commands.append(enable_sharding_command(database))
-    commands.append(shard_collection_command(f"{database}.{collection}", shard_key))
+    if collection:  # else each collection is sharded by whoever creates it
+        commands.append(shard_collection_command(f"{database}.{collection}", shard_key))
     return ShardedPlan(
         instances=instances + mongos,
         config_replset=replset_config(config_replset, cfg_members, configsvr=True),
@@ -307,8 +308,12 @@ def sharded_cluster_plan(
 
 def config_db_string(plan: ShardedPlan) -> str:
     """sharding.configDB for mongos: 'cfg/h1:27019,h2:27019,h3:27019'."""
-    members = [m["host"] for m in plan.config_replset["members"]]
-    return f"{plan.config_replset['_id']}/{','.join(members)}"
+    return config_db_string_of(plan.config_replset)
+
+
+def config_db_string_of(config_replset: dict) -> str:
+    members = [m["host"] for m in config_replset["members"]]
+    return f"{config_replset['_id']}/{','.join(members)}"
 
 
 def mongos_placement(placement: str, client_hosts: list[str], server_hosts: list[str]) -> list[str]:
@@ -378,3 +383,69 @@ def client_uri_for(
     if placement == "client":
         return mongos_uri([hostport("127.0.0.1", mongos_port)], **options)
     return mongos_uri([hostport(h, mongos_port) for h in mongos], **options)
+
+
+# ---- placement and start-up plans ------------------------------------------------
+
+
+def place_round_robin(
+    count: int, hosts: list[str], base_port: int, taken: dict | None = None
+) -> list[tuple[int, int]]:
+    """(host index, port) of `count` processes spread round-robin over `hosts`.
+
+    Processes that share a host address (several members per VM, or static VMs
+    that are one machine) get consecutive free ports from `base_port`; `taken`
+    (host -> set of ports, updated in place) carries ports used by earlier calls.
+    """
+    if count < 1 or not hosts:
+        raise ValueError("need at least one process and one host")
+    taken = {} if taken is None else taken
+    out = []
+    for i in range(count):
+        h = i % len(hosts)
+        used = taken.setdefault(hosts[h], set())
+        port = base_port
+        while port in used:
+            port += 1
+        used.add(port)
+        out.append((h, port))
+    return out
+
+
+def default_cache_gb(total_memory_kb: int, data_processes: int = 1) -> float:
+    """mongod's own WiredTiger default, max(50 % of (RAM - 1 GB), 0.25 GB), shared
+    between the data-bearing processes of one host (two decimals)."""
+    gb = total_memory_kb / 1024 / 1024
+    return round(max(0.5 * (gb - 1) / max(1, data_processes), 0.25), 2)
+
+
+def run_plan(plan: dict, connect, timeout: float = 300.0, sleep=time.sleep) -> dict:
+    """Brings up what `plan` describes, from a client that reaches every process.
+
+    plan = {"replsets": [{"config": <replSetInitiate doc>, "seed": "host:port"}, ...],
+            "mongos": "host:port" | None, "admin_commands": [<command doc>, ...]}
+    `connect(uri)` returns a pymongo-like client. Replica sets are initiated
+    (idempotently) and waited for; then the admin commands run on the mongos.
+    Returns {"replsets": {name: primary}, "admin": [command names]}.
+    """
+    out = {"replsets": {}, "admin": []}
+    for rs in plan.get("replsets", []):
+        host, _, port = rs["seed"].rpartition(":")
+        client = connect(direct_uri(host.strip("[]"), int(port)))
+        try:
+            state = initiate_replica_set(client, rs["config"], timeout=timeout, sleep=sleep)
+        finally:
+            client.close()
+        out["replsets"][rs["config"]["_id"]] = state.primary
+    if plan.get("admin_commands"):
+        if not plan.get("mongos"):
+            raise ValueError("admin commands need a mongos")
+        client = connect(f"mongodb://{plan['mongos']}/")
+        try:
+            for cmd in plan["admin_commands"]:
+                name = next(iter(cmd))
+                client.admin.command(cmd)
+                out["admin"].append(name)
+        finally:
+            client.close()
+    return out

@@ -19,6 +19,7 @@ from pymongo.errors import BulkWriteError, PyMongoError
 
 from mongobench.docgen import DocFactory
 from mongobench.latency import LatencyRecorder
+from mongobench.topology import shard_collection_command
 
 COLLECTION = "perftables"
 KB = 1024
@@ -83,6 +84,17 @@ class Workload:
         w = int(wc) if str(wc).isdigit() else wc
         return self.db.get_collection(name, write_concern=WriteConcern(w=w))
 
+    def fresh(self, name=COLLECTION):
+        """Drops collection `name` and, on a sharded deployment (setting `sharded`), shards
+        it again with the `shard_key` setting, so the data that follows is distributed."""
+        coll = self.collection(name)
+        coll.drop()
+        if self.s.get("sharded"):
+            key = self.s.get("shard_key") or "_id:hashed"
+            ns = f"{self.db.name}.{name}"
+            self.db.client.admin.command(shard_collection_command(ns, key))
+        return coll
+
     def prepare(self) -> dict:
         """Untimed set-up; returns facts for the result (e.g. preload size)."""
         return {}
@@ -141,8 +153,7 @@ class InsertWorkload(Workload):
         return DocFactory(self.doc_bytes, self.s["id_type"], n_int_fields=self.n_indexes, seed=seed)
 
     def prepare(self):
-        coll = self.collection()
-        coll.drop()
+        coll = self.fresh()
         for i in range(self.n_indexes):
             coll.create_index([(f"i{i}", 1)], name=f"i{i}_1")
         if self.preload_docs:

@@ -40,7 +40,7 @@ def load_serial(workload: Workload, coll_name: str, n: int, doc_kb: float, field
     if found == marker and coll.estimated_document_count() == n:
         return True
     db[META].delete_one({"_id": coll_name})
-    coll.drop()
+    coll = workload.fresh(coll_name)
     errors = []
 
     def body(t):
@@ -591,7 +591,7 @@ class BucketWorkload(Workload):
     coll_name = "buckets"
 
     def prepare(self):
-        self.collection(self.coll_name).drop()
+        self.fresh(self.coll_name)
         return {}
 
     def planned(self):
@@ -638,7 +638,7 @@ class MixedWorkload(QueryWorkload):
 
     def prepare(self):
         facts = super().prepare()
-        self.collection("mixed_inserts").drop()
+        self.fresh("mixed_inserts")
         return facts
 
     def worker(self, idx, nthreads, stats, stop):
@@ -669,7 +669,7 @@ class RegexPrefixWorkload(TimedLoop):
         marker = {"_id": self.coll_name, "docs": n, "shape": "keywords"}
         reused = self.db[META].find_one({"_id": self.coll_name}) == marker
         if not reused or coll.estimated_document_count() != n:
-            coll.drop()
+            coll = self.fresh(self.coll_name)
             rng = random.Random(42)
             for lo in range(0, n, LOAD_BATCH):
                 coll.insert_many(

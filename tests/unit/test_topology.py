@@ -286,3 +286,62 @@ def test_uris_carry_the_seed_defaults_and_no_credentials():
     assert t.mongos_uri(["a:1"], w=1, retryWrites="true") == "mongodb://a:1/?w=1&retryWrites=true"
     with pytest.raises(ValueError, match="credentials"):
         t.replica_set_uri(["user:pw@h:27017"], "rs0")
+
+
+def test_round_robin_placement_gives_shared_hosts_consecutive_ports():
+    # three VMs: one member each, all on the base port
+    assert t.place_round_robin(3, ["10.0.0.1", "10.0.0.2", "10.0.0.3"], 27017) == [
+        (0, 27017),
+        (1, 27017),
+        (2, 27017),
+    ]
+    # one VM (or static VMs that are one machine): consecutive ports
+    assert t.place_round_robin(3, ["10.0.0.1"], 27017) == [(0, 27017), (0, 27018), (0, 27019)]
+    assert t.place_round_robin(3, ["h", "h"], 100) == [(0, 100), (1, 101), (0, 102)]
+    # a later group on the same hosts skips the ports already taken
+    taken = {}
+    shards = t.place_round_robin(4, ["a", "b"], 27017, taken)
+    config = t.place_round_robin(1, ["a", "b"], 27017, taken)
+    assert shards == [(0, 27017), (1, 27017), (0, 27018), (1, 27018)]
+    assert config == [(0, 27019)]
+    with pytest.raises(ValueError):
+        t.place_round_robin(0, ["a"], 1)
+    with pytest.raises(ValueError):
+        t.place_round_robin(1, [], 1)
+
+
+def test_default_cache_is_mongods_own_shared_between_processes():
+    gib = 1024 * 1024  # kB
+    assert t.default_cache_gb(16 * gib) == 7.5  # 50 % of (16 - 1)
+    assert t.default_cache_gb(16 * gib, 3) == 2.5
+    assert t.default_cache_gb(1 * gib) == 0.25  # the floor
+    assert t.default_cache_gb(int(7.5 * gib), 0) == 3.25  # 0 processes counts as 1
+
+
+def test_run_plan_initiates_every_set_then_runs_admin_commands_on_mongos():
+    ready = status("8.0_pss_ready.json")
+    connected, clients = [], []
+
+    def connect(uri):
+        connected.append(uri)
+        c = FakeClient(FakeAdmin([ready]))
+        c.close = lambda: None
+        clients.append(c)
+        return c
+
+    cfg = t.replset_config("rs0", HOSTS)
+    plan = {
+        "replsets": [{"config": cfg, "seed": HOSTS[0]}],
+        "mongos": "10.0.0.9:27017",
+        "admin_commands": [t.add_shard_command("rs0", HOSTS), t.enable_sharding_command("db")],
+    }
+    out = t.run_plan(plan, connect, sleep=lambda s: None)
+    assert out == {"replsets": {"rs0": HOSTS[0]}, "admin": ["addShard", "enableSharding"]}
+    assert connected == [
+        "mongodb://mongod-0.bench.internal:27017/?directConnection=true",
+        "mongodb://10.0.0.9:27017/",
+    ]
+    assert clients[0].admin.sent[0] == ("replSetInitiate", cfg)
+    assert [s[0] for s in clients[1].admin.sent] == plan["admin_commands"]
+    with pytest.raises(ValueError, match="mongos"):
+        t.run_plan({"admin_commands": [{"ping": 1}]}, connect)

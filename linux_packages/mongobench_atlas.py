@@ -1,0 +1,186 @@
+"""A MongoDB Atlas cluster as a benchmark target, through the Atlas Admin API.
+
+Nothing is installed on a VM: this module drives mongobench.atlas.AtlasDeployment
+from the PKB host. API credentials come from the environment only
+(ATLAS_PROJECT_ID plus ATLAS_PUBLIC_KEY/ATLAS_PRIVATE_KEY, or ATLAS_CLIENT_ID/
+ATLAS_CLIENT_SECRET for a service account). A database user with a fresh random
+password is created for the run and deleted at cleanup; its connection string
+goes to the client VM in a 0600 file (mongobench_client.PushSecret), never on a
+command line, in a log line or in a sample.
+
+    deployment, uri = mongobench_atlas.Provision(run_uri, client_vms)
+    for step in mongobench_atlas.Steps():          # the hardware matrix, or [None]
+        metadata = mongobench_atlas.Apply(deployment, step)
+    mongobench_atlas.Teardown(deployment)          # raises after trying every step
+"""
+
+import logging
+
+from absl import flags
+from perfkitbenchmarker import errors
+
+from mongobench import atlas
+
+_CLUSTER = flags.DEFINE_string(
+    "mongobench_atlas_cluster",
+    None,
+    "Atlas cluster name (default pkb-<run_uri>). Created and deleted by the run unless"
+    " --mongobench_atlas_reuse.",
+)
+_REUSE = flags.DEFINE_bool(
+    "mongobench_atlas_reuse",
+    False,
+    "Use the existing cluster --mongobench_atlas_cluster: not created, not deleted; resized"
+    " only for --mongobench_atlas_hardware, and given its original hardware back at cleanup.",
+)
+_KEEP = flags.DEFINE_bool(
+    "mongobench_atlas_keep_cluster",
+    False,
+    "Do not delete the cluster the run created (it keeps billing: delete it yourself).",
+)
+_TIER = flags.DEFINE_string("mongobench_atlas_tier", "M30", "Tier of a created cluster (M10+).")
+_DISK_GB = flags.DEFINE_float(
+    "mongobench_atlas_disk_gb", None, "Disk size of a created cluster (default: Atlas')."
+)
+_DISK_IOPS = flags.DEFINE_integer(
+    "mongobench_atlas_disk_iops", None, "Provisioned IOPS of a created cluster (AWS)."
+)
+_EBS = flags.DEFINE_enum(
+    "mongobench_atlas_ebs_volume_type",
+    None,
+    ["STANDARD", "PROVISIONED"],
+    "AWS volume type of a created cluster (PROVISIONED when --mongobench_atlas_disk_iops).",
+)
+_PROVIDER = flags.DEFINE_string("mongobench_atlas_provider", "AWS", "AWS, GCP or AZURE.")
+_REGION = flags.DEFINE_string(
+    "mongobench_atlas_region",
+    "US_EAST_1",
+    "Atlas region name (US_EAST_1, EUROPE_WEST_1, ...); put the client VMs in the same region.",
+)
+_VERSION = flags.DEFINE_string(
+    "mongobench_atlas_mongodb_version", None, "MongoDB major version (8.0); default: Atlas'."
+)
+_HARDWARE = flags.DEFINE_string(
+    "mongobench_atlas_hardware",
+    None,
+    "Hardware matrix: the run resizes the cluster to each step in turn and runs everything on"
+    ' it, e.g. "M30;M40;M50" (instance size) or'
+    ' "M40:disk_iops=3000;M40:disk_iops=6000,ebs_volume_type=PROVISIONED" (disk class).'
+    " Keys: disk_gb, disk_iops, ebs_volume_type.",
+)
+_API_BASE = flags.DEFINE_string(
+    "mongobench_atlas_api_base",
+    atlas.API_BASE,
+    "Atlas Admin API v2 base URL (e.g. Atlas for Government's).",
+)
+_CONNECTION = flags.DEFINE_enum(
+    "mongobench_atlas_connection",
+    "srv",
+    ["srv", "standard"],
+    "Which of the cluster's connection strings the clients use.",
+)
+_ACCESS_LIST = flags.DEFINE_bool(
+    "mongobench_atlas_access_list",
+    True,
+    "Add the client VMs' public IPs to the project's IP access list for the run.",
+)
+_TIMEOUT = flags.DEFINE_integer(
+    "mongobench_atlas_timeout_s",
+    3600,
+    "Seconds to wait for a create, resize or delete to finish.",
+    lower_bound=1,
+)
+_POLL = flags.DEFINE_float(
+    "mongobench_atlas_poll_s", 30, "Seconds between cluster state polls.", lower_bound=0
+)
+
+
+def Steps():
+    """The hardware matrix (parsed), or [None]: one step on the cluster as it is."""
+    try:
+        return atlas.parse_hardware_steps(_HARDWARE.value) or [None]
+    except ValueError as e:
+        raise errors.Config.InvalidValue(f"--mongobench_atlas_hardware: {e}") from e
+
+
+def CheckPrerequisites():
+    """API credentials present and flags valid, before anything is provisioned."""
+    Steps()
+    if _REUSE.value and not _CLUSTER.value:
+        raise errors.Config.InvalidValue(
+            "--mongobench_atlas_reuse needs --mongobench_atlas_cluster"
+        )
+    if _REUSE.value and _KEEP.value:
+        raise errors.Config.InvalidValue(
+            "--mongobench_atlas_keep_cluster applies to created clusters, not with --mongobench_atlas_reuse"
+        )
+    try:
+        atlas.AtlasClient.from_env(base_url=_API_BASE.value)
+        if not _REUSE.value:
+            atlas.cluster_body(_Spec("pkb-check"))
+    except ValueError as e:
+        raise errors.Config.InvalidValue(f"Atlas: {e}") from e
+
+
+def _Spec(name):
+    return atlas.ClusterSpec(
+        name=name,
+        instance_size=_TIER.value,
+        disk_size_gb=_DISK_GB.value,
+        disk_iops=_DISK_IOPS.value,
+        ebs_volume_type=_EBS.value,
+        provider=_PROVIDER.value,
+        region=_REGION.value,
+        mongodb_major_version=_VERSION.value,
+    )
+
+
+def Provision(run_uri, client_vms):
+    """Creates (or checks) the cluster, the access list entries and the database user.
+
+    Returns (deployment, uri); the URI holds the user's password. On failure
+    everything done so far is undone before the error propagates.
+    """
+    name = _CLUSTER.value or f"pkb-{run_uri}"
+    deployment = atlas.AtlasDeployment(
+        atlas.AtlasClient.from_env(base_url=_API_BASE.value),
+        _Spec(name),
+        reuse=_REUSE.value,
+        keep=_KEEP.value,
+        username=f"pkb-{run_uri}",
+        access_list=[vm.ip_address for vm in client_vms] if _ACCESS_LIST.value else [],
+        comment=f"PKB run {run_uri}",
+        srv=_CONNECTION.value == "srv",
+        timeout=_TIMEOUT.value,
+        poll=_POLL.value,
+    )
+    try:
+        uri = deployment.provision()
+    except (atlas.AtlasError, ValueError) as e:
+        failures = deployment.teardown()
+        raise errors.Resource.CreationError(
+            f"Atlas cluster {name}: {e}"
+            + (f"; cleanup also failed: {failures}" if failures else "")
+        ) from e
+    logging.info(
+        "mongobench: Atlas cluster %s ready (%s)", name, "reused" if _REUSE.value else "created"
+    )
+    return deployment, uri
+
+
+def Apply(deployment, step):
+    """Resizes to `step` (None: as it is); returns the cluster's hardware as metadata."""
+    if step is not None:
+        logging.info("mongobench: Atlas cluster %s -> %s", deployment.spec.name, step.label())
+    metadata = deployment.apply(step)
+    metadata["atlas_reused"] = deployment.reuse
+    return metadata
+
+
+def Teardown(deployment):
+    failures = deployment.teardown()
+    if failures:
+        raise errors.Resource.CleanupError(
+            "Atlas cleanup incomplete (check the Atlas UI, a cluster keeps billing): "
+            + "; ".join(failures)
+        )
