@@ -127,7 +127,7 @@ def test_stress_ng_command_single_node():
 
 def test_stress_ng_commands_per_numa_node():
     cmds = stress.stress_ng_commands(
-        3 * GiB + 1024, workers=5, yaml_path="/r/sng.yaml", numa_nodes=2
+        {0: 3 * GiB // 2 + 1023, 1: 3 * GiB // 2}, workers=5, yaml_path="/r/sng.yaml"
     )
     assert [c[:5] for c in cmds] == [
         ["numactl", "--membind=0", "--cpunodebind=0", "--", "stress-ng"],
@@ -137,6 +137,15 @@ def test_stress_ng_commands_per_numa_node():
     assert held == [3 * GiB // 2 // 1024] * 2  # KiB, the odd bytes dropped
     assert [c[c.index("--vm") + 1] for c in cmds] == ["3", "2"]
     assert [c[c.index("--yaml") + 1] for c in cmds] == ["/r/sng-node0.yaml", "/r/sng-node1.yaml"]
+    # a memory-only node (CXL) has no CPUs to bind stress-ng's workers to; nothing to hold
+    # on a node: no process there
+    cmds = stress.stress_ng_commands(
+        {0: 0, 1: GiB, 2: GiB}, workers=2, yaml_path="/r/s.yaml", cpu_nodes={0, 1}
+    )
+    assert [c[:4] for c in cmds] == [
+        ["numactl", "--membind=1", "--cpunodebind=1", "--"],
+        ["numactl", "--membind=2", "--", "stress-ng"],
+    ]
 
 
 @pytest.mark.skipif(not shutil.which("stress-ng"), reason="stress-ng not installed")
@@ -194,29 +203,180 @@ def test_instance_paths_are_per_instance():
     assert {a.dbpath, a.log, a.pid_file}.isdisjoint({b.dbpath, b.log, b.pid_file})
 
 
-def test_numactl_placement():
-    assert stress.numactl_prefix(3, numa_nodes=2) == []
-    assert stress.numactl_prefix(3, numa_nodes=2, cpu="node", memory="bind") == [
+HOSTS = pathlib.Path(__file__).resolve().parent.parent / "data" / "hosts"
+
+
+def host_file(name: str) -> str:
+    return (HOSTS / name).read_text()
+
+
+def test_numactl_hardware_recordings_parse():
+    split = stress.parse_numactl_hardware(host_file("numactl-2node-split.txt"))
+    assert [(n.id, n.size_mb, len(n.cpus)) for n in split] == [(0, 191297, 48), (1, 191383, 48)]
+    assert split[0].cpus == tuple(range(24)) + tuple(range(48, 72))
+    inter = stress.parse_numactl_hardware(host_file("numactl-2node-interleaved.txt"))
+    assert inter[0].cpus == tuple(range(0, 64, 2)) and inter[1].cpus == tuple(range(1, 64, 2))
+    cxl = stress.parse_numactl_hardware(host_file("numactl-cxl-memory-node.txt"))
+    assert [(n.id, n.cpus, n.size_mb) for n in cxl] == [
+        (0, tuple(range(17)), 63678),
+        (1, (), 16122),
+    ]
+    assert stress.parse_numactl_hardware("No NUMA available on this system\n") == ()
+    cores = stress.parse_lscpu_cores(host_file("lscpu-1socket-ht.txt"))
+    assert cores[0] == cores[4] == (0, 0) and cores[3] == cores[7] == (0, 3)
+    assert stress.parse_lscpu_cores("# CPU,Core,Socket\n0,0,0\n1,-,0\n") == {0: (0, 0)}
+    assert stress.format_cpu_list([11, 0, 1, 2, 3, 8, 10]) == "0-3,8,10-11"
+
+
+def _two_socket_cores():
+    # Linux's usual numbering on a 2-socket host with SMT (the layout of the
+    # numactl-2node-split recording): CPU c and c + 48 are the two threads of one core.
+    return {c: (0 if c % 48 < 24 else 1, c % 48) for c in range(96)}
+
+
+def test_two_node_placement_keeps_cpus_and_memory_on_one_node():
+    nodes = stress.parse_numactl_hardware(host_file("numactl-2node-split.txt"))
+    assert stress.instance_nodes(5, nodes) == [0, 1, 0, 1, 0]
+    pre = stress.placement_prefixes(4, nodes, cpu="cpus", memory="bind", cores=_two_socket_cores())
+    assert pre == [
+        ["numactl", "--physcpubind=0-11,48-59", "--membind=0", "--"],
+        ["numactl", "--physcpubind=24-35,72-83", "--membind=1", "--"],
+        ["numactl", "--physcpubind=12-23,60-71", "--membind=0", "--"],
+        ["numactl", "--physcpubind=36-47,84-95", "--membind=1", "--"],
+    ]
+    # without core ids: still the node's own CPUs, in id order
+    plain = stress.split_node_cpus(4, nodes)
+    assert plain[0] == list(range(24)) and plain[2] == list(range(48, 72))
+    # every CPU used once, and each instance's CPUs all on its memory's node
+    groups = stress.split_node_cpus(3, nodes, _two_socket_cores())
+    assert sorted(c for g in groups for c in g) == list(range(96))
+    for i, g in enumerate(groups):
+        assert set(g) <= set(nodes[stress.instance_nodes(3, nodes)[i]].cpus)
+    assert [len(g) for g in groups] == [24, 48, 24]
+
+    inter = stress.parse_numactl_hardware(host_file("numactl-2node-interleaved.txt"))
+    pre = stress.placement_prefixes(2, inter, cpu="cpus", memory="bind")
+    # the anchor's split of all CPU ids (0-31, 32-63) would have mixed both nodes here
+    assert pre[0] == [
         "numactl",
-        "--cpunodebind=1",
-        "--membind=1",
+        "--physcpubind=" + ",".join(map(str, range(0, 64, 2))),
+        "--membind=0",
         "--",
     ]
-    assert stress.numactl_prefix(0, numa_nodes=2, memory="interleave") == [
+    assert pre[1][1] == "--physcpubind=" + ",".join(map(str, range(1, 64, 2)))
+    assert stress.placement_prefixes(3, inter, cpu="node", memory="interleave") == [
+        ["numactl", "--cpunodebind=0", "--interleave=all", "--"],
+        ["numactl", "--cpunodebind=1", "--interleave=all", "--"],
+        ["numactl", "--cpunodebind=0", "--interleave=all", "--"],
+    ]
+    assert stress.placement_prefixes(2, inter) == [[], []]
+
+
+def test_placement_skips_memory_only_nodes_and_sibling_threads_stay_together():
+    cxl = stress.parse_numactl_hardware(host_file("numactl-cxl-memory-node.txt"))
+    # no instance on the CPU-less node 1: --cpunodebind=1 would fail to start mongod
+    assert stress.instance_nodes(3, cxl) == [0, 0, 0]
+    assert stress.placement_prefixes(2, cxl, cpu="node", memory="bind")[1] == [
         "numactl",
-        "--interleave=all",
+        "--cpunodebind=0",
+        "--membind=0",
         "--",
     ]
-    groups = stress.split_cpus(list(range(10)), 3)
-    assert groups == [[0, 1, 2], [3, 4, 5], [6, 7, 8, 9]]
+    one = (stress.NumaNode(0, tuple(range(8))),)
+    cores = stress.parse_lscpu_cores(host_file("lscpu-1socket-ht.txt"))
+    assert stress.split_node_cpus(2, one, cores) == [[0, 1, 4, 5], [2, 3, 6, 7]]
+    assert stress.split_node_cpus(2, one) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    with pytest.raises(ValueError, match="own CPUs on NUMA node 0"):
+        stress.split_node_cpus(9, one)
+    with pytest.raises(ValueError, match="no NUMA node with CPUs"):
+        stress.instance_nodes(1, (stress.NumaNode(0, ()),))
+
+
+def test_numactl_prefix_validates():
+    assert stress.numactl_prefix() == []
+    assert stress.numactl_prefix(node=3, cpu="cpus", cpus=[4, 5, 6], memory="bind") == [
+        "numactl",
+        "--physcpubind=4-6",
+        "--membind=3",
+        "--",
+    ]
+    with pytest.raises(ValueError, match="CPU ids"):
+        stress.numactl_prefix(node=0, cpu="cpus")
+    with pytest.raises(ValueError, match="NUMA node"):
+        stress.numactl_prefix(memory="bind")
+    with pytest.raises(ValueError, match="unknown"):
+        stress.numactl_prefix(node=0, memory="local")
+
+
+def test_memory_hold_per_node():
+    nodes = stress.parse_numactl_hardware(host_file("numactl-2node-split.txt"))
+    usable, m = 360 * GiB, 40 * GiB
+    # unbound: the total to hold (360 - 3 x 40 GiB) split by node size; nothing is lost
+    free = stress.hold_per_node(usable, nodes, [0, 1, 0], m, bound=False)
+    assert sum(free.values()) == 240 * GiB
+    assert free[0] < free[1] and free[1] - free[0] < 100 * 2**20  # 191297 vs 191383 MB
+    # bound: node 0 carries two instances and must keep memory for two
+    bound = stress.hold_per_node(usable, nodes, [0, 1, 0], m, bound=True)
+    share = stress.split_by_node_size(usable, nodes)
+    assert bound == {0: share[0] - 2 * m, 1: share[1] - m}
+    # a node that cannot even fit its instances holds nothing
+    assert stress.hold_per_node(usable, nodes, [0] * 6, m, bound=True)[0] == 0
+    # a memory-only node keeps none for bound instances, part of the total for unbound ones
+    cxl = stress.parse_numactl_hardware(host_file("numactl-cxl-memory-node.txt"))
     assert (
-        stress.numactl_prefix(1, numa_nodes=1, cpu="cpus", cpus=groups[1])[1]
-        == "--physcpubind=3,4,5"
+        stress.hold_per_node(70 * GiB, cxl, [0], 10 * GiB, bound=True)[1]
+        == (stress.split_by_node_size(70 * GiB, cxl)[1])
     )
-    with pytest.raises(ValueError):
-        stress.numactl_prefix(0, numa_nodes=1, cpu="cpus")
-    with pytest.raises(ValueError):
-        stress.numactl_prefix(0, numa_nodes=1, memory="local")
+    assert stress.split_by_node_size(10, (stress.NumaNode(0, (0,)), stress.NumaNode(2, ()))) == {
+        0: 5,
+        2: 5,
+    }
+    with pytest.raises(ValueError, match="unknown NUMA node"):
+        stress.hold_per_node(usable, nodes, [3], m, bound=True)
+    cmds = stress.stress_ng_commands(bound, workers=8, yaml_path="/r/h.yaml", cpu_nodes={0, 1})
+    assert [c[1] for c in cmds] == ["--membind=0", "--membind=1"]
+
+
+def test_server_addresses_one_per_nic():
+    two = stress.parse_ip_addr(host_file("ip-o-addr-2nic.txt"))
+    assert [(a.interface, a.address, a.prefixlen, a.scope) for a in two] == [
+        ("lo", "127.0.0.1", 8, "host"),
+        ("eth0", "10.0.0.2", 24, "global"),
+        ("eth1", "172.18.0.2", 16, "global"),
+    ]
+    resolve = stress.resolve_server_addresses
+    ips = ["10.0.0.2", "172.18.0.2"]
+    assert resolve([], internal_ips=ips, interfaces=two) == ("10.0.0.2",)
+    assert resolve(["all"], internal_ips=ips, interfaces=two) == ("10.0.0.2", "172.18.0.2")
+    assert resolve(["eth1", "eth0", "10.0.0.2"], internal_ips=ips, interfaces=two) == (
+        "172.18.0.2",
+        "10.0.0.2",
+    )
+    # the whole loopback network is local on Linux (the test bed uses 127.0.0.2)
+    assert resolve(["127.0.0.1", "127.0.0.2"], internal_ips=ips, interfaces=two) == (
+        "127.0.0.1",
+        "127.0.0.2",
+    )
+    with pytest.raises(ValueError, match="not an address of the server"):
+        resolve(["10.0.0.3"], internal_ips=ips, interfaces=two)
+    with pytest.raises(ValueError, match="interfaces: eth0, eth1, lo"):
+        resolve(["eth2"], internal_ips=ips, interfaces=two)
+
+    one = stress.parse_ip_addr(host_file("ip-o-addr-1nic-ipv6.txt"))
+    assert [a.version for a in one] == [4, 6, 4, 6, 6]
+    assert resolve(["eth0"], internal_ips=["192.0.2.2"], interfaces=one) == ("192.0.2.2",)
+    with pytest.raises(ValueError, match="IPv6"):
+        resolve(["fd00::2"], internal_ips=["192.0.2.2"], interfaces=one)
+    with pytest.raises(ValueError, match="no internal IP"):
+        resolve([], internal_ips=[])
+    # without the server's listing addresses are taken as given, names cannot be resolved
+    assert resolve(["198.51.100.7"], internal_ips=ips) == ("198.51.100.7",)
+    with pytest.raises(ValueError, match="cannot resolve interface"):
+        resolve(["eth0"], internal_ips=ips)
+    assert (
+        stress.parse_ip_addr("5: eth0@if6    inet 10.1.0.4/16 scope global eth0\\ x")[0].interface
+        == "eth0"
+    )  # containers name veth peers eth0@ifN
 
 
 # ----------------------------------------------------------------------------- step plans
