@@ -10,7 +10,7 @@ import os
 import pathlib
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 JAVA_DIR = pathlib.Path(__file__).resolve().parent.parent / "java"
 
@@ -152,8 +152,17 @@ def ycsb_classpath() -> str:
     return str(lib / "*")
 
 
-def standin_command(host: str = "127.0.0.1", port: int = 0, java: str = "java") -> list[str]:
-    """argv that starts the stand-in; it prints ``LISTENING <host>:<port>`` once bound."""
+def standin_command(
+    host: str = "127.0.0.1",
+    port: int = 0,
+    java: str = "java",
+    extra_args: Sequence[str] = (),
+) -> list[str]:
+    """argv that starts the stand-in; it prints ``LISTENING <host>:<port>`` once bound.
+
+    ``extra_args``: the stand-in's other options, e.g. ``("--users-file", path)``,
+    ``("--tls-cert-key-file", pem)``, ``("--replset", "rs0", "--advertise", "h:p")``.
+    """
     return [
         java,
         "-cp",
@@ -163,4 +172,5 @@ def standin_command(host: str = "127.0.0.1", port: int = 0, java: str = "java") 
         host,
         "--port",
         str(port),
+        *extra_args,
     ]

@@ -83,11 +83,40 @@ class Server:
         stop_pid(self.pid)
 
 
-def start_server(workdir: str, kind: str = "auto", log_name: str = "server.log") -> Server:
-    """A MongoDB server on a free loopback port: mongod if present, else the stand-in."""
+def start_server(
+    workdir: str,
+    kind: str = "auto",
+    log_name: str = "server.log",
+    *,
+    users_file: str | None = None,
+    tls_pem: str | None = None,
+    replset: str | None = None,
+    advertise: str | None = None,
+) -> Server:
+    """A MongoDB server on a free loopback port: mongod if present, else the stand-in.
+
+    The keyword options are the stand-in's (see java/standin): ``users_file`` (JSON list of
+    ``{"user", "password", "db"}``) turns on SCRAM-SHA-256 authentication, ``tls_pem`` serves
+    TLS only with that certificate+key PEM, ``replset`` makes it a simulated replica-set member
+    known to the others as ``advertise`` (default ``127.0.0.1:<port>``). With any of them
+    ``kind="auto"`` picks the stand-in. The returned ``uri`` carries no credentials; it has
+    ``tls=true`` with TLS (add ``tlsCAFile``) and ``directConnection=true`` for a replica-set
+    member (an uninitiated member is not selectable otherwise).
+    """
     os.makedirs(workdir, exist_ok=True)
+    standin_only = {
+        "users_file": users_file,
+        "tls_pem": tls_pem,
+        "replset": replset,
+        "advertise": advertise,
+    }
+    given = [k for k, v in standin_only.items() if v is not None]
+    if advertise is not None and replset is None:
+        raise ValueError("advertise needs replset")
     if kind == "auto":
-        kind = "mongod" if shutil.which("mongod") else "standin"
+        kind = "mongod" if shutil.which("mongod") and not given else "standin"
+    if kind == "mongod" and given:
+        raise ValueError(f"{', '.join(given)}: options of the stand-in only, not of kind='mongod'")
     log = open(os.path.join(workdir, log_name), "ab")
     if kind == "mongod":
         if not shutil.which("mongod"):
@@ -101,15 +130,32 @@ def start_server(workdir: str, kind: str = "auto", log_name: str = "server.log")
     else:
         from mongobench import javabuild
 
+        extra: list[str] = []
+        if users_file is not None:
+            extra += ["--users-file", os.fspath(users_file)]
+        if tls_pem is not None:
+            extra += ["--tls-cert-key-file", os.fspath(tls_pem)]
+        if replset is not None:
+            extra += ["--replset", replset]
+        if advertise is not None:
+            extra += ["--advertise", advertise]
         javabuild.build()
         proc = subprocess.Popen(
-            javabuild.standin_command("127.0.0.1", 0),
+            javabuild.standin_command("127.0.0.1", 0, extra_args=extra),
             stdout=subprocess.PIPE,
             stderr=log,
             start_new_session=True,
         )
-        port = _read_listening(proc, timeout=60)
-    return Server(kind, f"mongodb://127.0.0.1:{port}/", proc.pid, port, proc)
+        try:
+            port = _read_listening(proc, timeout=60)
+        except RuntimeError as exc:  # the reason (bad users file, PEM, port) is on stderr
+            log.flush()
+            with open(os.path.join(workdir, log_name), errors="replace") as f:
+                tail = f.read()[-2000:]
+            raise RuntimeError(f"{exc}; {log_name}: {tail.strip()}") from None
+    options = [o for o, on in (("tls=true", tls_pem), ("directConnection=true", replset)) if on]
+    uri = f"mongodb://127.0.0.1:{port}/" + ("?" + "&".join(options) if options else "")
+    return Server(kind, uri, proc.pid, port, proc)
 
 
 def _read_listening(proc: subprocess.Popen, timeout: float) -> int:

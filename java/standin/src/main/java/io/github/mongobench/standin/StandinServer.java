@@ -1,34 +1,58 @@
 package io.github.mongobench.standin;
 
 import de.bwaldvogel.mongo.MongoServer;
-import de.bwaldvogel.mongo.backend.memory.MemoryBackend;
+import java.nio.file.Path;
 
 /**
  * In-memory MongoDB wire-protocol server used by tests in place of a real mongod.
  *
- * <p>Usage: {@code StandinServer [--host H] [--port N]}; port 0 lets the OS choose. Once bound it
- * prints {@code LISTENING <host>:<port>} on stdout so a parent process can learn the port.
+ * <p>Usage: {@code StandinServer [--host H] [--port N] [--users-file FILE] [--tls-cert-key-file
+ * PEM] [--replset NAME [--advertise HOST:PORT]]}; port 0 lets the OS choose. Once bound it prints
+ * {@code LISTENING <host>:<port>} on stdout so a parent process can learn the port.
+ *
+ * <ul>
+ *   <li>{@code --users-file}: JSON list of {@code {"user", "password", "db"}} (db defaults to
+ *       admin); turns on SCRAM-SHA-256 authentication. Passwords never go on the command line.
+ *   <li>{@code --tls-cert-key-file}: serve TLS only, with this PEM (certificate chain and key,
+ *       see {@link PemKeyMaterial}).
+ *   <li>{@code --replset}: a simulated replica-set member (see {@link ReplicaSet}), known to the
+ *       others as {@code --advertise} (default {@code <host>:<bound port>}).
+ * </ul>
  */
 public final class StandinServer {
 
-  private static final String USAGE = "usage: StandinServer [--host H] [--port N]";
+  private static final String USAGE =
+      "usage: StandinServer [--host H] [--port N] [--users-file FILE] [--tls-cert-key-file PEM]"
+          + " [--replset NAME [--advertise HOST:PORT]]";
 
   private StandinServer() {}
 
   /** Parsed command line. */
-  record Options(String host, int port) {
+  record Options(
+      String host, int port, Path usersFile, Path tlsPem, String replset, String advertise) {
 
     static Options parse(String[] args) {
       String host = "127.0.0.1";
       int port = 0;
+      Path usersFile = null;
+      Path tlsPem = null;
+      String replset = null;
+      String advertise = null;
       for (int i = 0; i < args.length; i++) {
         switch (args[i]) {
           case "--host" -> host = value(args, ++i);
           case "--port" -> port = parsePort(value(args, ++i));
+          case "--users-file" -> usersFile = Path.of(value(args, ++i));
+          case "--tls-cert-key-file" -> tlsPem = Path.of(value(args, ++i));
+          case "--replset" -> replset = nonEmpty(args, ++i);
+          case "--advertise" -> advertise = nonEmpty(args, ++i);
           default -> throw new IllegalArgumentException("unknown argument: " + args[i]);
         }
       }
-      return new Options(host, port);
+      if (advertise != null && replset == null) {
+        throw new IllegalArgumentException("--advertise needs --replset");
+      }
+      return new Options(host, port, usersFile, tlsPem, replset, advertise);
     }
 
     private static String value(String[] args, int i) {
@@ -36,6 +60,14 @@ public final class StandinServer {
         throw new IllegalArgumentException(args[i - 1] + " needs a value");
       }
       return args[i];
+    }
+
+    private static String nonEmpty(String[] args, int i) {
+      String v = value(args, i);
+      if (v.isEmpty()) {
+        throw new IllegalArgumentException(args[i - 1] + " needs a non-empty value");
+      }
+      return v;
     }
 
     private static int parsePort(String s) {
@@ -49,6 +81,10 @@ public final class StandinServer {
       }
       throw new IllegalArgumentException("invalid port: " + s);
     }
+  }
+
+  static String hostPort(String host, int port) {
+    return (host.contains(":") && !host.startsWith("[") ? "[" + host + "]" : host) + ":" + port;
   }
 
   public static void main(String[] args) {
@@ -66,7 +102,34 @@ public final class StandinServer {
       return;
     }
 
-    MongoServer server = new MongoServer(new MemoryBackend());
+    Users users = new Users();
+    PemKeyMaterial tls = null;
+    try {
+      if (options.usersFile() != null) {
+        users = Users.load(options.usersFile());
+      }
+      if (options.tlsPem() != null) {
+        tls = PemKeyMaterial.load(options.tlsPem());
+      }
+    } catch (Exception e) { // IOException or IllegalArgumentException; messages hold no secret
+      System.err.println(e.getMessage());
+      System.exit(66);
+      return;
+    }
+    ReplicaSet replSet = options.replset() == null ? null : new ReplicaSet(options.replset());
+    if (replSet != null && options.port() != 0) {
+      replSet.setSelf(
+          options.advertise() != null
+              ? options.advertise()
+              : hostPort(options.host(), options.port()));
+    }
+
+    MongoServer server =
+        new MongoServer(
+            new StandinBackend(users, options.usersFile() != null, replSet, tls != null));
+    if (tls != null) {
+      server.enableSsl(tls.key(), null, tls.chain());
+    }
     try {
       server.bind(options.host(), options.port());
     } catch (Exception e) { // Netty rethrows the checked BindException undeclared.
@@ -76,8 +139,13 @@ public final class StandinServer {
       return;
     }
     Runtime.getRuntime().addShutdownHook(new Thread(server::shutdownNow, "standin-shutdown"));
+    int port = server.getLocalAddress().getPort();
+    if (replSet != null && replSet.self() == null) {
+      replSet.setSelf(
+          options.advertise() != null ? options.advertise() : hostPort(options.host(), port));
+    }
 
-    System.out.println("LISTENING " + options.host() + ":" + server.getLocalAddress().getPort());
+    System.out.println("LISTENING " + options.host() + ":" + port);
     System.out.flush();
   }
 }

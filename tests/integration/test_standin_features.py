@@ -1,0 +1,235 @@
+"""The stand-in's authentication (SCRAM-SHA-256), TLS and replica-set simulation, through real
+clients: pymongo, the engine's helpers and the Java driver (YCSB binding)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+import shutil
+import subprocess
+import urllib.parse
+
+import pymongo
+import pytest
+from bson.binary import Binary
+from pymongo.errors import OperationFailure
+
+from mongobench import javabuild, testbed, ycsb
+
+pytestmark = pytest.mark.integration
+
+# Distinctive, so any occurrence in a log is a leak. The second password needs SASLprep: a soft
+# hyphen (mapped to nothing) and ROMAN NUMERAL NINE (NFKC: "IX").
+ADMIN_PW = "Adm1n:pa55/Secret!"
+PREP_PW_STORED = "pre\u00adp\u2168"
+PREP_PW_LOGIN = "prepIX"
+USERS = [
+    {"user": "alice", "password": ADMIN_PW},
+    {"user": "bob", "password": PREP_PW_STORED, "db": "app"},
+]
+TIMEOUT_MS = 5000
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    if not shutil.which("java") or not shutil.which("mvn"):
+        pytest.skip("java and mvn are needed to build the stand-in")
+    javabuild.build()
+    return tmp_path_factory.mktemp("standin-features")
+
+
+def _users_file(directory) -> str:
+    path = directory / "users.json"
+    path.write_text(json.dumps(USERS))
+    os.chmod(path, 0o600)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def auth_server(workdir):
+    srv = testbed.start_server(str(workdir / "auth"), users_file=_users_file(workdir))
+    yield srv
+    srv.stop()
+    log = (workdir / "auth" / "server.log").read_text(errors="replace")
+    assert ADMIN_PW not in log and "pwd" not in log, "a password reached the stand-in's log"
+
+
+def _client(uri: str, **kwargs) -> pymongo.MongoClient:
+    return pymongo.MongoClient(uri, serverSelectionTimeoutMS=TIMEOUT_MS, **kwargs)
+
+
+# ---- authentication --------------------------------------------------------------------------
+
+
+def test_login_and_commands(auth_server):
+    with _client(auth_server.uri, username="alice", password=ADMIN_PW) as c:
+        c.t.c.insert_one({"_id": 1})
+        assert c.t.c.find_one() == {"_id": 1}
+        status = c.admin.command("connectionStatus")
+        assert status["authInfo"]["authenticatedUsers"] == [{"user": "alice", "db": "admin"}]
+
+
+def test_wrong_password_fails_with_code_18(auth_server):
+    with _client(auth_server.uri, username="alice", password="not-it") as c:
+        with pytest.raises(OperationFailure) as exc:
+            c.t.c.find_one()
+    assert exc.value.code == 18
+
+
+def test_unauthenticated_commands_fail_with_code_13(auth_server):
+    with _client(auth_server.uri) as c:
+        assert c.admin.command("ping")["ok"] == 1  # handshake-era commands stay open
+        assert c.admin.command("buildInfo")["ok"] == 1
+        for run in (lambda: c.t.c.find_one(), lambda: c.list_database_names()):
+            with pytest.raises(OperationFailure) as exc:
+                run()
+            assert exc.value.code == 13
+            assert exc.value.details["codeName"] == "Unauthorized"
+            assert exc.value.details["errmsg"].endswith("requires authentication")
+        # users exist, so no localhost exception
+        with pytest.raises(OperationFailure) as exc:
+            c.admin.command("createUser", "mallory", pwd="x", roles=[])
+        assert exc.value.code == 13
+
+
+def test_saslprep_applies_to_stored_passwords(auth_server):
+    # pymongo SASLprep's the login password too, so both spellings log in.
+    for pw in (PREP_PW_LOGIN, PREP_PW_STORED):
+        with _client(auth_server.uri, username="bob", password=pw, authSource="app") as c:
+            assert c.app.command("connectionStatus")["authInfo"]["authenticatedUsers"] == [
+                {"user": "bob", "db": "app"}
+            ]
+    with _client(auth_server.uri, username="bob", password="prep", authSource="app") as c:
+        with pytest.raises(OperationFailure):
+            c.app.c.find_one()
+
+
+def test_create_user_then_login_and_drop(auth_server):
+    with _client(auth_server.uri, username="alice", password=ADMIN_PW) as admin:
+        admin.app.command("createUser", "carol", pwd="carol-pw", roles=["readWrite"])
+        with pytest.raises(OperationFailure) as exc:
+            admin.app.command("createUser", "carol", pwd="other", roles=[])
+        assert exc.value.code == 51003
+        with _client(auth_server.uri, username="carol", password="carol-pw", authSource="app") as c:
+            c.app.c.insert_one({"by": "carol"})
+        info = admin.app.command("usersInfo", "carol")["users"]
+        assert [(u["user"], u["db"], u["roles"]) for u in info] == [("carol", "app", ["readWrite"])]
+        admin.app.command("dropUser", "carol")
+        with _client(auth_server.uri, username="carol", password="carol-pw", authSource="app") as c:
+            with pytest.raises(OperationFailure) as exc:
+                c.app.c.find_one()
+            assert exc.value.code == 18
+
+
+def test_localhost_exception_creates_the_first_user(workdir):
+    empty = workdir / "no-users.json"
+    empty.write_text("[]")
+    srv = testbed.start_server(str(workdir / "no-users"), users_file=str(empty))
+    try:
+        with _client(srv.uri) as c:
+            with pytest.raises(OperationFailure) as exc:
+                c.t.c.find_one()  # auth is on even without users
+            assert exc.value.code == 13
+            c.admin.command("createUser", "root", pwd="root-pw", roles=["root"])
+            with pytest.raises(OperationFailure) as exc:  # the exception closes with the first user
+                c.admin.command("createUser", "second", pwd="x", roles=[])
+            assert exc.value.code == 13
+        with _client(srv.uri, username="root", password="root-pw") as c:
+            c.admin.command("createUser", "second", pwd="x", roles=[])
+    finally:
+        srv.stop()
+
+
+def _scram_login(client, db, user, password, *, speculative, skip_empty_exchange):
+    """A SCRAM-SHA-256 client conversation by hand, so both server paths pymongo does not choose
+    between (saslStart vs hello's speculativeAuthenticate; with and without the empty third
+    round trip) are exercised. `client` must have a single connection."""
+    nonce = base64.b64encode(os.urandom(24))
+    first_bare = b"n=" + user.encode() + b",r=" + nonce
+    start = {"saslStart": 1, "mechanism": "SCRAM-SHA-256", "payload": Binary(b"n,," + first_bare)}
+    if skip_empty_exchange:
+        start["options"] = {"skipEmptyExchange": True}
+    if speculative:
+        reply = client[db].command({"isMaster": 1, "speculativeAuthenticate": {**start, "db": db}})
+        res = reply["speculativeAuthenticate"]
+    else:
+        res = client[db].command(start)
+    assert res["done"] is False
+    server_first = bytes(res["payload"])
+    fields = dict(kv.split(b"=", 1) for kv in server_first.split(b","))
+    assert fields[b"r"].startswith(nonce) and int(fields[b"i"]) == 15000
+    salted = hashlib.pbkdf2_hmac(
+        "sha256", password.encode(), base64.b64decode(fields[b"s"]), int(fields[b"i"])
+    )
+    client_key = hmac.digest(salted, b"Client Key", "sha256")
+    without_proof = b"c=biws,r=" + fields[b"r"]
+    auth_msg = b",".join((first_bare, server_first, without_proof))
+    signature = hmac.digest(hashlib.sha256(client_key).digest(), auth_msg, "sha256")
+    proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature, strict=True)))
+    res = client[db].command(
+        "saslContinue",
+        1,
+        conversationId=res["conversationId"],
+        payload=Binary(without_proof + b",p=" + proof),
+    )
+    server_key = hmac.digest(salted, b"Server Key", "sha256")
+    assert bytes(res["payload"]) == b"v=" + base64.b64encode(
+        hmac.digest(server_key, auth_msg, "sha256")
+    )
+    assert res["done"] is skip_empty_exchange
+    if not res["done"]:
+        res = client[db].command(
+            "saslContinue", 1, conversationId=res["conversationId"], payload=Binary(b"")
+        )
+        assert res["done"] is True
+
+
+@pytest.mark.parametrize("speculative", [False, True], ids=["saslStart", "speculative"])
+@pytest.mark.parametrize("skip_empty", [True, False], ids=["skipEmptyExchange", "emptyExchange"])
+def test_scram_conversation_variants(auth_server, speculative, skip_empty):
+    with _client(auth_server.uri, maxPoolSize=1) as c:
+        c.admin.command("ping")
+        with pytest.raises(OperationFailure):
+            c.t.c.find_one()
+        _scram_login(
+            c, "admin", "alice", ADMIN_PW, speculative=speculative, skip_empty_exchange=skip_empty
+        )
+        assert c.t.list_collection_names() is not None  # the same connection is now logged in
+        assert c.admin.command("connectionStatus")["authInfo"]["authenticatedUsers"]
+
+
+def test_hello_lists_scram_sha_256(auth_server):
+    with _client(auth_server.uri) as c:
+        reply = c.admin.command("isMaster", saslSupportedMechs="admin.alice")
+        assert reply["saslSupportedMechs"] == ["SCRAM-SHA-256"]
+        assert reply["ismaster"] is True and reply["maxWireVersion"] >= 6
+
+
+def _run_ycsb_load(uri: str, tmp_path, records: int = 50) -> subprocess.CompletedProcess:
+    urlfile = tmp_path / "uri"
+    urlfile.write_text(uri + "\n")
+    os.chmod(urlfile, 0o600)
+    props = tmp_path / "load.properties"
+    props.write_text(
+        ycsb.workload_properties(recordcount=records, urlfile=str(urlfile), fieldcount=2)
+    )
+    cmd = ycsb.ycsb_command(javabuild.ycsb_classpath(), "load", str(props))
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=180, check=False)
+
+
+def test_java_driver_logs_in(auth_server, tmp_path):
+    host_port = auth_server.uri.split("//", 1)[1].rstrip("/")
+    uri = f"mongodb://alice:{urllib.parse.quote_plus(ADMIN_PW)}@{host_port}/jv?authSource=admin"
+    proc = _run_ycsb_load(uri, tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert ADMIN_PW not in proc.stdout + proc.stderr
+    assert "[INSERT], Return=OK, 50" in proc.stdout
+    with _client(auth_server.uri, username="alice", password=ADMIN_PW) as c:
+        assert c.jv.usertable.count_documents({}) == 50
+    bad = uri.replace("Secret", "Wrong")
+    proc = _run_ycsb_load(bad, tmp_path)
+    assert proc.returncode != 0 or "Return=OK" not in proc.stdout
+    assert "Exception authenticating" in proc.stdout + proc.stderr
