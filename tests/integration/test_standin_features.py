@@ -233,3 +233,64 @@ def test_java_driver_logs_in(auth_server, tmp_path):
     proc = _run_ycsb_load(bad, tmp_path)
     assert proc.returncode != 0 or "Return=OK" not in proc.stdout
     assert "Exception authenticating" in proc.stdout + proc.stderr
+
+
+# ---- TLS -------------------------------------------------------------------------------------
+
+
+def _openssl(*args, cwd) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def certs(workdir):
+    """A throwaway CA and a server certificate for 127.0.0.1/localhost, as PKCS#8 and PKCS#1 PEMs."""
+    if not shutil.which("openssl"):
+        pytest.skip("the openssl CLI is needed to make test certificates")
+    d = workdir / "certs"
+    d.mkdir()
+    _openssl(
+        "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
+        "-days", "2", "-subj", "/CN=mongobench test CA", cwd=d,
+    )  # fmt: skip
+    _openssl(
+        "req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr",
+        "-subj", "/CN=localhost", cwd=d,
+    )  # fmt: skip
+    (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    _openssl(
+        "x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+        "-CAcreateserial", "-out", "server.crt", "-days", "2", "-extfile", "san.ext", cwd=d,
+    )  # fmt: skip
+    _openssl("rsa", "-in", "server.key", "-traditional", "-out", "server.rsa.key", cwd=d)
+    cert = (d / "server.crt").read_text()
+    pkcs8 = (d / "server.key").read_text()
+    pkcs1 = (d / "server.rsa.key").read_text()
+    assert "BEGIN PRIVATE KEY" in pkcs8 and "BEGIN RSA PRIVATE KEY" in pkcs1
+    (d / "pkcs8.pem").write_text(cert + pkcs8)
+    (d / "pkcs1.pem").write_text(cert + pkcs1)
+    return d
+
+
+@pytest.mark.parametrize("key_format", ["pkcs8", "pkcs1"])
+def test_tls_only(workdir, certs, key_format):
+    srv = testbed.start_server(
+        str(workdir / f"tls-{key_format}"), tls_pem=str(certs / f"{key_format}.pem")
+    )
+    try:
+        assert "tls=true" in srv.uri
+        with _client(f"{srv.uri}&tlsCAFile={certs / 'ca.pem'}") as c:
+            c.t.c.insert_one({"_id": "over tls"})
+            assert c.t.c.find_one()["_id"] == "over tls"
+        if key_format == "pkcs1":
+            return  # the key format only matters for loading; the checks below are the same
+        plain = f"mongodb://127.0.0.1:{srv.port}/"
+        with pymongo.MongoClient(plain, serverSelectionTimeoutMS=500) as c:
+            with pytest.raises(pymongo.errors.ServerSelectionTimeoutError):
+                c.admin.command("ping")
+        # and the certificate is really checked: without the CA the client refuses it
+        with pymongo.MongoClient(srv.uri, serverSelectionTimeoutMS=500) as c:
+            with pytest.raises(pymongo.errors.ServerSelectionTimeoutError, match="CERTIFICATE"):
+                c.admin.command("ping")
+    finally:
+        srv.stop()
