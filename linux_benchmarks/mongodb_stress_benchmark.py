@@ -16,28 +16,37 @@ when none), plus per-step samples. A failed YCSB process, a missing p99 or a dea
 ends the search with a clear error (a `Step Failed` sample; the run ends FAILED after the
 steps already measured are published).
 
+With --mongodb_stress_tls every instance accepts TLS connections only (requireTLS) with a
+server certificate from a CA made for the run on the PKB host (mongobench.tlscerts: the
+certificate names every server address the clients use); its PEM reaches the server VM as a
+0600 file, the CA certificate the client VMs, and YCSB trusts exactly that CA.
+
 Cleanup stops every mongod, YCSB and stress-ng process the benchmark started, by PID,
 removes its directories and restores the host settings it changed.
 
-The arithmetic (sizing, plans, search, results, KPIs) is mongobench.stress; this module runs
-it on the VMs. Not supported: TLS (the stand-in has no TLS, so nothing here could test it).
+The arithmetic (sizing, plans, placement, search, results, KPIs) is mongobench.stress; this
+module runs it on the VMs.
 """
 
 import dataclasses
 import logging
 import os
+import posixpath
+import shlex
+import shutil
 import time
 
 from absl import flags
 from perfkitbenchmarker import background_tasks, configs, errors, sample, vm_util
 from perfkitbenchmarker.linux_packages import (
+    mongobench_client,
     mongobench_host,
     mongobench_mongod,
     mongobench_stress_ng,
     mongobench_ycsb,
 )
 
-from mongobench import mongod, stress
+from mongobench import mongod, stress, tlscerts
 
 BENCHMARK_NAME = "mongodb_stress"
 BENCHMARK_CONFIG = """
@@ -200,8 +209,9 @@ _NUMACTL_MEMORY = flags.DEFINE_enum(
 _ADDRESSES = flags.DEFINE_list(
     "mongodb_stress_server_addresses",
     [],
-    "Server addresses the clients use, one per NIC: instance i is reached on address"
-    " i mod count (default: the server's internal IP).",
+    "Server addresses the clients use, one per NIC: IPv4 addresses, interface names of the"
+    " server (eth1: its IPv4 address), or 'all' (every internal IP PKB knows for the server"
+    " VM). Instance i is reached on address i mod count (default: the internal IP).",
 )
 _BIND_IP = flags.DEFINE_string(
     "mongodb_stress_bind_ip",
@@ -224,6 +234,12 @@ _HOST_SETTINGS = flags.DEFINE_bool(
     True,
     "Apply the production-notes host settings on the server (THP per version, swappiness,"
     " zone_reclaim_mode, readahead); the previous values are restored at cleanup.",
+)
+_TLS = flags.DEFINE_bool(
+    "mongodb_stress_tls",
+    False,
+    "Instances accept TLS connections only (requireTLS), with a certificate from a CA made"
+    " for this run on the PKB host (openssl); YCSB connects with tls=true and trusts that CA.",
 )
 _CLIENT_VMS = flags.DEFINE_integer(
     "mongodb_stress_client_vms",
@@ -263,6 +279,11 @@ def CheckPrerequisites(benchmark_config):
         raise errors.Config.InvalidValue(
             "--mongodb_stress_stress_ng_per_numa_node needs --mongodb_stress_hold_memory"
         )
+    if _TLS.value and not shutil.which("openssl"):
+        raise errors.Setup.InvalidSetupError(
+            "--mongodb_stress_tls makes the run's certificates with the openssl command on the"
+            " PKB host; it is not on PATH (Debian/Ubuntu: apt-get install openssl)"
+        )
 
 
 # ----------------------------------------------------------------------------- state
@@ -275,7 +296,9 @@ class _State:
     facts: dict
     hosts: tuple
     bind_ip: str
-    cpu_groups: list | None
+    numactl: list  # numactl prefix of each instance 0..max_instances-1 ([] each: none)
+    instance_nodes: list  # NUMA node id of each instance
+    tls_pem: str | None  # the server's certificate-key PEM on the server VM
     metadata: dict
     loaded: set = dataclasses.field(default_factory=set)
     running: set = dataclasses.field(default_factory=set)
@@ -291,13 +314,19 @@ def _UsesNumactl():
 
 
 def _ServerFacts(vm, server):
-    """Memory, vCPUs, free disk under the instances directory, NUMA nodes, online CPUs."""
+    """Memory, vCPUs, free disk under the instances directory, NUMA nodes (numactl --hardware
+    when numactl is there), cores (lscpu), online CPUs and network addresses (ip -o addr)."""
     out, _ = vm.RemoteCommand(
-        f"df -B1 --output=avail {server.instances_dir}; echo ---; "
+        f"df -B1 --output=avail {shlex.quote(server.instances_dir)}; echo ---; "
         "ls -d /sys/devices/system/node/node[0-9]* 2>/dev/null | wc -l; echo ---; "
-        "cat /sys/devices/system/cpu/online"
+        "cat /sys/devices/system/cpu/online; echo ---; "
+        "numactl --hardware 2>/dev/null; echo ---; "
+        "lscpu -p=CPU,CORE,SOCKET 2>/dev/null; echo ---; "
+        "ip -o addr show 2>/dev/null; true"
     )
-    df, nodes, online = out.split("---")
+    df, nodes, online, numactl, lscpu, ip_addr = out.split("---")
+    cpus = stress.parse_cpu_list(online)
+    numa = stress.parse_numactl_hardware(numactl) or (stress.NumaNode(0, tuple(cpus)),)
     facts = {
         "memory_bytes": int(_MEMORY_GB.value * stress.GiB)
         if _MEMORY_GB.value
@@ -307,7 +336,10 @@ def _ServerFacts(vm, server):
         if _DISK_GB.value is not None
         else stress.parse_df_avail(df),
         "numa_nodes": max(1, int(nodes.strip() or 1)),
-        "cpus": stress.parse_cpu_list(online),
+        "numa": numa,
+        "cores": stress.parse_lscpu_cores(lscpu),
+        "cpus": cpus,
+        "interfaces": stress.parse_ip_addr(ip_addr) or None,  # None: no `ip`, no check
     }
     facts["sources"] = {
         "memory": "flag" if _MEMORY_GB.value else "server",
@@ -338,6 +370,29 @@ def _PrepareClient(vm):
     return mongobench_ycsb.Deploy(vm)
 
 
+def _SetUpTls(server_vm, clients, server, hosts):
+    """Makes the run's CA and server certificate (for every address in `hosts`) on the PKB
+    host, puts the server's PEM on the server VM (0600, through a file: key material is
+    never on a command line) and the CA certificate on every client VM. Returns the PEM's
+    path on the server and sample metadata."""
+    local = os.path.join(vm_util.GetTempDir(), "mongodb_stress", "tls")
+    try:
+        material = tlscerts.generate(local, hosts)
+    except (RuntimeError, ValueError) as e:
+        raise errors.Setup.InvalidSetupError(f"mongodb_stress TLS certificates: {e}") from e
+    remote_pem = posixpath.join(server.workdir, "tls", tlscerts.SERVER_PEM)
+    q = shlex.quote(posixpath.dirname(remote_pem))
+    server_vm.RemoteCommand(f"mkdir -p {q} && chmod 700 {q}")
+    with open(material.server_pem) as f:
+        mongobench_client.PushSecret(server_vm, remote_pem, f.read())
+    os.remove(material.server_pem)  # the VM has it; the CA's key is gone already
+    background_tasks.RunThreaded(
+        lambda vm: mongobench_ycsb.PushTlsCa(vm, material.ca_cert), clients
+    )
+    logging.info("mongodb_stress: TLS certificate for %s", ",".join(hosts))
+    return remote_pem, {"tls_mode": "requireTLS", **material.metadata()}
+
+
 def Prepare(benchmark_spec):
     """Installs and ships what each VM needs, sizes the run, applies host settings."""
     benchmark_spec.always_call_cleanup = True  # stop what we started even when a stage fails
@@ -364,15 +419,33 @@ def Prepare(benchmark_spec):
         raise errors.Benchmarks.PrepareException(
             f"only {sizing.max_instances} instance(s) fit, below --mongodb_stress_min_instances"
         )
-    cpu_groups = None
-    if _NUMACTL_CPU.value == "cpus":
-        try:
-            cpu_groups = stress.split_cpus(facts["cpus"], sizing.max_instances)
-        except ValueError as e:
-            raise errors.Config.InvalidValue(f"--mongodb_stress_numactl_cpu=cpus: {e}") from e
-
-    hosts = tuple(_ADDRESSES.value) or (server_vm.internal_ip,)
+    try:
+        hosts = stress.resolve_server_addresses(
+            _ADDRESSES.value,
+            internal_ips=server_vm.GetInternalIPs(),
+            interfaces=facts["interfaces"],
+        )
+    except ValueError as e:
+        raise errors.Config.InvalidValue(f"--mongodb_stress_server_addresses: {e}") from e
     bind_ip = _BIND_IP.value or ",".join(dict.fromkeys([*hosts, "127.0.0.1"]))
+    numa_meta = {}
+    try:
+        numactl = stress.placement_prefixes(
+            sizing.max_instances,
+            facts["numa"],
+            cpu=_NUMACTL_CPU.value,
+            memory=_NUMACTL_MEMORY.value,
+            cores=facts["cores"],
+        )
+        placed = stress.instance_nodes(sizing.max_instances, facts["numa"])
+    except ValueError as e:
+        raise errors.Config.InvalidValue(f"--mongodb_stress_numactl_*: {e}") from e
+    if _UsesNumactl():
+        # each instance's placement as it is started: numactl's options
+        numa_meta["numactl_instances"] = ";".join(
+            f"{i}:{' '.join(p[1:-1])}" for i, p in enumerate(numactl)
+        )
+    tls_pem, tls_meta = _SetUpTls(server_vm, clients, server, hosts) if _TLS.value else (None, {})
 
     meta = {
         **server.metadata(),
@@ -389,6 +462,7 @@ def Prepare(benchmark_spec):
         "server_vcpus": facts["vcpus"],
         "server_disk_free_gib": round(facts["disk_free_bytes"] / stress.GiB, 2),
         "server_numa_nodes": facts["numa_nodes"],
+        "server_numa_cpu_nodes": sum(1 for n in facts["numa"] if n.cpus),
         "sizing_inputs": ",".join(f"{k}:{v}" for k, v in facts["sources"].items()),
         "server_addresses": ",".join(hosts),
         "first_port": _FIRST_PORT.value,
@@ -401,7 +475,9 @@ def Prepare(benchmark_spec):
             if _HOLD.value
             else "skipped (--nomongodb_stress_hold_memory): data may fit in the page cache"
         ),
-        "tls": False,
+        "tls": _TLS.value,
+        **numa_meta,
+        **tls_meta,
     }
     if _HOLD.value and _HOLD_GB.value is not None:
         meta["memory_hold"] += f", fixed {_HOLD_GB.value:g} GiB (--mongodb_stress_hold_memory_gb)"
@@ -409,7 +485,9 @@ def Prepare(benchmark_spec):
         meta.update(mongobench_mongod.ApplyHostSettings(server_vm, server, server.instances_dir))
     else:
         meta["host_settings_applied"] = False
-    benchmark_spec.mongodb_stress = _State(server, sizing, facts, hosts, bind_ip, cpu_groups, meta)
+    benchmark_spec.mongodb_stress = _State(
+        server, sizing, facts, hosts, bind_ip, numactl, placed, tls_pem, meta
+    )
     logging.info("mongodb_stress sizing: %s", sizing.metadata())
 
 
@@ -423,18 +501,7 @@ def _Instance(st, index):
         host=st.hosts[index % len(st.hosts)],
         bind_ip=st.bind_ip,
         first_port=_FIRST_PORT.value,
-    )
-
-
-def _NumactlPrefix(st, index):
-    if not _UsesNumactl():
-        return []
-    return stress.numactl_prefix(
-        index,
-        numa_nodes=st.facts["numa_nodes"],
-        cpu=_NUMACTL_CPU.value,
-        memory=_NUMACTL_MEMORY.value,
-        cpus=st.cpu_groups[index] if st.cpu_groups else None,
+        tls_pem=st.tls_pem,
     )
 
 
@@ -457,8 +524,9 @@ def _EnsureInstances(vm, st, n):
             version=st.server.config_version,
             bind_ip=st.bind_ip,
             first_port=_FIRST_PORT.value,
+            tls_certificate_key_file=st.tls_pem,
         )
-        mongobench_mongod.Start(vm, st.server, inst, config, numactl=_NumactlPrefix(st, index))
+        mongobench_mongod.Start(vm, st.server, inst, config, numactl=st.numactl[index])
         return index
 
     todo = [i for i in range(n) if i not in st.running]
@@ -468,6 +536,10 @@ def _EnsureInstances(vm, st, n):
         if st.server.kind == "mongod" and "mongod_ulimit_nofile" not in st.metadata:
             limits = mongobench_mongod.Limits(vm, _Instance(st, todo[0]))
             st.metadata.update({f"mongod_ulimit_{k}": v for k, v in limits.items()})
+
+
+def _TlsCa(st, vm):
+    return mongobench_ycsb.TlsCaPath(vm) if st.tls_pem else None
 
 
 def _LocalDir(vm):
@@ -519,7 +591,12 @@ def _Load(clients, st, plan):
     """Loads the instances of plan.load (those never loaded), in parallel over the clients."""
 
     def props(p, vm):
-        return stress.load_properties(p, threads=_LOAD_THREADS.value, batchsize=_LOAD_BATCH.value)
+        return stress.load_properties(
+            p,
+            threads=_LOAD_THREADS.value,
+            batchsize=_LOAD_BATCH.value,
+            tls_ca_file=_TlsCa(st, vm),
+        )
 
     timeout = _LOAD_TIMEOUT.value
     results = _RunYcsb(clients, plan.load, props, timeout, expected_s=0)
@@ -528,6 +605,38 @@ def _Load(clients, st, plan):
         rc = _ReturnCode(state, out, f"loading instance {p.instance}", timeout)
         stress.load_result(p, rc, out.text)
         st.loaded.add(p.instance)
+
+
+def _HoldMemory(vm, st, n):
+    """stress-ng holding what the n running instances must not have (per NUMA node when
+    asked: for instances bound to their node, each node keeps its own instances' share)."""
+    fixed = int(_HOLD_GB.value * stress.GiB) if _HOLD_GB.value is not None else None
+    common = {
+        "name": f"step{n:03d}",
+        "workers": _STRESS_NG_WORKERS.value or max(1, min(8, st.facts["vcpus"])),
+        # a safety net should nobody stop it: stress-ng ends by itself after the step
+        "timeout_s": _DURATION.value + _STEP_GRACE.value + 900,
+    }
+    if _STRESS_NG_NUMA.value:
+        nodes = st.facts["numa"]
+        if fixed is not None:
+            per_node = stress.split_by_node_size(fixed, nodes)
+        else:
+            per_node = stress.hold_per_node(
+                st.sizing.usable_memory,
+                nodes,
+                st.instance_nodes[:n],
+                st.sizing.memory_per_instance,
+                bound=_NUMACTL_MEMORY.value == "bind",
+            )
+        cpu_nodes = {node.id for node in nodes if node.cpus}
+        return mongobench_stress_ng.Start(vm, 0, node_bytes=per_node, cpu_nodes=cpu_nodes, **common)
+    amount = (
+        fixed
+        if fixed is not None
+        else stress.memory_to_hold_bytes(st.sizing.usable_memory, n, st.sizing.memory_per_instance)
+    )
+    return mongobench_stress_ng.Start(vm, amount, **common)
 
 
 def _Step(spec, n):
@@ -558,22 +667,7 @@ def _Step(spec, n):
             logging.warning("%s: could not drop the page cache: %s", server_vm.name, stderr)
     hold = None
     if _HOLD.value:
-        amount = (
-            int(_HOLD_GB.value * stress.GiB)
-            if _HOLD_GB.value is not None
-            else stress.memory_to_hold_bytes(
-                st.sizing.usable_memory, n, st.sizing.memory_per_instance
-            )
-        )
-        hold = mongobench_stress_ng.Start(
-            server_vm,
-            amount,
-            name=f"step{n:03d}",
-            workers=_STRESS_NG_WORKERS.value or max(1, min(8, st.facts["vcpus"])),
-            numa_nodes=st.facts["numa_nodes"] if _STRESS_NG_NUMA.value else None,
-            # a safety net should nobody stop it: stress-ng ends by itself after the step
-            timeout_s=_DURATION.value + _STEP_GRACE.value + 900,
-        )
+        hold = _HoldMemory(server_vm, st, n)
         info["hold_gib"] = round((hold.hold_bytes if hold else 0) / stress.GiB, 3)
     try:
 
@@ -585,6 +679,7 @@ def _Step(spec, n):
                 target=_TARGET_OPS.value,
                 threads=_RUN_THREADS.value,
                 histograms=_HISTOGRAMS.value,
+                tls_ca_file=_TlsCa(st, vm),
             )
 
         t1 = time.time()

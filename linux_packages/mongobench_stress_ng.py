@@ -3,7 +3,8 @@
 `AptInstall`/`YumInstall` add stress-ng through the OS package manager (PKB calls them only
 when install_packages is true); `Check` verifies it is there on every VM. `Start` runs the
 engine's `mongobench.stress.stress_ng_commands` detached (`--vm-keep --vm-locked --vm-hang 0`,
-one process per NUMA node when asked), each with its own PID, output and YAML file in a
+one process per NUMA node, with that node's amount, when asked), each with its own PID,
+output and YAML file in a
 private work directory, waits until the memory is actually held (VmLck of its workers), and
 `Stop` ends exactly those processes and their workers (the session each was given), never
 processes found by name. PKB's own stress_ng package is not used: it parses stdout (stress-ng
@@ -66,7 +67,7 @@ class Hold:
     name: str
     hold_bytes: int
     workers: int
-    numa_nodes: int | None
+    node_bytes: dict | None  # NUMA node id -> bytes, when held per node
     pid_files: tuple
     pids: tuple
     outputs: tuple
@@ -75,24 +76,31 @@ class Hold:
         return {
             "stress_ng_hold_gib": round(self.hold_bytes / stress.GiB, 3),
             "stress_ng_workers": self.workers,
-            "stress_ng_per_numa_node": bool(self.numa_nodes),
+            "stress_ng_per_numa_node": bool(self.node_bytes),
         }
 
 
-def Start(vm, hold_bytes, *, name, workers, numa_nodes=None, timeout_s=None, wait_s=600):
+def Start(
+    vm, hold_bytes, *, name, workers, node_bytes=None, cpu_nodes=None, timeout_s=None, wait_s=600
+):
     """Starts stress-ng holding `hold_bytes` (locked) and waits until it is held.
 
-    `timeout_s` is stress-ng's own --timeout, a safety net should nobody stop it. Returns
-    None when there is less than 1 MiB to hold. Raises when stress-ng exits or does not hold
-    the memory within `wait_s` (then it is stopped first)."""
+    `node_bytes` (NUMA node id -> bytes, mongobench.stress.hold_per_node) holds per node
+    instead, one process each (`cpu_nodes`: the nodes that have CPUs); `hold_bytes` is then
+    ignored. `timeout_s` is stress-ng's own --timeout, a safety net should nobody stop it.
+    Returns None when there is less than 1 MiB to hold. Raises when stress-ng exits or does
+    not hold the memory within `wait_s` (then it is stopped first)."""
+    if node_bytes is not None:
+        node_bytes = {int(k): int(v) for k, v in node_bytes.items()}
+        hold_bytes = sum(node_bytes.values())
     if hold_bytes < MIB:
         return None
     workdir = WorkDir(vm)
     cmds = stress.stress_ng_commands(
-        hold_bytes,
+        node_bytes if node_bytes is not None else hold_bytes,
         workers=workers,
         yaml_path=posixpath.join(workdir, f"{name}.yaml"),
-        numa_nodes=numa_nodes,
+        cpu_nodes=cpu_nodes,
         timeout_s=timeout_s,
     )
     pid_files, outputs, pids = [], [], []
@@ -111,7 +119,7 @@ def Start(vm, hold_bytes, *, name, workers, numa_nodes=None, timeout_s=None, wai
         name,
         int(hold_bytes),
         workers,
-        numa_nodes,
+        node_bytes,
         tuple(pid_files),
         tuple(pids),
         tuple(outputs),

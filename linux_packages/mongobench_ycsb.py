@@ -20,7 +20,8 @@ PID, never by name:
 
 Property files are built by `mongobench.ycsb.workload_properties` (or
 `mongobench.stress.run_properties`/`load_properties`); put credentials in a 0600 file
-(`mongobench_client.PushSecret`) named by `mongodb.urlfile`, never in the properties.
+(`mongobench_client.PushSecret`) named by `mongodb.urlfile`, never in the properties. For TLS
+with a private CA, `PushTlsCa` puts its certificate where `mongodb.tlsCAFile` can name it.
 """
 
 import dataclasses
@@ -121,6 +122,19 @@ def RunDir(vm):
 
 def Classpath(workdir):
     return posixpath.join(workdir, "lib", "*")
+
+
+def TlsCaPath(vm):
+    """Where PushTlsCa puts the CA certificate YCSB trusts (mongodb.tlsCAFile) on `vm`."""
+    return posixpath.join(WorkDir(vm), "tls", "ca.pem")
+
+
+def PushTlsCa(vm, local_path):
+    """Copies a CA certificate (public: no secret) to TlsCaPath(vm); returns that path."""
+    remote = TlsCaPath(vm)
+    vm.RemoteCommand(f"mkdir -p {shlex.quote(posixpath.dirname(remote))}")
+    vm.PushFile(local_path, remote)
+    return remote
 
 
 def MakeWorkDir(vm, path):
