@@ -135,3 +135,56 @@ def test_stress_on_the_test_bed(pkb_python, tmp_path, pkb_temp):
         f"{meta['p99_read_latency_ms']} ms); Maximum Throughput for Latency SLA "
         f"{sla['value']:.1f} ops/s ({sla_meta.get('reason', 'met')}); steps {tried}"
     )
+
+
+def test_stress_with_tls_on_the_test_bed(pkb_python, tmp_path, pkb_temp):
+    """--mongodb_stress_tls: the stand-ins serve TLS only with the run's certificate, every
+    YCSB process connects with tls=true and the run's CA, and every sample says tls."""
+    if not shutil.which("openssl"):
+        pytest.skip("openssl is not installed")
+    state = testbed.up(str(tmp_path / "tb"))
+    try:
+        p = subprocess.run(
+            [
+                pkb_python,
+                "pkb.py",
+                "--benchmarks=mongodb_stress",
+                f"--benchmark_config_file={state['configs']['mongodb_stress']}",
+                f"--temp_dir={pkb_temp}",
+                "--mongodb_stress_tls",
+                "--mongodb_stress_max_instances=2",
+            ],
+            cwd=PKB_DIR,
+            capture_output=True,
+            text=True,
+            timeout=1200,
+        )
+    finally:
+        testbed.down(str(tmp_path / "tb"))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    [run_dir] = glob.glob(str(pkb_temp / "runs" / "*"))
+    samples = [json.loads(line) for line in open(f"{run_dir}/perfkitbenchmarker_results.json")]
+    # the benchmark's own samples (PKB adds its run-time samples under the same test name)
+    ours = [s for s in samples if s["test"] == "mongodb_stress" and "|search:" in s["labels"]]
+    metrics = {s["metric"] for s in ours}
+    assert {
+        "Maximum Throughput",
+        "Maximum Throughput for Latency SLA",
+        "Step Throughput",
+    } <= metrics
+    assert "Step Failed" not in metrics
+    for s in ours:
+        meta = labels(s)
+        assert meta["tls"] == "True", s["metric"]
+        assert meta["tls_mode"] == "requireTLS" and meta["tls_server_names"] == "127.0.0.1"
+    [top] = [s for s in ours if s["metric"] == "Maximum Throughput"]
+    assert top["value"] > 0 and labels(top)["p99_source"] == "merged histograms"
+
+    log = open(f"{run_dir}/pkb.log").read()
+    # the stand-ins got the PEM; YCSB trusted the run's CA; no key material was logged
+    assert "--tls-cert-key-file" in log and "mongodb.tlsCAFile=" in log
+    assert "PRIVATE KEY" not in log
+    # on the PKB host only the CA certificate is left: the CA's key was deleted after
+    # signing, the server's PEM after it reached the server VM
+    left = set(os.listdir(f"{run_dir}/mongodb_stress/tls"))
+    assert "ca.pem" in left and left.isdisjoint({"server.pem", "ca.key", "server.key"}), left
