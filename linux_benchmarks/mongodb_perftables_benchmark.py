@@ -407,7 +407,7 @@ def _RunPlan(client, state, plan):
         f"cd {state['workdir']} && venv/bin/python -m mongobench topology up --plan {remote}"
         f" --timeout {_TOPOLOGY_TIMEOUT.value}"
     )
-    logging.info("mongodb_perftables: topology %s", out.strip().splitlines()[-1:] or out)
+    logging.info("mongodb_perftables: topology %s", (out.strip().splitlines() or [""])[-1])
 
 
 def _HardwareLabels(benchmark_spec, kind):

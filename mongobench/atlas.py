@@ -309,15 +309,28 @@ def digest_authorization(
 
 
 class _Secret:
-    """Holds a credential; its repr never shows it (vars()/__dict__ dumps stay clean)."""
+    """Holds a credential; its repr never shows it (vars()/__dict__ dumps stay clean).
 
-    __slots__ = ("_value",)
+    Pickled (PKB pickles the benchmark spec into its run directory) it keeps only
+    the name of the environment variable it came from, and reads it again when
+    unpickled: the value never reaches a file.
+    """
 
-    def __init__(self, value: str | None):
+    __slots__ = ("_value", "_env")
+
+    def __init__(self, value: str | None, env: str | None = None):
         self._value = value
+        self._env = env
 
     def reveal(self) -> str | None:
         return self._value
+
+    def __getstate__(self):
+        return {"env": self._env}
+
+    def __setstate__(self, state):
+        self._env = state.get("env")
+        self._value = os.environ.get(self._env, "").strip() or None if self._env else None
 
     def __repr__(self) -> str:
         return "<secret>" if self._value else "<unset>"
@@ -336,6 +349,8 @@ class AtlasClient:
         base_url: str = API_BASE,
         api_version: str = API_VERSION,
         timeout: float = 60.0,
+        secret_env: str | None = None,
+        client_secret_env: str | None = None,
     ):
         if not re.fullmatch(r"[0-9a-fA-F]{24}", project_id or ""):
             raise ValueError("project id must be 24 hexadecimal digits")
@@ -346,9 +361,9 @@ class AtlasClient:
         self.api_version = api_version
         self.timeout = timeout
         self._user = public_key
-        self._secret = _Secret(private_key)
+        self._secret = _Secret(private_key, secret_env)
         self._client_id = client_id
-        self._client_secret = _Secret(client_secret)
+        self._client_secret = _Secret(client_secret, client_secret_env)
         self._challenge: dict | None = None
         self._nc = 0
         self._token: str | None = None
@@ -357,6 +372,10 @@ class AtlasClient:
     def __repr__(self) -> str:
         auth = "service-account" if self._client_id else "api-key"
         return f"AtlasClient(project={self.project_id}, auth={auth}, base={self.base_url})"
+
+    def __getstate__(self):
+        # a bearer token is a secret too; digest state is per connection anyway
+        return {**self.__dict__, "_token": None, "_token_expiry": 0.0, "_challenge": None}
 
     @classmethod
     def from_env(cls, env=None, **kwargs) -> AtlasClient:
@@ -372,7 +391,10 @@ class AtlasClient:
                 f"set {ENV_PUBLIC_KEY} and {ENV_PRIVATE_KEY} (API key) or"
                 f" {ENV_CLIENT_ID} and {ENV_CLIENT_SECRET} (service account)"
             )
-        return cls(project, pub or None, priv or None, cid or None, csec or None, **kwargs)
+        return cls(
+            project, pub or None, priv or None, cid or None, csec or None,
+            secret_env=ENV_PRIVATE_KEY, client_secret_env=ENV_CLIENT_SECRET, **kwargs,
+        )  # fmt: skip
 
     # -- transport --
 

@@ -453,3 +453,27 @@ def test_deployment_secret_stays_out_of_logs_and_errors(fake, caplog):
     d.teardown()
     assert all(password not in r.getMessage() for r in caplog.records)
     assert password not in repr(d.__dict__.get("client"))
+
+
+def test_pickled_client_holds_no_secret_and_reads_the_environment_again(fake, monkeypatch):
+    # PKB pickles the benchmark spec (with the run's AtlasDeployment) into its run directory
+    import pickle
+
+    env = {"ATLAS_PROJECT_ID": PROJECT, "ATLAS_PUBLIC_KEY": PUBLIC, "ATLAS_PRIVATE_KEY": PRIVATE}
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    d = atlas.AtlasDeployment(
+        atlas.AtlasClient.from_env(base_url=fake.base), SPEC, username="u", poll=1, sleep=no_sleep
+    )
+    d.provision()
+    blob = pickle.dumps(d)
+    assert PRIVATE.encode() not in blob
+    restored = pickle.loads(blob)  # e.g. PKB's --run_stage=cleanup in a later process
+    assert restored.teardown() == [] and fake.clusters == {}
+    sa = atlas.AtlasClient(
+        PROJECT, client_id=CLIENT_ID, client_secret=CLIENT_SECRET, base_url=fake.base
+    )
+    blob = pickle.dumps(sa)
+    assert CLIENT_SECRET.encode() not in blob
+    monkeypatch.delenv("ATLAS_PRIVATE_KEY")
+    assert pickle.loads(pickle.dumps(d.client))._secret.reveal() is None
