@@ -736,15 +736,40 @@ class Zipfian:
         # high bits of the 64-bit product pick the key (n need not be coprime).
         return (((self.rank(u) * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF) * self.n) >> 64
 
+    def sampler(self, rand):
+        """`lambda: self.key(rand())` as one closure over locals: the pipelined
+        driver's per-operation path, where method calls and attribute look-ups count."""
+        n, zetan, half, alpha, eta = self.n, self.zetan, self.half, self.alpha, self.eta
+        one, last = 1 % n, n - 1
+
+        def next_key():
+            u = rand()
+            uz = u * zetan
+            if uz < 1.0:
+                r = 0
+            elif uz < half:
+                r = one
+            else:
+                r = int(n * (eta * u - eta + 1) ** alpha)
+                if r > last:
+                    r = last
+            return (((r * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF) * n) >> 64
+
+        return next_key
+
 
 @register("read_update")
 class ReadUpdateWorkload(TimedLoop):
     """YCSB-like reads and updates by key over 1 KB documents, zipfian keys.
 
     Settings: preload_docs, doc_size_kb, threads, duration_s or total_ops,
-    read_proportion, driver (pymongo | pipelined), depth (requests in flight
-    per connection with the pipelined driver; its latencies include the wait
-    inside the batch).
+    read_proportion, driver (pymongo | pipelined), depth (requests per batch
+    with the pipelined driver, two batches in flight per connection; its
+    latencies include the wait inside the pipeline). The pipelined driver
+    (mongobench.wire) connects to the URI's primary with its credentials and
+    TLS settings; an operation succeeds when its reply says ok and one
+    document was found (read) or matched without a write or write-concern
+    error (update); anything else is counted as an error.
     """
 
     required = ("preload_docs", "doc_size_kb", "threads", "read_proportion", "driver")
@@ -785,9 +810,7 @@ class ReadUpdateWorkload(TimedLoop):
     def _pipelined(self, idx, nthreads, stats, stop, zipf, reads):
         from mongobench import wire
 
-        client = self.db.client
-        where = wire.target(self._uri(), client.primary or client.address)
-        conn = wire.Connection(**where)
+        conn = wire.connect(self._uri())  # the primary; authenticated; TLS per the URI
         db, coll = self.db.name, self.coll_name
         wc = self.s.get("write_concern")
         wc = {"w": int(wc) if str(wc).isdigit() else wc} if wc is not None else None
@@ -814,36 +837,55 @@ class ReadUpdateWorkload(TimedLoop):
         if wc:
             update_cmd["writeConcern"] = wc
         update_t = wire.Template(update_cmd, [key_s, value_s])
+        # Every reply is checked; only replies whose bytes differ from a success
+        # already seen (outside the returned document) are decoded.
+        read_ok = wire.ReplyShapes("read", _found_one, inner=b"\x04firstBatch\x00")
+        update_ok = wire.ReplyShapes("update", _updated_one)
+        rand = rng.random
+        next_key = zipf.sampler(rand)
+        read_w, read_n = read_t.write, read_t.size
+        update_w, update_n = update_t.write, update_t.size
+        out = bytearray(depth * max(read_n, update_n))  # send() hands it all over: reused
+        out_view = memoryview(out)
+        record, ops = stats.latency.record, stats.ops
         done = 0
 
         def make_batch(n):
-            msgs, ids, kinds = [], [], []
+            first = rid = conn.ids(n)
+            checks, pos = [], 0
             for _ in range(n):
-                key = zipf.key(rng.random())
-                rid = wire.next_id()
-                if rng.random() < reads:
-                    msgs.append(read_t.use(rid, key))
-                    kinds.append("read")
+                key = next_key()
+                if rand() < reads:
+                    read_w(out, pos, rid, key)
+                    pos += read_n
+                    checks.append(read_ok)
                 else:
-                    msgs.append(update_t.use(rid, key, rid))
-                    kinds.append("update")
-                ids.append(rid)
-            return msgs, ids, kinds
+                    update_w(out, pos, rid, key, rid)  # n0 = request id: a real change
+                    pos += update_n
+                    checks.append(update_ok)
+                rid += 1
+            return first, checks, out_view[:pos]
 
-        def account(kinds, replies):
-            for kind, (reply, secs) in zip(kinds, replies, strict=True):
-                if kind == "read":
-                    found = len(reply["cursor"]["firstBatch"]) if "cursor" in reply else 0
-                else:
-                    found = reply.get("n", 0) if "writeErrors" not in reply else 0
-                if not reply.get("ok") or found != 1:
-                    stats.error(kind, wire.WireError(str(reply)[:200]))
-                    continue
-                stats.latency.record(kind, secs * 1e6)
-                stats.ops[kind] += 1
-                stats.docs += 1
+        def account(checks, times, failures):
+            bad = dict(failures)
+            if bad:
+                for i, (chk, secs) in enumerate(zip(checks, times, strict=True)):
+                    if i in bad:
+                        stats.error(chk.name, wire.WireError(bad[i][:200]))
+                    else:
+                        record(chk.name, secs * 1e6)
+                        ops[chk.name] += 1
+                        stats.docs += 1
+                return
+            for chk, secs in zip(checks, times, strict=True):
+                record(chk.name, secs * 1e6)
+            n_read = checks.count(read_ok)
+            ops["read"] += n_read
+            ops["update"] += len(checks) - n_read
+            stats.docs += len(checks)
 
-        in_flight = None  # (ids, kinds, sent_at) of the batch whose replies are pending
+        in_flight = None  # (first id, checks, sent_at) of the batch whose replies are pending
+        nxt = None
         try:
             while True:
                 more = not stop.is_set() and (quota is None or done < quota)
@@ -852,19 +894,19 @@ class ReadUpdateWorkload(TimedLoop):
                 nxt = None
                 if more:
                     n = depth if quota is None else min(depth, quota - done)
-                    msgs, ids, kinds = make_batch(n)
-                    nxt = (ids, kinds, conn.send(msgs))
+                    first, checks, data = make_batch(n)
+                    nxt = (first, checks, conn.send(data))
                     done += n
                 if in_flight:
-                    account(in_flight[1], conn.receive(in_flight[0], in_flight[2]))
+                    account(in_flight[1], *conn.receive_checked(*in_flight))
                 if nxt is None:
                     break
                 in_flight = nxt
         except (OSError, wire.WireError) as e:
             # The connection's state is unknown: count what was in flight, stop this thread.
             for batch in (in_flight, nxt):
-                for kind in batch[1] if batch else ():
-                    stats.error(kind, e)
+                for chk in batch[1] if batch else ():
+                    stats.error(chk.name, e)
         finally:
             conn.close()
 
@@ -872,3 +914,29 @@ class ReadUpdateWorkload(TimedLoop):
         if not self.uri:
             raise RuntimeError("the pipelined driver needs the target URI (perftables passes it)")
         return self.uri
+
+
+def _found_one(reply: dict) -> str | None:
+    """A read by key succeeded: ok and exactly one document."""
+    if not reply.get("ok"):
+        return f"{reply.get('codeName', 'error')}: {reply.get('errmsg', reply)}"
+    batch = (reply.get("cursor") or {}).get("firstBatch")
+    if batch is None:
+        return f"no cursor in the reply: {reply}"
+    if len(batch) != 1:
+        return "document not found" if not batch else f"{len(batch)} documents for one key"
+    return None
+
+
+def _updated_one(reply: dict) -> str | None:
+    """An update by key succeeded: ok, acknowledged without write or write-concern
+    error, one document matched."""
+    if not reply.get("ok"):
+        return f"{reply.get('codeName', 'error')}: {reply.get('errmsg', reply)}"
+    if reply.get("writeErrors"):
+        return f"write error: {reply['writeErrors'][0]}"
+    if reply.get("writeConcernError"):
+        return f"write concern error: {reply['writeConcernError']}"
+    if reply.get("n") != 1:
+        return "document not found" if not reply.get("n") else f"{reply['n']} documents matched"
+    return None
