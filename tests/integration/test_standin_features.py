@@ -11,13 +11,14 @@ import os
 import shutil
 import subprocess
 import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
 
 import pymongo
 import pytest
 from bson.binary import Binary
-from pymongo.errors import OperationFailure
+from pymongo.errors import NotPrimaryError, OperationFailure
 
-from mongobench import javabuild, testbed, ycsb
+from mongobench import javabuild, testbed, topology, ycsb
 
 pytestmark = pytest.mark.integration
 
@@ -55,6 +56,19 @@ def auth_server(workdir):
     srv.stop()
     log = (workdir / "auth" / "server.log").read_text(errors="replace")
     assert ADMIN_PW not in log and "pwd" not in log, "a password reached the stand-in's log"
+
+
+def test_bad_users_file_fails_without_quoting_it(workdir):
+    bad = workdir / "bad-users.json"
+    bad.write_text('[{"user": "u", "password": Leak3dSecret}]')  # not JSON: an unquoted token
+    with pytest.raises(RuntimeError, match="not a JSON list") as exc:
+        testbed.start_server(str(workdir / "bad-users"), users_file=str(bad))
+    assert "Leak3dSecret" not in str(exc.value)
+
+
+def test_standin_options_are_refused_for_mongod(tmp_path):
+    with pytest.raises(ValueError, match="replset"):
+        testbed.start_server(str(tmp_path), kind="mongod", replset="rs0")
 
 
 def _client(uri: str, **kwargs) -> pymongo.MongoClient:
@@ -208,13 +222,17 @@ def test_hello_lists_scram_sha_256(auth_server):
         assert reply["ismaster"] is True and reply["maxWireVersion"] >= 6
 
 
-def _run_ycsb_load(uri: str, tmp_path, records: int = 50) -> subprocess.CompletedProcess:
+def _run_ycsb_load(
+    uri: str, tmp_path, records: int = 50, extra: dict | None = None
+) -> subprocess.CompletedProcess:
     urlfile = tmp_path / "uri"
     urlfile.write_text(uri + "\n")
     os.chmod(urlfile, 0o600)
     props = tmp_path / "load.properties"
     props.write_text(
-        ycsb.workload_properties(recordcount=records, urlfile=str(urlfile), fieldcount=2)
+        ycsb.workload_properties(
+            recordcount=records, urlfile=str(urlfile), fieldcount=2, extra=extra
+        )
     )
     cmd = ycsb.ycsb_command(javabuild.ycsb_classpath(), "load", str(props))
     return subprocess.run(cmd, capture_output=True, text=True, timeout=180, check=False)
@@ -294,3 +312,170 @@ def test_tls_only(workdir, certs, key_format):
                 c.admin.command("ping")
     finally:
         srv.stop()
+
+
+# ---- replica-set simulation ------------------------------------------------------------------
+
+
+def _start_members(workdir, name: str, count: int, **options) -> list[testbed.Server]:
+    with ThreadPoolExecutor(count) as pool:
+        futures = [
+            pool.submit(testbed.start_server, str(workdir / f"{name}-{i}"), replset=name, **options)
+            for i in range(count)
+        ]
+        errors = [f.exception() for f in futures if f.exception()]
+        members = [f.result() for f in futures if not f.exception()]
+    if errors:
+        for m in members:
+            m.stop()
+        raise errors[0]
+    return members
+
+
+def _hostport(srv: testbed.Server) -> str:
+    return topology.hostport("127.0.0.1", srv.port)
+
+
+def test_replset_member_before_initiation(workdir):
+    (srv,) = _start_members(workdir, "lone", 1)
+    try:
+        me = _hostport(srv)
+        with _client(srv.uri) as c:
+            hello = c.admin.command("isMaster")
+            assert hello["isreplicaset"] is True
+            assert (hello["ismaster"], hello["isWritablePrimary"], hello["secondary"]) == (
+                False,
+                False,
+                False,
+            )
+            assert hello["info"] == "Does not have a valid replica set config"
+            assert "setName" not in hello
+
+            with pytest.raises(OperationFailure) as exc:
+                c.admin.command("replSetGetStatus")
+            assert exc.value.code == topology.NOT_YET_INITIALIZED
+            assert topology.wait_for_primary(exc.value.details).state == "uninitialized"
+            with pytest.raises(NotPrimaryError) as exc:
+                c.t.c.insert_one({})
+            assert exc.value.details["code"] == 10107
+
+            def initiate_fails(cfg) -> dict:
+                with pytest.raises(OperationFailure) as exc:
+                    c.admin.command("replSetInitiate", cfg)
+                return exc.value.details
+
+            wrong_name = initiate_fails(topology.replset_config("other", [me]))
+            assert wrong_name["code"] == 93 and "other" in wrong_name["errmsg"]
+            not_member = initiate_fails(topology.replset_config("lone", ["127.0.0.1:1"]))
+            assert not_member["codeName"] == "NodeNotFound"
+            dead = f"127.0.0.1:{testbed.free_port()}"
+            unreachable = initiate_fails(topology.replset_config("lone", [me, dead]))
+            assert unreachable["code"] == 74 and dead in unreachable["errmsg"]
+            with pytest.raises(OperationFailure) as exc:  # nothing was installed
+                c.admin.command("replSetGetStatus")
+            assert exc.value.code == topology.NOT_YET_INITIALIZED
+
+            # Without a config, mongod initiates a one-member set of itself.
+            c.admin.command("replSetInitiate")
+            hello = c.admin.command("isMaster")
+            assert hello["setName"] == "lone" and hello["ismaster"] is True
+            assert hello["hosts"] == [me] and hello["primary"] == me == hello["me"]
+            c.t.c.insert_one({"now": "writable"})
+    finally:
+        srv.stop()
+
+
+@pytest.fixture(scope="module")
+def replset(workdir):
+    """Three members of rs0, initiated through the third; the first has the highest priority."""
+    members = _start_members(workdir, "rs0", 3)
+    try:
+        hosts = [_hostport(m) for m in members]
+        cfg = topology.replset_config("rs0", hosts, preferred_primary=0)
+        with _client(topology.direct_uri("127.0.0.1", members[2].port)) as c:
+            state = topology.initiate_replica_set(c, cfg, timeout=15, poll=0.2)
+        yield members, hosts, cfg, state
+    finally:
+        for m in members:
+            m.stop()
+
+
+def test_replset_initiation_and_status(replset):
+    members, hosts, cfg, state = replset
+    assert state.ready and state.primary == hosts[0]
+    for member, host in zip(members, hosts, strict=True):
+        with _client(topology.direct_uri("127.0.0.1", member.port)) as c:
+            status = c.admin.command("replSetGetStatus")
+            parsed = topology.wait_for_primary(status, expected_members=3)
+            assert parsed.ready and parsed.primary == hosts[0]
+            assert parsed.members == {
+                hosts[0]: "PRIMARY",
+                hosts[1]: "SECONDARY",
+                hosts[2]: "SECONDARY",
+            }
+            assert [m["name"] for m in status["members"] if m.get("self")] == [host]
+            assert status["set"] == "rs0" and status["myState"] == (1 if host == hosts[0] else 2)
+            config = c.admin.command("replSetGetConfig")["config"]
+            assert config["_id"] == "rs0"
+            assert [(m["_id"], m["host"], m["priority"]) for m in config["members"]] == [
+                (m["_id"], m["host"], m["priority"]) for m in cfg["members"]
+            ]
+            with pytest.raises(OperationFailure) as exc:
+                c.admin.command("replSetInitiate", cfg)
+            assert exc.value.code == topology.ALREADY_INITIALIZED
+
+
+def test_replset_discovery_routes_writes_to_the_primary(replset):
+    members, hosts, _, _ = replset
+    uri = topology.replica_set_uri(hosts, "rs0")
+    with _client(uri) as c:
+        c.t.c.insert_one({"_id": "via discovery"})
+        assert c.t.c.find_one({"_id": "via discovery"}) is not None
+        assert c.primary == ("127.0.0.1", members[0].port)
+        assert c.secondaries == {("127.0.0.1", m.port) for m in members[1:]}
+    with _client(topology.direct_uri("127.0.0.1", members[1].port)) as c:
+        hello = c.admin.command("isMaster")
+        assert hello["secondary"] is True and hello["primary"] == hosts[0]
+        assert hello["me"] == hosts[1] and hello["setName"] == "rs0"
+        with pytest.raises(NotPrimaryError) as exc:
+            c.t.c.insert_one({"_id": "direct to a secondary"})
+        assert exc.value.details["code"] == 10107
+        assert exc.value.details["codeName"] == "NotWritablePrimary"
+    with _client(topology.direct_uri("127.0.0.1", members[0].port)) as c:
+        # the simulation does not replicate: data stays where it was written
+        assert c.t.c.find_one({"_id": "via discovery"}) is not None
+
+
+def test_secure_replset_with_the_java_driver(workdir, certs, tmp_path):
+    """Auth + TLS + replica set: initiation logs in to the other member as the initiating user
+    over TLS; YCSB (Java driver) discovers the set and loads through the primary."""
+    users = _users_file(workdir)
+    members = _start_members(workdir, "rs1", 2, users_file=users, tls_pem=str(certs / "pkcs8.pem"))
+    try:
+        hosts = [_hostport(m) for m in members]
+        cfg = topology.replset_config("rs1", hosts, preferred_primary=1)
+        tls = {"tls": True, "tlsCAFile": str(certs / "ca.pem")}
+        direct = topology.direct_uri("127.0.0.1", members[0].port)
+        with _client(direct, **tls) as c:
+            with pytest.raises(OperationFailure) as exc:
+                c.admin.command("replSetInitiate", cfg)
+            assert exc.value.code == 13
+        with _client(direct, username="alice", password=ADMIN_PW, **tls) as c:
+            state = topology.initiate_replica_set(c, cfg, timeout=15, poll=0.2)
+        assert state.ready and state.primary == hosts[1]
+
+        pw = urllib.parse.quote_plus(ADMIN_PW)
+        uri = f"mongodb://alice:{pw}@{','.join(hosts)}/jrs?replicaSet=rs1&authSource=admin&tls=true"
+        proc = _run_ycsb_load(uri, tmp_path, extra={ycsb.TLS_CA_FILE_PROPERTY: tls["tlsCAFile"]})
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        assert "[INSERT], Return=OK, 50" in proc.stdout, proc.stdout[-3000:]
+        with _client(
+            topology.direct_uri("127.0.0.1", members[1].port),
+            username="alice",
+            password=ADMIN_PW,
+            **tls,
+        ) as c:
+            assert c.jrs.usertable.count_documents({}) == 50
+    finally:
+        for m in members:
+            m.stop()

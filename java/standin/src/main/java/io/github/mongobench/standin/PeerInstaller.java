@@ -14,7 +14,6 @@ import java.net.InetSocketAddress;
 import java.net.Socket;
 import java.security.GeneralSecurityException;
 import java.security.cert.X509Certificate;
-import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -45,39 +44,65 @@ final class PeerInstaller {
     this.tls = tls;
   }
 
-  /** Runs {@code command} on every host; returns host -> why it failed (empty: all ok). */
-  Map<String, String> run(List<String> hosts, Document command, MongoCredential credential) {
+  /**
+   * Runs each command on every host, one command after the other: the next only when every host
+   * accepted the previous one. Returns host -> why it failed (empty: all ok).
+   */
+  Map<String, String> run(List<String> hosts, List<Document> commands, MongoCredential credential) {
     Map<String, String> failures = new LinkedHashMap<>();
     if (hosts.isEmpty()) {
       return failures;
     }
     ExecutorService pool = Executors.newFixedThreadPool(hosts.size());
+    Map<String, MongoClient> clients = new LinkedHashMap<>();
     try {
-      List<Future<String>> results = new ArrayList<>();
+      Map<String, Future<Object>> connecting = new LinkedHashMap<>();
       for (String host : hosts) {
-        results.add(pool.submit(() -> runOne(host, command, credential)));
+        connecting.put(host, pool.submit(() -> connect(host, credential)));
       }
-      for (int i = 0; i < hosts.size(); i++) {
-        String failure;
-        try {
-          failure = results.get(i).get();
-        } catch (ExecutionException e) {
-          failure = String.valueOf(e.getCause());
-        } catch (InterruptedException e) {
-          Thread.currentThread().interrupt();
-          failure = "interrupted";
+      for (Map.Entry<String, Future<Object>> e : connecting.entrySet()) {
+        Object result = await(e.getValue());
+        if (result instanceof MongoClient client) {
+          clients.put(e.getKey(), client);
+        } else {
+          failures.put(e.getKey(), String.valueOf(result));
         }
-        if (failure != null) {
-          failures.put(hosts.get(i), failure);
+      }
+      for (Document command : commands) {
+        if (!failures.isEmpty()) {
+          break;
+        }
+        Map<String, Future<Object>> running = new LinkedHashMap<>();
+        clients.forEach(
+            (host, client) ->
+                running.put(host, pool.submit(() -> runOne(client, command, credential))));
+        for (Map.Entry<String, Future<Object>> e : running.entrySet()) {
+          Object failure = await(e.getValue());
+          if (failure != null) {
+            failures.put(e.getKey(), String.valueOf(failure));
+          }
         }
       }
     } finally {
+      clients.values().forEach(MongoClient::close);
       pool.shutdownNow();
     }
     return failures;
   }
 
-  private String runOne(String host, Document command, MongoCredential credential) {
+  private static Object await(Future<Object> future) {
+    try {
+      return future.get();
+    } catch (ExecutionException e) {
+      return String.valueOf(e.getCause());
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return "interrupted";
+    }
+  }
+
+  /** A client for one member, or the reason why there is none. */
+  private Object connect(String host, MongoCredential credential) {
     ServerAddress address;
     try {
       address = new ServerAddress(host);
@@ -109,7 +134,12 @@ final class PeerInstaller {
       settings.applyToSslSettings(
           b -> b.enabled(true).invalidHostNameAllowed(true).context(trustAll()));
     }
-    try (MongoClient client = MongoClients.create(settings.build())) {
+    return MongoClients.create(settings.build());
+  }
+
+  /** null when the command succeeded, else why not. */
+  private static String runOne(MongoClient client, Document command, MongoCredential credential) {
+    try {
       client.getDatabase("admin").runCommand(command);
       return null;
     } catch (MongoCommandException e) {

@@ -44,15 +44,15 @@ record PemKeyMaterial(PrivateKey key, X509Certificate[] chain) {
               certs.add((X509Certificate) cf.generateCertificate(new ByteArrayInputStream(der)));
           case "PRIVATE KEY", "RSA PRIVATE KEY" -> {
             if (key != null) {
-              throw new IllegalArgumentException(file + " holds more than one private key");
+              throw new IllegalArgumentException("more than one private key");
             }
             key = type.equals("PRIVATE KEY") ? pkcs8(der) : pkcs8Rsa(pkcs1ToPkcs8(der));
           }
           case "ENCRYPTED PRIVATE KEY" ->
-              throw new IllegalArgumentException(file + ": encrypted private keys are not supported");
+              throw new IllegalArgumentException("encrypted private keys are not supported");
           case "EC PRIVATE KEY" ->
               throw new IllegalArgumentException(
-                  file + ": SEC1 EC keys are not supported; convert with openssl pkcs8 -topk8 -nocrypt");
+                  "SEC1 EC keys are not supported; convert: openssl pkcs8 -topk8 -nocrypt");
           default -> {} // e.g. EC PARAMETERS, DH PARAMETERS: not needed
         }
       }

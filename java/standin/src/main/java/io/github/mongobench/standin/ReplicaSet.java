@@ -148,7 +148,8 @@ final class ReplicaSet {
         priority = p.doubleValue();
       }
       if (Boolean.TRUE.equals(m.get("arbiterOnly"))) {
-        throw ReplSetException.invalid("the stand-in does not simulate arbiters (member " + id + ")");
+        throw ReplSetException.invalid(
+            "the stand-in does not simulate arbiters (member " + id + ")");
       }
       if (!ids.add(id.intValue())) {
         throw ReplSetException.invalid("duplicate member _id " + id);

@@ -197,7 +197,7 @@ final class Scram {
     return sb.toString();
   }
 
-  /** PBKDF2-HMAC-SHA-256, 32 bytes; the JDK hashes the password's UTF-8 bytes, as RFC 7677 wants. */
+  /** PBKDF2-HMAC-SHA-256, 32 bytes, over the password's UTF-8 bytes (the JDK's encoding). */
   static byte[] saltedPassword(String preparedPassword, byte[] salt, int iterations) {
     PBEKeySpec spec = new PBEKeySpec(preparedPassword.toCharArray(), salt, iterations, 256);
     try {

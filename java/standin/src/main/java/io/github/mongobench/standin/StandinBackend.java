@@ -437,10 +437,9 @@ final class StandinBackend extends MemoryBackend {
               .collect(Collectors.toList());
       MongoCredential credential = peerCredential(channel);
       // Like mongod's quorum check: every member must accept before anyone installs.
-      Map<String, String> failed = peers.run(others, installCommand(cfg, true), credential);
-      if (failed.isEmpty()) {
-        failed = peers.run(others, installCommand(cfg, false), credential);
-      }
+      List<org.bson.Document> steps =
+          List.of(installCommand(cfg, true), installCommand(cfg, false));
+      Map<String, String> failed = peers.run(others, steps, credential);
       if (!failed.isEmpty()) {
         return error(
             74,

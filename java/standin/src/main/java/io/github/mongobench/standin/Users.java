@@ -98,7 +98,8 @@ final class Users {
       throw new IllegalArgumentException("password of " + name + "@" + db + ": " + e.getMessage());
     }
     if (prepared.isEmpty()) {
-      throw new IllegalArgumentException("password of " + name + "@" + db + " is empty after SASLprep");
+      throw new IllegalArgumentException(
+          "password of " + name + "@" + db + " is empty after SASLprep");
     }
     byte[] salt = new byte[SALT_BYTES];
     RANDOM.nextBytes(salt);
