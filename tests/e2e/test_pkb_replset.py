@@ -1,0 +1,78 @@
+"""mongodb_perftables with deployment=replset through the real ./pkb.py.
+
+Three stand-in members on the test bed's static server VM (consecutive
+ports), started with --replset, initiated by the engine from the client VM
+(replSetInitiate, then replSetGetStatus until one primary), and used through
+a replicaSet URI with w:majority. The stand-in simulates membership (discovery,
+primary/secondary roles, secondaries refusing writes) but does not replicate
+data: this checks the PKB and engine side of the deployment, not MongoDB's
+replication. Runs when PKB_DIR names a PKB checkout.
+"""
+
+import glob
+import json
+import subprocess
+
+import pytest
+import yaml
+from pkb_helpers import PKB_DIR, dpkg_selections
+
+from mongobench import testbed
+
+pytestmark = pytest.mark.e2e
+
+
+def test_replica_set_deployment_initiated_and_used(pkb_python, tmp_path, pkb_temp):
+    sshd = testbed.start_sshd(str(tmp_path / "tb"))
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    vm = testbed.static_vm(sshd, str(scratch))
+    port = testbed.free_port_block(3)
+    cfg = {
+        "mongodb_perftables": {
+            "vm_groups": {
+                "clients": {"static_vms": [dict(vm)]},
+                "servers": {"static_vms": [json.loads(json.dumps(vm))]},
+            },
+            "flags": {
+                "mongodb_perftables_deployment": "replset",
+                "mongobench_mongod_server": "standin",
+                "mongodb_perftables_port": port,
+                "mongodb_perftables_scale": "smoke",
+                "mongodb_perftables_experiments": "insert_docsize,updateapi",
+            },
+        }
+    }
+    path = tmp_path / "replset.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    before = dpkg_selections()
+    try:
+        p = subprocess.run(
+            [pkb_python, "pkb.py", "--benchmarks=mongodb_perftables",
+             f"--benchmark_config_file={path}", f"--temp_dir={pkb_temp}"],
+            cwd=PKB_DIR, capture_output=True, text=True, timeout=900,
+        )  # fmt: skip
+    finally:
+        testbed.stop_pid(sshd.pid)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert dpkg_selections() == before
+    run_dir = glob.glob(str(pkb_temp / "runs" / "*"))[0]
+    samples = [json.loads(line) for line in open(f"{run_dir}/perfkitbenchmarker_results.json")]
+    assert not [s for s in samples if s["metric"] == "Variant Failed"]
+    tput = [s for s in samples if s["metric"] == "Operation Throughput"]
+    assert len(tput) == 5 + 8
+    for s in tput:
+        labels = s["labels"]
+        assert "|deployment:replset|" in labels and "|topology:replset|" in labels
+        assert "|replset_members:3|" in labels and "|write_concern:majority|" in labels
+        assert s["value"] > 0
+    # the engine initiated the set from the client and saw member 0 elected
+    log = open(f"{run_dir}/pkb.log").read()
+    assert "mongobench topology up" in log
+    assert f'"rs0": "127.0.0.1:{port}"' in log
+    # every member was stopped by PID at cleanup
+    for member_port in range(port, port + 3):
+        listening = subprocess.run(
+            ["ss", "-ltn", f"sport = :{member_port}"], capture_output=True, text=True
+        ).stdout
+        assert "LISTEN" not in listening, member_port
