@@ -375,12 +375,29 @@ def test_replset_member_before_initiation(workdir):
                 c.admin.command("replSetGetStatus")
             assert exc.value.code == topology.NOT_YET_INITIALIZED
 
+            # Like mongod, a member recognises itself under another name of its address.
+            alias = f"localhost:{srv.port}"
+            c.admin.command("replSetInitiate", topology.replset_config("lone", [alias]))
+            hello = c.admin.command("isMaster")
+            assert hello["setName"] == "lone" and hello["ismaster"] is True
+            assert hello["hosts"] == [alias] and hello["primary"] == alias == hello["me"]
+            c.t.c.insert_one({"now": "writable"})
+    finally:
+        srv.stop()
+
+
+def test_replset_advertise_and_default_config(workdir):
+    (srv,) = _start_members(workdir, "adv", 1, advertise="node-a.invalid:27017")
+    try:
+        with _client(srv.uri) as c:
+            with pytest.raises(OperationFailure) as exc:  # the bound address is not its name
+                c.admin.command("replSetInitiate", topology.replset_config("adv", [_hostport(srv)]))
+            assert exc.value.code == 74
             # Without a config, mongod initiates a one-member set of itself.
             c.admin.command("replSetInitiate")
             hello = c.admin.command("isMaster")
-            assert hello["setName"] == "lone" and hello["ismaster"] is True
-            assert hello["hosts"] == [me] and hello["primary"] == me == hello["me"]
-            c.t.c.insert_one({"now": "writable"})
+            assert hello["hosts"] == ["node-a.invalid:27017"] == [hello["me"]]
+            assert hello["ismaster"] is True
     finally:
         srv.stop()
 

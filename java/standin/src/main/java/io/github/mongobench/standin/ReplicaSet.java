@@ -2,6 +2,10 @@ package io.github.mongobench.standin;
 
 import de.bwaldvogel.mongo.bson.Document;
 import de.bwaldvogel.mongo.bson.ObjectId;
+import com.mongodb.ServerAddress;
+import java.io.IOException;
+import java.net.InetAddress;
+import java.net.NetworkInterface;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
@@ -80,26 +84,92 @@ final class ReplicaSet {
   }
 
   private final String name;
+  private final String advertise; // null: <bind host>:<port>, or whichever member is local
+  private final String bindHost;
   private final Instant started = Instant.now();
+  private volatile int port;
   private volatile String self;
   private volatile Config config;
   private volatile Instant installedAt;
 
-  ReplicaSet(String name) {
+  /**
+   * @param advertise the host:port this member is known by in the config (--advertise), or null
+   * @param bindHost the address the server binds (--host)
+   */
+  ReplicaSet(String name, String advertise, String bindHost) {
     this.name = name;
+    this.advertise = advertise;
+    this.bindHost = bindHost;
   }
 
   String name() {
     return name;
   }
 
-  /** The host:port this member is known by in the config (--advertise). */
-  void setSelf(String hostPort) {
-    this.self = hostPort;
+  /** Called once the port is known (it may be chosen by the OS). */
+  void bound(int port) {
+    this.port = port;
+    this.self = advertise != null ? advertise : StandinServer.hostPort(bindHost, port);
   }
 
+  /** This member's host:port: the default or --advertise, then its name in the config. */
   String self() {
     return self;
+  }
+
+  /**
+   * This node's entry in a member list. With --advertise only that exact host:port; otherwise
+   * {@code <bind host>:<port>}, else, as mongod decides "isSelf", the one member with this port
+   * whose host resolves to the bound address (any local address when bound to the wildcard).
+   */
+  String selfIn(List<Member> members) throws ReplSetException {
+    String fallback = self;
+    if (members.stream().anyMatch(m -> m.host().equals(fallback))) {
+      return fallback;
+    }
+    List<String> local = new ArrayList<>();
+    if (advertise == null) {
+      for (Member m : members) {
+        if (isLocal(m.host())) {
+          local.add(m.host());
+        }
+      }
+    }
+    if (local.size() == 1) {
+      return local.get(0);
+    }
+    if (local.size() > 1) {
+      throw ReplSetException.invalid("several members map to this node: " + local);
+    }
+    throw new ReplSetException(
+        74,
+        "NodeNotFound",
+        "No host described in new configuration for replica set "
+            + name
+            + " maps to this node ("
+            + fallback
+            + (advertise == null ? ", or any local address with port " + port : "")
+            + ")");
+  }
+
+  private boolean isLocal(String hostPort) {
+    try {
+      ServerAddress address = new ServerAddress(hostPort);
+      if (address.getPort() != port) {
+        return false;
+      }
+      InetAddress bound = InetAddress.getByName(bindHost);
+      for (InetAddress a : InetAddress.getAllByName(address.getHost())) {
+        if (bound.isAnyLocalAddress()
+            ? a.isLoopbackAddress() || NetworkInterface.getByInetAddress(a) != null
+            : a.equals(bound)) {
+          return true;
+        }
+      }
+    } catch (IOException | RuntimeException e) { // unresolvable or malformed: not this node
+      return false;
+    }
+    return false;
   }
 
   Config config() {
@@ -162,16 +232,7 @@ final class ReplicaSet {
     if (members.stream().noneMatch(m -> m.priority() > 0)) {
       throw ReplSetException.invalid("no electable member (every priority is 0)");
     }
-    if (!hosts.contains(self)) {
-      throw new ReplSetException(
-          74,
-          "NodeNotFound",
-          "No host described in new configuration for replica set "
-              + name
-              + " maps to this node ("
-              + self
-              + ")");
-    }
+    selfIn(members);
     return new Config(name, List.copyOf(members), Boolean.TRUE.equals(doc.get("configsvr")));
   }
 
@@ -183,6 +244,7 @@ final class ReplicaSet {
       }
       throw new ReplSetException(23, "AlreadyInitialized", "already initialized");
     }
+    self = selfIn(cfg.members());
     installedAt = Instant.now();
     config = cfg;
   }

@@ -430,11 +430,17 @@ final class StandinBackend extends MemoryBackend {
       } catch (ReplicaSet.ReplSetException e) {
         return error(e.code, e.codeName, e.getMessage());
       }
-      List<String> others =
-          cfg.members().stream()
-              .map(ReplicaSet.Member::host)
-              .filter(h -> !h.equals(replSet.self()))
-              .collect(Collectors.toList());
+      List<String> others;
+      try {
+        String me = replSet.selfIn(cfg.members());
+        others =
+            cfg.members().stream()
+                .map(ReplicaSet.Member::host)
+                .filter(h -> !h.equals(me))
+                .collect(Collectors.toList());
+      } catch (ReplicaSet.ReplSetException e) {
+        return error(e.code, e.codeName, e.getMessage());
+      }
       MongoCredential credential = peerCredential(channel);
       // Like mongod's quorum check: every member must accept before anyone installs.
       List<org.bson.Document> steps =

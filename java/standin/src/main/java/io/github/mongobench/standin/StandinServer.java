@@ -16,7 +16,8 @@ import java.nio.file.Path;
  *   <li>{@code --tls-cert-key-file}: serve TLS only, with this PEM (certificate chain and key,
  *       see {@link PemKeyMaterial}).
  *   <li>{@code --replset}: a simulated replica-set member (see {@link ReplicaSet}), known to the
- *       others as {@code --advertise} (default {@code <host>:<bound port>}).
+ *       others as {@code --advertise} (default {@code <host>:<bound port>}, or the config's member
+ *       that resolves to this address and port, see {@link ReplicaSet#selfIn}).
  * </ul>
  */
 public final class StandinServer {
@@ -116,12 +117,12 @@ public final class StandinServer {
       System.exit(66);
       return;
     }
-    ReplicaSet replSet = options.replset() == null ? null : new ReplicaSet(options.replset());
+    ReplicaSet replSet =
+        options.replset() == null
+            ? null
+            : new ReplicaSet(options.replset(), options.advertise(), options.host());
     if (replSet != null && options.port() != 0) {
-      replSet.setSelf(
-          options.advertise() != null
-              ? options.advertise()
-              : hostPort(options.host(), options.port()));
+      replSet.bound(options.port()); // before the first client can connect
     }
 
     MongoServer server =
@@ -140,9 +141,8 @@ public final class StandinServer {
     }
     Runtime.getRuntime().addShutdownHook(new Thread(server::shutdownNow, "standin-shutdown"));
     int port = server.getLocalAddress().getPort();
-    if (replSet != null && replSet.self() == null) {
-      replSet.setSelf(
-          options.advertise() != null ? options.advertise() : hostPort(options.host(), port));
+    if (replSet != null && options.port() == 0) {
+      replSet.bound(port);
     }
 
     System.out.println("LISTENING " + options.host() + ":" + port);
