@@ -3,17 +3,20 @@
 pymongo spends most of an operation in Python and system calls (about 11 per
 operation); any client that waits for each reply pays one send and one
 receive per operation. This client keeps up to two batches of `depth` requests
-in flight on each connection: one `sendall` carries a batch, and the next
-batch is sent before the replies to the previous one are read, so those
-replies are already waiting and come back in a few `recv_into` calls into one
-buffer. Requests are written into one buffer by one `struct` call each (see
+in flight on each connection: one send carries a batch, and the next batch is
+sent before the replies to the previous one are read. What costs a pipelined
+client most is waking up: a reader that waits for "any data" wakes for every
+reply a server sends. So when the socket is empty, the reader asks the kernel
+(SO_RCVLOWAT) to wake it only once the bytes of the next COALESCE replies are
+expected to be there (the shortest success of each kind seen so far), or after
+PATIENCE. Requests are written into one buffer by one `struct` call each (see
 Template); replies are checked in place (see ReplyShapes): a reply is decoded
 only when its bytes are not those of a success already seen, so every reply is
 checked but few are decoded.
 
-Latency of an operation is measured from the send of its batch to the arrival
-of the `recv` that completed its reply, so it includes the queueing in the
-pipeline: report it as such.
+Latency of an operation is measured from the send of its batch to the wake-up
+that read its reply, so it includes the queueing in the pipeline and the wait
+for the replies read with it: report it as such.
 
 Scope (`connect`): standalone servers, mongos and replica sets (the primary,
 found by asking the seeds `hello`; never a secondary), `mongodb+srv://` (pymongo's
@@ -28,6 +31,7 @@ No secret (password, key password) ever goes into an exception or a repr.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 import os
@@ -83,6 +87,7 @@ class Options:
     direct: bool = False
     load_balanced: bool = False
     connect_timeout: float = 20.0
+    write_concern: dict | None = None  # from w, wTimeoutMS, journal; None: the server's default
 
 
 def options(uri: str) -> Options:
@@ -100,6 +105,11 @@ def options(uri: str) -> Options:
     if mechanism and not user:
         raise WireError(f"authMechanism={mechanism} needs a user name in the URI")
     insecure = bool(opts.get("tlsInsecure"))
+    wc = {
+        k: opts[o]
+        for k, o in (("w", "w"), ("wtimeout", "wTimeoutMS"), ("j", "journal"))
+        if o in opts
+    }
     return Options(
         seeds=[(h, int(p)) for h, p in parsed["nodelist"]],
         username=user,
@@ -116,6 +126,7 @@ def options(uri: str) -> Options:
         direct=bool(opts.get("directConnection")),
         load_balanced=bool(opts.get("loadBalanced")),
         connect_timeout=float(opts.get("connectTimeoutMS") or 20.0),  # pymongo gives seconds
+        write_concern=wc or None,
     )
 
 
@@ -212,15 +223,17 @@ class ReplyShapes:
     """Recognises success replies of one kind of request by their bytes.
 
     `accept(reply)` judges a decoded reply: None for success, else the reason.
-    Success replies are remembered (up to MAX_SHAPES of them, by length): a later
-    reply of the same length whose bytes equal one of them outside one varying
-    region is the same success without decoding. The region is the content of the single document in the
-    array element named by `inner` (e.g. b"\\x04firstBatch\\x00": the document a
-    read returned); without `inner`, the whole reply must be equal. The bytes
-    kept before the region end with that document's length, and the array must
-    hold exactly that one element, so a matching reply has the remembered
-    structure (ok: 1, one document, ...) and only the document's content
-    differs. Any other reply is decoded and judged.
+    Success replies are remembered (up to MAX_SHAPES of them, by length): a
+    later reply of the same length whose bytes equal one of them outside one
+    varying region is the same success, without decoding. The region is the
+    content of the single document in the array named by `inner` (e.g.
+    b"\x04firstBatch\x00": the document a read returned); without `inner`, the
+    whole reply must be equal. The bytes kept before the region end with that
+    document's length and those after it start by closing the array, so a
+    matching reply has the remembered structure (ok: 1, exactly one document,
+    ...) and only that document's content differs (it is not parsed: the
+    workload needs its presence, not its fields). Any other reply is decoded
+    and judged.
     """
 
     MAX_SHAPES = 16
@@ -330,10 +343,6 @@ class Connection:
         first = self.ids(len(commands))
         msgs = [encode_msg(c, first + i) for i, c in enumerate(commands)]
         return self.receive(list(range(first, first + len(msgs))), self.send(msgs))
-
-    def pipeline_raw(self, messages: list[bytes], ids: list[int]):
-        """Like pipeline() for encoded messages (see Template)."""
-        return self.receive(ids, self.send(messages))
 
     def send(self, messages) -> float:
         """Sends a batch (a list of messages, or one buffer); returns its send time."""
@@ -612,7 +621,7 @@ class ScramClient:
             raise AuthError(f"authentication of {who}: the server's nonce does not extend ours")
         if iterations < self.MIN_ITERATIONS:
             raise AuthError(f"authentication of {who}: iteration count {iterations} < 4096")
-        salted = hashlib.pbkdf2_hmac(self.digest, self._secret, salt, iterations)
+        salted = _salted_password(self.digest, self._secret, salt, iterations)
         client_key = self._hmac(salted, b"Client Key")
         stored_key = hashlib.new(self.digest, client_key).digest()
         without_proof = f"c=biws,r={nonce}"  # biws = base64("n,,"): no channel binding
@@ -636,6 +645,13 @@ class ScramClient:
                 f"authentication of {who}: the server's signature is wrong"
                 " (it does not know the password: not the expected server?)"
             )
+
+
+@functools.lru_cache(maxsize=8)
+def _salted_password(digest: str, secret: bytes, salt: bytes, iterations: int) -> bytes:
+    # Every connection of a run logs in with the same salt: derive the key once
+    # (as pymongo does), not once per connection inside the timed phase.
+    return hashlib.pbkdf2_hmac(digest, secret, salt, iterations)
 
 
 def _saslprep(password: str) -> str:

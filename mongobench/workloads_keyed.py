@@ -810,10 +810,12 @@ class ReadUpdateWorkload(TimedLoop):
     def _pipelined(self, idx, nthreads, stats, stop, zipf, reads):
         from mongobench import wire
 
-        conn = wire.connect(self._uri())  # the primary; authenticated; TLS per the URI
+        where = wire.options(self._uri())
+        conn = wire.connect(where)  # the primary; authenticated; TLS per the URI
         db, coll = self.db.name, self.coll_name
         wc = self.s.get("write_concern")
-        wc = {"w": int(wc) if str(wc).isdigit() else wc} if wc is not None else None
+        # The setting, else the URI's (as pymongo does for the other path).
+        wc = {"w": int(wc) if str(wc).isdigit() else wc} if wc is not None else where.write_concern
         depth = int(self.s.get("depth") or 8)
         quota = self.s.get("total_ops")
         quota = split(int(quota), nthreads, idx) if quota else None

@@ -61,8 +61,10 @@ def test_options_from_the_uri():
     )
     assert o.auth_source == "other" and o.tls and o.tls_allow_invalid_certs and o.direct
     assert "secret" not in repr(o)
-    o = wire.options("mongodb://h:1")
+    assert o.write_concern is None
+    o = wire.options("mongodb://h:1/?w=majority&wTimeoutMS=500&journal=true")
     assert (o.username, o.auth_source, o.tls, o.seeds) == (None, "admin", False, [("h", 1)])
+    assert o.write_concern == {"w": "majority", "wtimeout": 500, "j": True}
     with pytest.raises(wire.WireError, match="not MONGODB-X509") as e:
         wire.options("mongodb://u:pw9@h/?authMechanism=MONGODB-X509&tls=true")
     assert "pw9" not in str(e.value)
