@@ -161,7 +161,8 @@ def standin_command(
     """argv that starts the stand-in; it prints ``LISTENING <host>:<port>`` once bound.
 
     ``extra_args``: the stand-in's other options, e.g. ``("--users-file", path)``,
-    ``("--tls-cert-key-file", pem)``, ``("--replset", "rs0", "--advertise", "h:p")``.
+    ``("--tls-cert-key-file", pem)``, ``("--replset", "rs0", "--advertise", "h:p")``,
+    ``("--mongos", "--config-db", "cfg/h:p")``.
     """
     return [
         java,

@@ -92,16 +92,20 @@ def start_server(
     tls_pem: str | None = None,
     replset: str | None = None,
     advertise: str | None = None,
+    mongos: bool = False,
+    config_db: str | None = None,
 ) -> Server:
     """A MongoDB server on a free loopback port: mongod if present, else the stand-in.
 
     The keyword options are the stand-in's (see java/standin): ``users_file`` (JSON list of
     ``{"user", "password", "db"}``) turns on SCRAM-SHA-256 authentication, ``tls_pem`` serves
     TLS only with that certificate+key PEM, ``replset`` makes it a simulated replica-set member
-    known to the others as ``advertise`` (default ``127.0.0.1:<port>``). With any of them
-    ``kind="auto"`` picks the stand-in. The returned ``uri`` carries no credentials; it has
-    ``tls=true`` with TLS (add ``tlsCAFile``) and ``directConnection=true`` for a replica-set
-    member (an uninitiated member is not selectable otherwise).
+    known to the others as ``advertise`` (default ``127.0.0.1:<port>``), ``mongos`` makes it a
+    mongos that registers shards but keeps all data itself, checking the config server replica
+    set ``config_db`` (``"cfg/h:p,..."``) when given. With any of them ``kind="auto"`` picks the
+    stand-in. The returned ``uri`` carries no credentials; it has ``tls=true`` with TLS (add
+    ``tlsCAFile``) and ``directConnection=true`` for a replica-set member (an uninitiated member
+    is not selectable otherwise).
     """
     os.makedirs(workdir, exist_ok=True)
     standin_only = {
@@ -109,10 +113,16 @@ def start_server(
         "tls_pem": tls_pem,
         "replset": replset,
         "advertise": advertise,
+        "mongos": mongos or None,
+        "config_db": config_db,
     }
     given = [k for k, v in standin_only.items() if v is not None]
     if advertise is not None and replset is None:
         raise ValueError("advertise needs replset")
+    if mongos and replset is not None:
+        raise ValueError("mongos and replset exclude each other")
+    if config_db is not None and not mongos:
+        raise ValueError("config_db needs mongos")
     if kind == "auto":
         kind = "mongod" if shutil.which("mongod") and not given else "standin"
     if kind == "mongod" and given:
@@ -139,6 +149,10 @@ def start_server(
             extra += ["--replset", replset]
         if advertise is not None:
             extra += ["--advertise", advertise]
+        if mongos:
+            extra.append("--mongos")
+        if config_db is not None:
+            extra += ["--config-db", config_db]
         javabuild.build()
         proc = subprocess.Popen(
             javabuild.standin_command("127.0.0.1", 0, extra_args=extra),

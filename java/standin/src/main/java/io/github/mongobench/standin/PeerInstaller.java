@@ -28,8 +28,9 @@ import javax.net.ssl.X509TrustManager;
 import org.bson.Document;
 
 /**
- * Sends one admin command to the other members of a replica set, all at once, with the Java
- * driver (a direct connection per member). Used by replSetInitiate to push the config.
+ * Sends admin commands to other stand-ins, all at once, with the Java driver (a direct connection
+ * per host). replSetInitiate pushes its config to the other members with {@link #run}; a mongos
+ * asks shards and config servers who they are with {@link #ask}.
  */
 final class PeerInstaller {
 
@@ -90,6 +91,41 @@ final class PeerInstaller {
     return failures;
   }
 
+  /**
+   * Runs {@code command} on every host at once. Returns host -> its reply (a {@link Document}) or
+   * why there is none (a String).
+   */
+  Map<String, Object> ask(List<String> hosts, Document command, MongoCredential credential) {
+    Map<String, Object> answers = new LinkedHashMap<>();
+    List<String> distinct = hosts.stream().distinct().toList();
+    if (distinct.isEmpty()) {
+      return answers;
+    }
+    ExecutorService pool = Executors.newFixedThreadPool(distinct.size());
+    try {
+      Map<String, Future<Object>> asking = new LinkedHashMap<>();
+      for (String host : distinct) {
+        asking.put(host, pool.submit(() -> askOne(host, command, credential)));
+      }
+      asking.forEach((host, future) -> answers.put(host, await(future)));
+    } finally {
+      pool.shutdownNow();
+    }
+    return answers;
+  }
+
+  private Object askOne(String host, Document command, MongoCredential credential) {
+    Object connected = connect(host, credential);
+    if (!(connected instanceof MongoClient client)) {
+      return connected;
+    }
+    try (client) {
+      return client.getDatabase("admin").runCommand(command);
+    } catch (RuntimeException e) {
+      return reason(e, credential);
+    }
+  }
+
   private static Object await(Future<Object> future) {
     try {
       return future.get();
@@ -142,15 +178,22 @@ final class PeerInstaller {
     try {
       client.getDatabase("admin").runCommand(command);
       return null;
-    } catch (MongoCommandException e) {
-      return e.getErrorCodeName() + " (" + e.getErrorCode() + "): " + e.getErrorMessage();
-    } catch (MongoSecurityException e) {
-      return "authentication failed as " + credential.getUserName() + "@" + credential.getSource();
-    } catch (MongoTimeoutException e) {
-      return "no usable answer within " + SELECTION_TIMEOUT_S + " s (TLS or protocol mismatch?)";
     } catch (RuntimeException e) {
-      return e.toString();
+      return reason(e, credential);
     }
+  }
+
+  private static String reason(RuntimeException e, MongoCredential credential) {
+    if (e instanceof MongoCommandException c) {
+      return c.getErrorCodeName() + " (" + c.getErrorCode() + "): " + c.getErrorMessage();
+    }
+    if (e instanceof MongoSecurityException && credential != null) {
+      return "authentication failed as " + credential.getUserName() + "@" + credential.getSource();
+    }
+    if (e instanceof MongoTimeoutException) {
+      return "no usable answer within " + SELECTION_TIMEOUT_S + " s (TLS or protocol mismatch?)";
+    }
+    return e.toString();
   }
 
   /**

@@ -283,6 +283,11 @@ final class ReplicaSet {
     }
     reply.put("primary", primary);
     reply.put("me", self);
+    if (cfg.configsvr()) {
+      // mongod says so on config servers; a mongos checks it (--config-db) and refuses to add
+      // the config servers as a shard.
+      reply.put("configsvr", 2);
+    }
     if (isPrimary) {
       reply.put("electionId", ELECTION_ID);
     }

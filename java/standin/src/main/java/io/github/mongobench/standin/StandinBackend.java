@@ -7,6 +7,7 @@ import de.bwaldvogel.mongo.backend.memory.MemoryBackend;
 import de.bwaldvogel.mongo.bson.BinData;
 import de.bwaldvogel.mongo.bson.Document;
 import de.bwaldvogel.mongo.exception.MongoServerError;
+import de.bwaldvogel.mongo.exception.MongoServerException;
 import de.bwaldvogel.mongo.wire.message.MongoQuery;
 import io.netty.channel.Channel;
 import java.nio.charset.StandardCharsets;
@@ -17,12 +18,14 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.Supplier;
 import java.util.stream.Collectors;
 
 /**
  * mongo-java-server's memory backend plus what the test beds need of a real mongod:
- * SCRAM-SHA-256 authentication with users (createUser/dropUser), and a replica-set simulation
- * (see {@link ReplicaSet}: discovery and initiation, no replication).
+ * SCRAM-SHA-256 authentication with users (createUser/dropUser), a replica-set simulation (see
+ * {@link ReplicaSet}: discovery and initiation, no replication) and a mongos role (see {@link
+ * Mongos}: shard registration and sharding commands, no routing).
  *
  * <p>Every command passes through {@link #handleCommand}; per-connection state (who logged in, the
  * SASL conversation) is keyed by the Netty channel and dropped in {@link #handleClose}. Handlers
@@ -83,6 +86,7 @@ final class StandinBackend extends MemoryBackend {
   private final Users users;
   private final boolean authRequired;
   private final ReplicaSet replSet;
+  private final Mongos mongos;
   private final PeerInstaller peers;
   private final Object initiateLock = new Object();
   private final Map<Channel, Session> sessions = new ConcurrentHashMap<>();
@@ -90,14 +94,26 @@ final class StandinBackend extends MemoryBackend {
   /**
    * @param users the users (possibly empty); createUser adds to them
    * @param authRequired refuse commands on connections that have not logged in (--users-file)
-   * @param replSet replica-set membership, or null for a standalone server
-   * @param tls the members serve TLS (for pushing the replica-set config to the others)
+   * @param replSet replica-set membership, or null
+   * @param mongos true: act as a mongos (exclusive with replSet)
+   * @param configDb the mongos's config server replica set to check, or null
+   * @param tls the other stand-ins (members, shards, config servers) serve TLS
    */
-  StandinBackend(Users users, boolean authRequired, ReplicaSet replSet, boolean tls) {
+  StandinBackend(
+      Users users,
+      boolean authRequired,
+      ReplicaSet replSet,
+      boolean mongos,
+      Mongos.SetSeeds configDb,
+      boolean tls) {
+    if (replSet != null && mongos) {
+      throw new IllegalArgumentException("a replica-set member cannot be a mongos");
+    }
     this.users = users;
     this.authRequired = authRequired;
     this.replSet = replSet;
     this.peers = new PeerInstaller(tls);
+    this.mongos = mongos ? new Mongos(configDb, peers) : null;
   }
 
   @Override
@@ -105,6 +121,10 @@ final class StandinBackend extends MemoryBackend {
     Document own;
     try {
       own = handleOwnCommand(channel, db, command, query);
+    } catch (MongoServerException e) { // the library's own errors (drop of a missing collection)
+      throw e;
+    } catch (Mongos.MirrorException e) {
+      own = error(8, "UnknownError", command + ": " + e.getMessage());
     } catch (RuntimeException e) { // malformed arguments (e.g. a wrong type): never the command
       own = error(2, "BadValue", command + ": " + e.getClass().getSimpleName());
     }
@@ -131,6 +151,12 @@ final class StandinBackend extends MemoryBackend {
         && !OPEN_COMMANDS.contains(cmd)
         && !(users.isEmpty() && NO_USERS_YET_COMMANDS.contains(cmd))) {
       return error(13, "Unauthorized", "command " + command + " requires authentication");
+    }
+    if (mongos != null) {
+      Document reply = mongosCommand(channel, db, command, cmd, query);
+      if (reply != null) {
+        return reply;
+      }
     }
     switch (cmd) {
       case "createuser" -> {
@@ -217,6 +243,9 @@ final class StandinBackend extends MemoryBackend {
     reply.put("isWritablePrimary", reply.get("ismaster"));
     if (replSet != null) {
       replSet.addHelloFields(reply);
+    }
+    if (mongos != null) {
+      Mongos.addHelloFields(reply);
     }
     if (query.get("saslSupportedMechs") instanceof String) {
       // Listed for unknown users too, so drivers pick SCRAM-SHA-256 and get a plain
@@ -395,6 +424,68 @@ final class StandinBackend extends MemoryBackend {
             "authInfo",
             new Document("authenticatedUsers", who).append("authenticatedUserRoles", List.of()))
         .append("ok", 1.0);
+  }
+
+  // ---- mongos --------------------------------------------------------------------------------
+
+  /** The reply of a command a mongos handles differently, or null. */
+  private Document mongosCommand(
+      Channel channel, String db, String command, String cmd, Document query) {
+    Mongos.Backend backend = (d, c, q) -> ownBackendCommand(channel, d, c, q);
+    Object arg = query.get(command);
+    switch (cmd) {
+      case "addshard" -> {
+        return adminOnly(db, command, () -> mongos.addShard(arg, query.get("name"), backend));
+      }
+      case "listshards" -> {
+        return adminOnly(db, command, mongos::listShards);
+      }
+      case "enablesharding" -> {
+        return adminOnly(db, command, () -> mongos.enableSharding(arg, backend));
+      }
+      case "shardcollection" -> {
+        return adminOnly(db, command, () -> mongos.shardCollection(arg, query, backend));
+      }
+      case "drop" -> {
+        try {
+          return super.handleCommand(channel, db, command, query);
+        } finally { // also when the library reports a missing collection
+          if (arg instanceof String coll) {
+            mongos.dropped(db, coll, backend);
+          }
+        }
+      }
+      case "dropdatabase" -> {
+        try {
+          return super.handleCommand(channel, db, command, query);
+        } finally {
+          mongos.droppedDatabase(db, backend);
+        }
+      }
+      default -> {}
+    }
+    if (cmd.startsWith("replset") || cmd.equals(INSTALL_COMMAND.toLowerCase(Locale.ROOT))) {
+      return error(59, "CommandNotFound", "no such command: '" + command + "'");
+    }
+    return null;
+  }
+
+  /** A command on the memory backend, its errors as error replies (the library throws them). */
+  private Document ownBackendCommand(Channel channel, String db, String command, Document query) {
+    try {
+      return super.handleCommand(channel, db, command, query);
+    } catch (MongoServerError e) {
+      return error(e.getCode(), e.getCodeName(), e.getMessageWithoutErrorCode());
+    } catch (MongoServerException e) {
+      return error(8, "UnknownError", e.getMessageWithoutErrorCode());
+    }
+  }
+
+  private static Document adminOnly(String db, String command, Supplier<Document> run) {
+    if (!db.equals("admin")) {
+      return error(13, "Unauthorized", command + " may only be run against the admin database.");
+    }
+    return run.get();
   }
 
   // ---- replica set ---------------------------------------------------------------------------

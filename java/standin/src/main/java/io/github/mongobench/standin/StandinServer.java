@@ -7,8 +7,9 @@ import java.nio.file.Path;
  * In-memory MongoDB wire-protocol server used by tests in place of a real mongod.
  *
  * <p>Usage: {@code StandinServer [--host H] [--port N] [--users-file FILE] [--tls-cert-key-file
- * PEM] [--replset NAME [--advertise HOST:PORT]]}; port 0 lets the OS choose. Once bound it prints
- * {@code LISTENING <host>:<port>} on stdout so a parent process can learn the port.
+ * PEM] [--replset NAME [--advertise HOST:PORT] | --mongos [--config-db NAME/HOST:PORT,...]]};
+ * port 0 lets the OS choose. Once bound it prints {@code LISTENING <host>:<port>} on stdout so a
+ * parent process can learn the port.
  *
  * <ul>
  *   <li>{@code --users-file}: JSON list of {@code {"user", "password", "db"}} (db defaults to
@@ -18,19 +19,29 @@ import java.nio.file.Path;
  *   <li>{@code --replset}: a simulated replica-set member (see {@link ReplicaSet}), known to the
  *       others as {@code --advertise} (default {@code <host>:<bound port>}, or the config's member
  *       that resolves to this address and port, see {@link ReplicaSet#selfIn}).
+ *   <li>{@code --mongos}: a mongos that registers shards and takes the sharding commands but keeps
+ *       all data itself (see {@link Mongos}); {@code --config-db}: its config server replica set,
+ *       checked before the first sharding command.
  * </ul>
  */
 public final class StandinServer {
 
   private static final String USAGE =
       "usage: StandinServer [--host H] [--port N] [--users-file FILE] [--tls-cert-key-file PEM]"
-          + " [--replset NAME [--advertise HOST:PORT]]";
+          + " [--replset NAME [--advertise HOST:PORT] | --mongos [--config-db NAME/HOST:PORT,...]]";
 
   private StandinServer() {}
 
   /** Parsed command line. */
   record Options(
-      String host, int port, Path usersFile, Path tlsPem, String replset, String advertise) {
+      String host,
+      int port,
+      Path usersFile,
+      Path tlsPem,
+      String replset,
+      String advertise,
+      boolean mongos,
+      Mongos.SetSeeds configDb) {
 
     static Options parse(String[] args) {
       String host = "127.0.0.1";
@@ -39,6 +50,8 @@ public final class StandinServer {
       Path tlsPem = null;
       String replset = null;
       String advertise = null;
+      boolean mongos = false;
+      Mongos.SetSeeds configDb = null;
       for (int i = 0; i < args.length; i++) {
         switch (args[i]) {
           case "--host" -> host = value(args, ++i);
@@ -47,13 +60,21 @@ public final class StandinServer {
           case "--tls-cert-key-file" -> tlsPem = Path.of(value(args, ++i));
           case "--replset" -> replset = nonEmpty(args, ++i);
           case "--advertise" -> advertise = nonEmpty(args, ++i);
+          case "--mongos" -> mongos = true;
+          case "--config-db" -> configDb = Mongos.SetSeeds.parseConfigDb(nonEmpty(args, ++i));
           default -> throw new IllegalArgumentException("unknown argument: " + args[i]);
         }
       }
       if (advertise != null && replset == null) {
         throw new IllegalArgumentException("--advertise needs --replset");
       }
-      return new Options(host, port, usersFile, tlsPem, replset, advertise);
+      if (mongos && replset != null) {
+        throw new IllegalArgumentException("--mongos and --replset exclude each other");
+      }
+      if (configDb != null && !mongos) {
+        throw new IllegalArgumentException("--config-db needs --mongos");
+      }
+      return new Options(host, port, usersFile, tlsPem, replset, advertise, mongos, configDb);
     }
 
     private static String value(String[] args, int i) {
@@ -127,7 +148,13 @@ public final class StandinServer {
 
     MongoServer server =
         new MongoServer(
-            new StandinBackend(users, options.usersFile() != null, replSet, tls != null));
+            new StandinBackend(
+                users,
+                options.usersFile() != null,
+                replSet,
+                options.mongos(),
+                options.configDb(),
+                tls != null));
     if (tls != null) {
       server.enableSsl(tls.key(), null, tls.chain());
     }
