@@ -251,11 +251,6 @@ def CheckPrerequisites(benchmark_config):
     elif kind == "atlas":
         mongobench_atlas.CheckPrerequisites()
     elif kind == "sharded":
-        if FLAGS.mongobench_mongod_server == "standin":
-            raise errors.Config.InvalidValue(
-                "deployment sharded needs mongos and shard servers: the stand-in server has"
-                " neither (use standalone or replset on test beds)"
-            )
         try:
             topology.parse_shard_key(_SHARD_KEY.value)
         except ValueError as e:
@@ -299,7 +294,7 @@ def _Start(vm, server, index, port, data_processes, role="mongod", replset=None,
 
 
 def _Members(vms, count, taken, first_index):
-    """Round-robin placement: [(vm, index, port, processes on that VM's host)]."""
+    """Round-robin placement over `vms`: [(vm, instance index, port)]."""
     hosts = [vm.internal_ip for vm in vms]
     placed = topology.place_round_robin(count, hosts, _PORT.value, taken)
     return [(vms[h], first_index + i, port) for i, (h, port) in enumerate(placed)]

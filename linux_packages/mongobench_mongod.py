@@ -10,8 +10,10 @@ Installing (flags --mongobench_*):
   - --mongobench_mongod_bin_dir: binaries already on the host;
   - --mongobench_mongod_server=standin: the project's stand-in (mongo-java-server, built on
     the PKB host and shipped like the YCSB client) runs in place of each mongod. It speaks the
-    wire protocol but is not MongoDB (no WiredTiger, no cache, no replica sets): its numbers
-    test the plumbing only, and `Server.metadata()` says so (`server_kind: standin`).
+    wire protocol but is not MongoDB (no WiredTiger, no cache; replica sets and mongos are
+    simulated: membership, initiation and sharding commands, no replication or data
+    distribution): its numbers test the plumbing only, and `Server.metadata()` says so
+    (`server_kind: standin`).
 
 Instances are identified by index, port and role, each with its own directory under
 `<workdir>/instances/mongod-<index>/` (data, log, config, PID file: the layout of
@@ -302,10 +304,8 @@ def NewInstance(
     `bind_ip` (default `host`), serving TLS only with the PEM `tls_pem` (on the VM) if given."""
     if role not in ROLES:
         raise ValueError(f"role must be one of {ROLES}, got {role!r}")
-    if server.kind == "standin" and role != "mongod":
-        raise errors.Config.InvalidValue(
-            f"the stand-in server cannot be a {role}: it has no replica sets or sharding"
-        )
+    if role in ("shardsvr", "configsvr") and not replset:
+        raise ValueError(f"a {role} must be a replica set member (replset)")
     return Instance(
         index=index,
         port=stress.instance_port(index, first_port) if port is None else int(port),
@@ -367,7 +367,9 @@ def _Argv(server, inst, numactl):
             "--port",
             str(inst.port),
         ]
-        if inst.replset:
+        if inst.role == "mongos":  # a router that keeps the data itself (no distribution)
+            argv += ["--mongos"]
+        elif inst.replset:
             argv += ["--replset", inst.replset]
         if inst.tls_pem:  # the stand-in takes no config file: TLS comes as an option
             argv += ["--tls-cert-key-file", inst.tls_pem]

@@ -1,0 +1,71 @@
+"""mongodb_perftables with deployment=sharded through the real ./pkb.py.
+
+On the test bed's static VMs: a one-member config-server replica set and two
+one-member shard replica sets (stand-ins with --replset) on the servers VM, a
+stand-in mongos (--mongos) on the client VM; the engine initiates the sets,
+runs addShard/enableSharding on the mongos, and every collection an
+experiment creates is sharded on `_id` hashed. The stand-in mongos keeps the
+data itself (no distribution): this checks the deployment and sharding
+plumbing, not MongoDB's balancing. Runs when PKB_DIR names a PKB checkout.
+"""
+
+import glob
+import json
+
+import pytest
+import yaml
+from pkb_helpers import dpkg_selections, listening, run_pkb
+
+from mongobench import testbed
+
+pytestmark = pytest.mark.e2e
+
+
+def test_sharded_deployment_initiated_and_used(pkb_python, tmp_path, pkb_temp):
+    sshd = testbed.start_sshd(str(tmp_path / "tb"))
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    vm = testbed.static_vm(sshd, str(scratch))
+    port = testbed.free_port_block(4)  # two shards, the config server, the mongos
+    cfg = {
+        "mongodb_perftables": {
+            "vm_groups": {
+                "clients": {"static_vms": [dict(vm)]},
+                "servers": {"static_vms": [json.loads(json.dumps(vm))]},
+            },
+            "flags": {
+                "mongodb_perftables_deployment": "sharded",
+                "mongobench_mongod_server": "standin",
+                "mongodb_perftables_port": port,
+                "mongodb_perftables_scale": "smoke",
+                "mongodb_perftables_experiments": "insert_docsize,query_fetch",
+            },
+        }
+    }
+    path = tmp_path / "sharded.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    before = dpkg_selections()
+    try:
+        p = run_pkb(pkb_python, "mongodb_perftables", path, pkb_temp)
+    finally:
+        testbed.stop_pid(sshd.pid)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert dpkg_selections() == before
+    run_dir = glob.glob(str(pkb_temp / "runs" / "*"))[0]
+    samples = [json.loads(line) for line in open(f"{run_dir}/perfkitbenchmarker_results.json")]
+    assert not [s for s in samples if s["metric"] == "Variant Failed"]
+    from mongobench import experiments as exp_mod
+
+    plan = exp_mod.plan(exp_mod.load(), ["insert_docsize", "query_fetch"], "smoke")
+    tput = [s for s in samples if s["metric"] == "Operation Throughput"]
+    assert len(tput) == sum(len(vs) for _, vs in plan)
+    for s in tput:
+        labels = s["labels"]
+        assert "|deployment:sharded|" in labels and "|topology:sharded|" in labels
+        assert "|shards:2|" in labels and "|mongos:client|" in labels
+        assert "|sharded:True|" in labels and "|shard_key:_id:hashed|" in labels
+    log = open(f"{run_dir}/pkb.log").read()
+    # config servers and both shards initiated, then the shards registered on the mongos
+    assert '"cfg": "127.0.0.1:' in log and '"shard1": "127.0.0.1:' in log
+    assert '"admin": ["addShard", "addShard", "enableSharding"]' in log
+    assert listening(range(port, port + 4)) == []
