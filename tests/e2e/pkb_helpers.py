@@ -11,3 +11,22 @@ PKB_DIR = os.environ.get("PKB_DIR")
 def dpkg_selections() -> str:
     """The host's package selections: a static run must leave them as they were."""
     return subprocess.run(["dpkg", "--get-selections"], capture_output=True, text=True).stdout
+
+
+def run_pkb(pkb_python, benchmark, config, temp_dir, *flags, env=None, timeout=900):
+    """The unmodified ./pkb.py on one benchmark config; returns the CompletedProcess."""
+    return subprocess.run(
+        [pkb_python, "pkb.py", f"--benchmarks={benchmark}", f"--benchmark_config_file={config}",
+         f"--temp_dir={temp_dir}", *flags],
+        cwd=PKB_DIR, capture_output=True, text=True, timeout=timeout, env=env,
+    )  # fmt: skip
+
+
+def listening(ports) -> list[int]:
+    """Which of `ports` something still listens on (a run must stop what it started)."""
+    out = []
+    for port in ports:
+        ss = subprocess.run(["ss", "-ltn", f"sport = :{port}"], capture_output=True, text=True)
+        if "LISTEN" in ss.stdout:
+            out.append(port)
+    return out

@@ -10,7 +10,7 @@ import json
 import subprocess
 
 import pytest
-from pkb_helpers import PKB_DIR, dpkg_selections
+from pkb_helpers import PKB_DIR, dpkg_selections, run_pkb
 
 from mongobench import testbed
 
@@ -45,17 +45,11 @@ def test_perftables_on_the_test_bed(pkb_python, tmp_path, pkb_temp):
     state = testbed.up(str(tmp_path / "tb"))
     before = dpkg_selections()
     try:
-        p = subprocess.run(
-            [
-                pkb_python,
-                "pkb.py",
-                "--benchmarks=mongodb_perftables",
-                f"--benchmark_config_file={state['configs']['mongodb_perftables']}",
-                f"--temp_dir={pkb_temp}",
-            ],
-            cwd=PKB_DIR,
-            capture_output=True,
-            text=True,
+        p = run_pkb(
+            pkb_python,
+            "mongodb_perftables",
+            state["configs"]["mongodb_perftables"],
+            pkb_temp,
             timeout=1200,
         )
     finally:

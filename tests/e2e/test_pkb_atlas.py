@@ -15,12 +15,11 @@ import glob
 import json
 import os
 import secrets
-import subprocess
 
 import pytest
 import yaml
 from atlas_fake import PRIVATE, PROJECT, PUBLIC, serve
-from pkb_helpers import PKB_DIR, dpkg_selections
+from pkb_helpers import dpkg_selections, run_pkb
 from pymongo import MongoClient
 
 from mongobench import testbed
@@ -95,11 +94,7 @@ def test_atlas_hardware_matrix_and_no_secret_in_any_output(pkb_python, tmp_path,
             fake.on_user = on_user
             cfg["mongodb_perftables"]["flags"]["mongobench_atlas_api_base"] = fake.base
             path.write_text(yaml.safe_dump(cfg))
-            p = subprocess.run(
-                [pkb_python, "pkb.py", "--benchmarks=mongodb_perftables",
-                 f"--benchmark_config_file={path}", f"--temp_dir={pkb_temp}"],
-                cwd=PKB_DIR, capture_output=True, text=True, timeout=900, env=env,
-            )  # fmt: skip
+            p = run_pkb(pkb_python, "mongodb_perftables", path, pkb_temp, env=env)
             leftovers = (dict(fake.clusters), dict(fake.users), dict(fake.access_list))
             methods = [(m, path) for m, path, _, _ in fake.requests]
     finally:

@@ -11,11 +11,10 @@ replication. Runs when PKB_DIR names a PKB checkout.
 
 import glob
 import json
-import subprocess
 
 import pytest
 import yaml
-from pkb_helpers import PKB_DIR, dpkg_selections
+from pkb_helpers import dpkg_selections, listening, run_pkb
 
 from mongobench import testbed
 
@@ -47,11 +46,7 @@ def test_replica_set_deployment_initiated_and_used(pkb_python, tmp_path, pkb_tem
     path.write_text(yaml.safe_dump(cfg))
     before = dpkg_selections()
     try:
-        p = subprocess.run(
-            [pkb_python, "pkb.py", "--benchmarks=mongodb_perftables",
-             f"--benchmark_config_file={path}", f"--temp_dir={pkb_temp}"],
-            cwd=PKB_DIR, capture_output=True, text=True, timeout=900,
-        )  # fmt: skip
+        p = run_pkb(pkb_python, "mongodb_perftables", path, pkb_temp)
     finally:
         testbed.stop_pid(sshd.pid)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
@@ -71,8 +66,4 @@ def test_replica_set_deployment_initiated_and_used(pkb_python, tmp_path, pkb_tem
     assert "mongobench topology up" in log
     assert f'"rs0": "127.0.0.1:{port}"' in log
     # every member was stopped by PID at cleanup
-    for member_port in range(port, port + 3):
-        listening = subprocess.run(
-            ["ss", "-ltn", f"sport = :{member_port}"], capture_output=True, text=True
-        ).stdout
-        assert "LISTEN" not in listening, member_port
+    assert listening(range(port, port + 3)) == []

@@ -10,11 +10,10 @@ checkout (see tests/e2e/test_pkb.py).
 import glob
 import json
 import os
-import subprocess
 
 import pytest
 import yaml
-from pkb_helpers import PKB_DIR
+from pkb_helpers import listening, run_pkb
 
 from mongobench import testbed
 
@@ -57,11 +56,7 @@ def test_standalone_server_vm_with_os_metrics(pkb_python, tmp_path):
     path = tmp_path / "standalone.yaml"
     path.write_text(yaml.safe_dump(cfg))
     try:
-        p = subprocess.run(
-            [pkb_python, "pkb.py", "--benchmarks=mongodb_perftables",
-             f"--benchmark_config_file={path}", f"--temp_dir={pkb_temp}"],
-            cwd=PKB_DIR, capture_output=True, text=True, timeout=900,
-        )  # fmt: skip
+        p = run_pkb(pkb_python, "mongodb_perftables", path, pkb_temp)
     finally:
         testbed.down(str(tmp_path / "tb"))
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
@@ -75,9 +70,4 @@ def test_standalone_server_vm_with_os_metrics(pkb_python, tmp_path):
     cpu = [s for s in samples if s["metric"] == "Server CPU Usage"]
     assert len(cpu) >= 10 and all(0 <= s["value"] <= 100 for s in cpu)
     # Nothing left listening on the server port: the stand-in was stopped by PID.
-    assert (
-        subprocess.run(
-            ["ss", "-ltn", f"sport = :{port}"], capture_output=True, text=True
-        ).stdout.count("LISTEN")
-        == 0
-    )
+    assert listening([port]) == []

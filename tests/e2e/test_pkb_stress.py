@@ -17,7 +17,7 @@ import subprocess
 import time
 
 import pytest
-from pkb_helpers import PKB_DIR, dpkg_selections
+from pkb_helpers import dpkg_selections, run_pkb
 
 from mongobench import testbed
 
@@ -54,19 +54,13 @@ def test_stress_on_the_test_bed(pkb_python, tmp_path, pkb_temp):
     before = dpkg_selections()
     t0 = time.time()
     try:
-        p = subprocess.run(
-            [
-                pkb_python,
-                "pkb.py",
-                "--benchmarks=mongodb_stress",
-                f"--benchmark_config_file={state['configs']['mongodb_stress']}",
-                f"--temp_dir={pkb_temp}",
-                "--mongodb_stress_hold_memory",
-                f"--mongodb_stress_hold_memory_gb={HOLD_GB}",
-            ],
-            cwd=PKB_DIR,
-            capture_output=True,
-            text=True,
+        p = run_pkb(
+            pkb_python,
+            "mongodb_stress",
+            state["configs"]["mongodb_stress"],
+            pkb_temp,
+            "--mongodb_stress_hold_memory",
+            f"--mongodb_stress_hold_memory_gb={HOLD_GB}",
             timeout=1200,
         )
         leftover = os.listdir(scratch)  # the run's directories are gone (before `down`)
@@ -144,23 +138,17 @@ def test_stress_with_tls_on_the_test_bed(pkb_python, tmp_path, pkb_temp):
         pytest.skip("openssl is not installed")
     state = testbed.up(str(tmp_path / "tb"))
     try:
-        p = subprocess.run(
-            [
-                pkb_python,
-                "pkb.py",
-                "--benchmarks=mongodb_stress",
-                f"--benchmark_config_file={state['configs']['mongodb_stress']}",
-                f"--temp_dir={pkb_temp}",
-                "--mongodb_stress_tls",
-                "--mongodb_stress_max_instances=2",
-                # the config's 3 s steps are too short with TLS: in one trial on a 2-core
-                # test bed a YCSB process did 2 operations in its 3 s (JVM start, first TLS
-                # handshakes) and the step failed for want of UPDATE latencies
-                "--mongodb_stress_step_seconds=10",
-            ],
-            cwd=PKB_DIR,
-            capture_output=True,
-            text=True,
+        p = run_pkb(
+            pkb_python,
+            "mongodb_stress",
+            state["configs"]["mongodb_stress"],
+            pkb_temp,
+            "--mongodb_stress_tls",
+            "--mongodb_stress_max_instances=2",
+            # the config's 3 s steps are too short with TLS: in one trial on a 2-core
+            # test bed a YCSB process did 2 operations in its 3 s (JVM start, first TLS
+            # handshakes) and the step failed for want of UPDATE latencies
+            "--mongodb_stress_step_seconds=10",
             timeout=1200,
         )
     finally:

@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 import yaml
-from pkb_helpers import PKB_DIR, dpkg_selections
+from pkb_helpers import PKB_DIR, dpkg_selections, run_pkb
 
 from mongobench import cli, report, testbed
 
@@ -58,17 +58,11 @@ def test_sweep_on_the_test_bed_then_compare(pkb_python, tmp_path, pkb_temp):
     state = testbed.up(str(tmp_path / "tb"))
     before = dpkg_selections()
     try:
-        p = subprocess.run(
-            [
-                pkb_python,
-                "pkb.py",
-                "--benchmarks=mongodb_ycsb_sweep",
-                f"--benchmark_config_file={sweep_config(state, tmp_path / 'sweep.yaml')}",
-                f"--temp_dir={pkb_temp}",
-            ],
-            cwd=PKB_DIR,
-            capture_output=True,
-            text=True,
+        p = run_pkb(
+            pkb_python,
+            "mongodb_ycsb_sweep",
+            sweep_config(state, tmp_path / "sweep.yaml"),
+            pkb_temp,
             timeout=1800,
         )
     finally:
