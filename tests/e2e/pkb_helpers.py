@@ -30,3 +30,25 @@ def listening(ports) -> list[int]:
         if "LISTEN" in ss.stdout:
             out.append(port)
     return out
+
+
+def two_group_config(tmp_path, benchmark, flags):
+    """A benchmark config whose clients and servers groups are both the test bed's own
+    static VM (a private sshd on this host); returns (config path, sshd)."""
+    import json
+
+    import yaml
+
+    from mongobench import testbed
+
+    sshd = testbed.start_sshd(str(tmp_path / "tb"))
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    vm = testbed.static_vm(sshd, str(scratch))
+    groups = {
+        "clients": {"static_vms": [vm]},
+        "servers": {"static_vms": [json.loads(json.dumps(vm))]},
+    }
+    path = tmp_path / f"{benchmark}.yaml"
+    path.write_text(yaml.safe_dump({benchmark: {"vm_groups": groups, "flags": flags}}))
+    return path, sshd

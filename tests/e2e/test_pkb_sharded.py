@@ -13,8 +13,7 @@ import glob
 import json
 
 import pytest
-import yaml
-from pkb_helpers import dpkg_selections, listening, run_pkb
+from pkb_helpers import dpkg_selections, listening, run_pkb, two_group_config
 
 from mongobench import testbed
 
@@ -22,28 +21,18 @@ pytestmark = pytest.mark.e2e
 
 
 def test_sharded_deployment_initiated_and_used(pkb_python, tmp_path, pkb_temp):
-    sshd = testbed.start_sshd(str(tmp_path / "tb"))
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
-    vm = testbed.static_vm(sshd, str(scratch))
     port = testbed.free_port_block(4)  # two shards, the config server, the mongos
-    cfg = {
-        "mongodb_perftables": {
-            "vm_groups": {
-                "clients": {"static_vms": [dict(vm)]},
-                "servers": {"static_vms": [json.loads(json.dumps(vm))]},
-            },
-            "flags": {
-                "mongodb_perftables_deployment": "sharded",
-                "mongobench_mongod_server": "standin",
-                "mongodb_perftables_port": port,
-                "mongodb_perftables_scale": "smoke",
-                "mongodb_perftables_experiments": "insert_docsize,query_fetch",
-            },
-        }
-    }
-    path = tmp_path / "sharded.yaml"
-    path.write_text(yaml.safe_dump(cfg))
+    path, sshd = two_group_config(
+        tmp_path,
+        "mongodb_perftables",
+        {
+            "mongodb_perftables_deployment": "sharded",
+            "mongobench_mongod_server": "standin",
+            "mongodb_perftables_port": port,
+            "mongodb_perftables_scale": "smoke",
+            "mongodb_perftables_experiments": "insert_docsize,query_fetch",
+        },
+    )
     before = dpkg_selections()
     try:
         p = run_pkb(pkb_python, "mongodb_perftables", path, pkb_temp)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import json
 import os
 import shutil
 import subprocess
@@ -17,6 +16,7 @@ import pymongo
 import pytest
 from bson.binary import Binary
 from pymongo.errors import NotPrimaryError, OperationFailure
+from standin_helpers import built_workdir, write_users_file
 
 from mongobench import javabuild, testbed, topology, ycsb
 
@@ -36,17 +36,11 @@ TIMEOUT_MS = 5000
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
-    if not shutil.which("java") or not shutil.which("mvn"):
-        pytest.skip("java and mvn are needed to build the stand-in")
-    javabuild.build()
-    return tmp_path_factory.mktemp("standin-features")
+    return built_workdir(tmp_path_factory, "standin-features")
 
 
 def _users_file(directory) -> str:
-    path = directory / "users.json"
-    path.write_text(json.dumps(USERS))
-    os.chmod(path, 0o600)
-    return str(path)
+    return write_users_file(directory, USERS)
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pymongo
 import pytest
 from pymongo.errors import OperationFailure
+from standin_helpers import built_workdir
 
 from mongobench import javabuild, testbed, tlscerts, topology, ycsb
 
@@ -27,10 +28,7 @@ PASSWORD = "M0ngos:pa55/Secret!"  # distinctive, so any occurrence in a log is a
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
-    if not shutil.which("java") or not shutil.which("mvn"):
-        pytest.skip("java and mvn are needed to build the stand-in")
-    javabuild.build()
-    return tmp_path_factory.mktemp("standin-mongos")
+    return built_workdir(tmp_path_factory, "standin-mongos")
 
 
 def _client(uri: str, **kwargs) -> pymongo.MongoClient:

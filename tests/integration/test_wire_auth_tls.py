@@ -4,8 +4,6 @@ credentials, TLS with a throwaway CA, replica-set discovery, and exact error cou
 from __future__ import annotations
 
 import collections
-import json
-import os
 import random
 import shutil
 import urllib.parse
@@ -13,9 +11,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pymongo
 import pytest
+from standin_helpers import built_workdir, write_users_file
 
 from mongobench import experiments as exp_mod
-from mongobench import javabuild, perftables, testbed, tlscerts, topology, wire
+from mongobench import perftables, testbed, tlscerts, topology, wire
 from mongobench.workloads_keyed import Zipfian
 
 pytestmark = pytest.mark.integration
@@ -33,18 +32,12 @@ DB = "mb_wire_auth"
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
-    if not shutil.which("java") or not shutil.which("mvn"):
-        pytest.skip("java and mvn are needed to build the stand-in")
-    javabuild.build()
-    return tmp_path_factory.mktemp("wire-auth-tls")
+    return built_workdir(tmp_path_factory, "wire-auth-tls")
 
 
 @pytest.fixture(scope="module")
 def users_file(workdir):
-    path = workdir / "users.json"
-    path.write_text(json.dumps(USERS))
-    os.chmod(path, 0o600)
-    return str(path)
+    return write_users_file(workdir, USERS)
 
 
 @pytest.fixture(scope="module")
