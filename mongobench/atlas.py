@@ -534,6 +534,24 @@ class AtlasClient:
         log.info("atlas: deleting cluster %s", name)
         self.request("DELETE", self._clusters(name))
 
+    def _poll(self, name, settled, waiting_for, timeout, poll, sleep, clock):
+        """Polls the cluster until `settled(cluster or None)` returns (done, value)."""
+        deadline = clock() + timeout
+        while True:
+            try:
+                cluster = self.get_cluster(name)
+            except AtlasNotFound:
+                cluster = None
+            done, value = settled(cluster)
+            if done:
+                return value
+            if clock() >= deadline:
+                raise AtlasTimeout(
+                    f"cluster {name} still {cluster.get('stateName')} after {timeout:.0f}s"
+                    f" waiting for {waiting_for}"
+                )
+            sleep(poll)
+
     def wait_for_idle(
         self,
         name: str,
@@ -543,20 +561,16 @@ class AtlasClient:
         clock=time.monotonic,
     ) -> dict:
         """Polls until stateName is IDLE; AtlasTimeout names the state it was stuck in."""
-        deadline = clock() + timeout
-        while True:
-            cluster = self.get_cluster(name)
-            state = cluster.get("stateName")
-            if state == "IDLE":
-                return cluster
-            if state == "DELETING":
+
+        def settled(cluster):
+            if cluster is None:
+                raise AtlasNotFound(f"cluster {name} does not exist", 404, "CLUSTER_NOT_FOUND")
+            if cluster.get("stateName") == "DELETING":
                 raise AtlasError(f"cluster {name} is being deleted, it will not become IDLE")
-            if clock() >= deadline:
-                raise AtlasTimeout(
-                    f"cluster {name} still {state} after {timeout:.0f}s waiting for IDLE;"
-                    " check the Atlas UI (it keeps billing while it exists)"
-                )
-            sleep(poll)
+            return cluster.get("stateName") == "IDLE", cluster
+
+        what = "IDLE; check the Atlas UI (it keeps billing while it exists)"
+        return self._poll(name, settled, what, timeout, poll, sleep, clock)
 
     def wait_until_deleted(
         self,
@@ -566,17 +580,7 @@ class AtlasClient:
         sleep=time.sleep,
         clock=time.monotonic,
     ) -> None:
-        deadline = clock() + timeout
-        while True:
-            try:
-                state = self.get_cluster(name).get("stateName")
-            except AtlasNotFound:
-                return
-            if clock() >= deadline:
-                raise AtlasTimeout(
-                    f"cluster {name} still {state} after {timeout:.0f}s waiting for deletion"
-                )
-            sleep(poll)
+        self._poll(name, lambda c: (c is None, None), "deletion", timeout, poll, sleep, clock)
 
 
 # ---- database users and the IP access list ----------------------------------------

@@ -52,3 +52,33 @@ def two_group_config(tmp_path, benchmark, flags):
     path = tmp_path / f"{benchmark}.yaml"
     path.write_text(yaml.safe_dump({benchmark: {"vm_groups": groups, "flags": flags}}))
     return path, sshd
+
+
+def helpmatch(pkb_python, name) -> str:
+    """./pkb.py --helpmatch=<name>: the flags PKB knows for that module."""
+    return subprocess.run(
+        [pkb_python, "pkb.py", f"--helpmatch={name}"],
+        cwd=PKB_DIR, capture_output=True, text=True, timeout=300,
+    ).stdout  # fmt: skip
+
+
+def run_on_own_sshd(pkb_python, benchmark, config, temp_dir, sshd):
+    """run_pkb on a two_group_config, then the checks every such run needs: it succeeded,
+    left the host's packages as they were, and reported no failed variant. Stops the sshd.
+    Returns (run directory, samples)."""
+    import glob
+    import json
+
+    from mongobench import testbed
+
+    before = dpkg_selections()
+    try:
+        p = run_pkb(pkb_python, benchmark, config, temp_dir)
+    finally:
+        testbed.stop_pid(sshd.pid)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert dpkg_selections() == before
+    run_dir = glob.glob(str(temp_dir / "runs" / "*"))[0]
+    samples = [json.loads(line) for line in open(f"{run_dir}/perfkitbenchmarker_results.json")]
+    assert not [s for s in samples if s["metric"] == "Variant Failed"]
+    return run_dir, samples

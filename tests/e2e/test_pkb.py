@@ -7,10 +7,9 @@ installed into that environment with `pip install -e` if it is not there.
 
 import glob
 import json
-import subprocess
 
 import pytest
-from pkb_helpers import PKB_DIR, dpkg_selections, run_pkb
+from pkb_helpers import dpkg_selections, helpmatch, run_pkb
 
 from mongobench import testbed
 
@@ -18,13 +17,7 @@ pytestmark = pytest.mark.e2e
 
 
 def test_helpmatch_lists_our_flags(pkb_python):
-    out = subprocess.run(
-        [pkb_python, "pkb.py", "--helpmatch=mongodb_perftables"],
-        cwd=PKB_DIR,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    ).stdout
+    out = helpmatch(pkb_python, "mongodb_perftables")
     assert "--mongodb_perftables_scale" in out and "--mongodb_perftables_uri_file" in out
 
 
@@ -34,10 +27,7 @@ def test_every_benchmark_registers_with_its_flags(pkb_python):
         ("mongodb_ycsb_sweep", "--mongodb_ycsb_sweep_sizes_mb"),
         ("mongobench_mongod", "--mongobench_mongodb_version"),
     ):
-        out = subprocess.run(
-            [pkb_python, "pkb.py", f"--helpmatch={name}"],
-            cwd=PKB_DIR, capture_output=True, text=True, timeout=300,
-        ).stdout  # fmt: skip
+        out = helpmatch(pkb_python, name)
         assert flag in out, name
 
 

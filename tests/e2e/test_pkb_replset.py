@@ -9,11 +9,8 @@ data: this checks the PKB and engine side of the deployment, not MongoDB's
 replication. Runs when PKB_DIR names a PKB checkout.
 """
 
-import glob
-import json
-
 import pytest
-from pkb_helpers import dpkg_selections, listening, run_pkb, two_group_config
+from pkb_helpers import listening, run_on_own_sshd, two_group_config
 
 from mongobench import testbed
 
@@ -33,16 +30,7 @@ def test_replica_set_deployment_initiated_and_used(pkb_python, tmp_path, pkb_tem
             "mongodb_perftables_experiments": "insert_docsize,updateapi",
         },
     )
-    before = dpkg_selections()
-    try:
-        p = run_pkb(pkb_python, "mongodb_perftables", path, pkb_temp)
-    finally:
-        testbed.stop_pid(sshd.pid)
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    assert dpkg_selections() == before
-    run_dir = glob.glob(str(pkb_temp / "runs" / "*"))[0]
-    samples = [json.loads(line) for line in open(f"{run_dir}/perfkitbenchmarker_results.json")]
-    assert not [s for s in samples if s["metric"] == "Variant Failed"]
+    run_dir, samples = run_on_own_sshd(pkb_python, "mongodb_perftables", path, pkb_temp, sshd)
     tput = [s for s in samples if s["metric"] == "Operation Throughput"]
     assert len(tput) == 5 + 8
     for s in tput:

@@ -9,11 +9,8 @@ data itself (no distribution): this checks the deployment and sharding
 plumbing, not MongoDB's balancing. Runs when PKB_DIR names a PKB checkout.
 """
 
-import glob
-import json
-
 import pytest
-from pkb_helpers import dpkg_selections, listening, run_pkb, two_group_config
+from pkb_helpers import listening, run_on_own_sshd, two_group_config
 
 from mongobench import testbed
 
@@ -33,16 +30,7 @@ def test_sharded_deployment_initiated_and_used(pkb_python, tmp_path, pkb_temp):
             "mongodb_perftables_experiments": "insert_docsize,query_fetch",
         },
     )
-    before = dpkg_selections()
-    try:
-        p = run_pkb(pkb_python, "mongodb_perftables", path, pkb_temp)
-    finally:
-        testbed.stop_pid(sshd.pid)
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    assert dpkg_selections() == before
-    run_dir = glob.glob(str(pkb_temp / "runs" / "*"))[0]
-    samples = [json.loads(line) for line in open(f"{run_dir}/perfkitbenchmarker_results.json")]
-    assert not [s for s in samples if s["metric"] == "Variant Failed"]
+    run_dir, samples = run_on_own_sshd(pkb_python, "mongodb_perftables", path, pkb_temp, sshd)
     from mongobench import experiments as exp_mod
 
     plan = exp_mod.plan(exp_mod.load(), ["insert_docsize", "query_fetch"], "smoke")

@@ -11,11 +11,10 @@ import json
 import os
 import pathlib
 import shutil
-import subprocess
 
 import pytest
 import yaml
-from pkb_helpers import PKB_DIR, dpkg_selections, run_pkb
+from pkb_helpers import dpkg_selections, helpmatch, run_pkb
 
 from mongobench import cli, report, testbed
 
@@ -44,13 +43,7 @@ def sweep_config(state: dict, path: pathlib.Path) -> str:
 
 
 def test_helpmatch_lists_the_sweep_flags(pkb_python):
-    out = subprocess.run(
-        [pkb_python, "pkb.py", "--helpmatch=mongodb_ycsb_sweep"],
-        cwd=PKB_DIR,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    ).stdout
+    out = helpmatch(pkb_python, "mongodb_ycsb_sweep")
     assert "--mongodb_ycsb_sweep_sizes_mb" in out and "--mongodb_ycsb_sweep_uri_file" in out
 
 
