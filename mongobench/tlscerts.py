@@ -78,6 +78,12 @@ def subject_alt_names(addresses: Iterable[str]) -> SubjectAltNames:
     return SubjectAltNames(tuple(ips), tuple(dns))
 
 
+def new_serial() -> str:
+    """A random 128-bit serial for `openssl ca`'s serial file: an even number of hex digits
+    (openssl refuses odd ones) and a leading 1, so it is positive and never starts with 0."""
+    return "1" + secrets.token_hex(16).upper()[1:]
+
+
 def _cert_time(t: dt.datetime) -> str:
     """`openssl ca -startdate/-enddate` format: UTCTime YYMMDDHHMMSSZ up to 2049 (RFC 5280),
     GeneralizedTime YYYYMMDDHHMMSSZ from 2050."""
@@ -239,7 +245,7 @@ def generate(
     os.makedirs(os.path.join(directory, ISSUED_DIR), mode=0o700, exist_ok=True)
     _write(directory, CONFIG, openssl_config(sans))
     _write(directory, "index.txt", "")
-    _write(directory, "serial", secrets.token_hex(16).upper().lstrip("0") + "\n")
+    _write(directory, "serial", new_serial() + "\n")
     old_umask = os.umask(0o077)  # keys are created 0600
     try:
         for argv in openssl_commands(
