@@ -423,6 +423,9 @@ def _HardwareLabels(benchmark_spec, kind):
 
 
 def Prepare(benchmark_spec):
+    # PKB calls Cleanup on cloud VMs, and after a failed stage, only with this flag:
+    # without it an Atlas cluster or a failed variant would go unnoticed and stay.
+    benchmark_spec.always_call_cleanup = True
     client = benchmark_spec.vm_groups["clients"][0]
     for vm in benchmark_spec.vms:
         mongobench_host.ProtectStaticVm(vm)
@@ -440,7 +443,8 @@ def Prepare(benchmark_spec):
     if kind == "uri":
         uri = _ReadUri()
     elif kind == "atlas":
-        state["atlas"], uri = mongobench_atlas.Provision(FLAGS.run_uri, [client])
+        state["atlas"] = mongobench_atlas.NewDeployment(FLAGS.run_uri, [client])
+        uri = mongobench_atlas.Provision(state["atlas"])
         state["steps"] = mongobench_atlas.Steps()
     elif kind == "standalone":
         uri = _StartStandalone(servers, state)
@@ -575,21 +579,36 @@ def Run(benchmark_spec):
 
 
 def Cleanup(benchmark_spec):
+    """Undoes what Prepare did, as far as it got (every step is tried), then fails the run
+    when something could not be undone or a variant failed. PKB may call it twice: after
+    a Cleanup that raised, its error handler calls Cleanup again."""
+    state = getattr(benchmark_spec, "mongobench", None)
+    if state is None or state.get("cleaned_up"):
+        return
+    state["cleaned_up"] = True
     client = benchmark_spec.vm_groups["clients"][0]
-    state = getattr(benchmark_spec, "mongobench", {})
-    problems = []
+    steps = []
     if state.get("atlas"):
-        try:
-            mongobench_atlas.Teardown(state["atlas"])
-        except errors.Resource.CleanupError as e:
-            problems.append(str(e))
+        steps.append(
+            ("tear down the Atlas deployment", lambda: mongobench_atlas.Teardown(state["atlas"]))
+        )
     for vm in [*_Servers(benchmark_spec), client]:
-        mongobench_mongod.StopAll(vm)
-        mongobench_mongod.RemoveData(vm)
+        steps.append((f"stop mongod on {vm.name}", lambda vm=vm: mongobench_mongod.StopAll(vm)))
+        steps.append(
+            (f"remove mongod data on {vm.name}", lambda vm=vm: mongobench_mongod.RemoveData(vm))
+        )
         if state.get("host_settings_applied") and vm in state.get("server_vms", []):
-            mongobench_mongod.RestoreHostSettings(vm)
-        mongobench_mongod.Remove(vm)
-        mongobench_client.Remove(vm)
+            steps.append(
+                (
+                    f"restore host settings on {vm.name}",
+                    lambda vm=vm: mongobench_mongod.RestoreHostSettings(vm),
+                )
+            )
+        steps.append((f"remove mongod on {vm.name}", lambda vm=vm: mongobench_mongod.Remove(vm)))
+        steps.append(
+            (f"remove the engine on {vm.name}", lambda vm=vm: mongobench_client.Remove(vm))
+        )
+    problems = mongobench_host.Undo(steps)
     failed = state.get("failed")
     if failed:
         problems.append(

@@ -765,19 +765,38 @@ def Run(benchmark_spec):
 
 def Cleanup(benchmark_spec):
     """Stops every process the benchmark started (by PID), removes its directories and
-    restores the server's host settings; then fails the run if a step failed."""
+    restores the server's host settings, as far as Prepare got (every step is tried); then
+    fails the run if a step failed or something could not be undone. Runs once: PKB calls
+    it again after a Cleanup that raised."""
+    if getattr(benchmark_spec, "mongodb_stress_cleaned_up", False):
+        return
+    benchmark_spec.mongodb_stress_cleaned_up = True
     server_vm, clients = _Vms(benchmark_spec)
 
     def client(vm):
-        mongobench_ycsb.StopAll(vm)
-        mongobench_ycsb.Remove(vm)
+        return mongobench_host.Undo(
+            [
+                (f"stop YCSB on {vm.name}", lambda: mongobench_ycsb.StopAll(vm)),
+                (f"remove YCSB on {vm.name}", lambda: mongobench_ycsb.Remove(vm)),
+            ]
+        )
 
-    background_tasks.RunThreaded(client, clients)
-    mongobench_stress_ng.StopAll(server_vm)
-    mongobench_mongod.StopAll(server_vm)
-    mongobench_mongod.RestoreHostSettings(server_vm)
-    mongobench_stress_ng.Remove(server_vm)
-    mongobench_mongod.Remove(server_vm)
+    problems = [p for got in background_tasks.RunThreaded(client, clients) for p in got]
+    name = server_vm.name
+    problems += mongobench_host.Undo(
+        [
+            (f"stop stress-ng on {name}", lambda: mongobench_stress_ng.StopAll(server_vm)),
+            (f"stop mongod on {name}", lambda: mongobench_mongod.StopAll(server_vm)),
+            (
+                f"restore host settings on {name}",
+                lambda: mongobench_mongod.RestoreHostSettings(server_vm),
+            ),
+            (f"remove stress-ng on {name}", lambda: mongobench_stress_ng.Remove(server_vm)),
+            (f"remove mongod on {name}", lambda: mongobench_mongod.Remove(server_vm)),
+        ]
+    )
     st = getattr(benchmark_spec, "mongodb_stress", None)
     if st is not None and st.failure:
-        raise errors.Benchmarks.RunError(f"mongodb_stress: a step failed: {st.failure}")
+        problems.append(f"mongodb_stress: a step failed: {st.failure}")
+    if problems:
+        raise errors.Benchmarks.RunError(" | ".join(problems))

@@ -145,9 +145,14 @@ def _Drop(vm, state):
 
 
 def Prepare(benchmark_spec):
+    # PKB calls Cleanup on cloud VMs, and after a failed stage, only with this flag.
+    benchmark_spec.always_call_cleanup = True
     clients = _Clients(benchmark_spec)
     for vm in clients:
         mongobench_host.ProtectStaticVm(vm)
+    # No secret in the state: PKB pickles the benchmark spec to disk.
+    state = {"failed": []}
+    benchmark_spec.mongobench_sweep = state
     uri = _ReadUri()
     uri_files = []
     for vm in clients:
@@ -159,13 +164,7 @@ def Prepare(benchmark_spec):
     first = clients[0]
     first.Install("mongobench_client")
     engine_dir = mongobench_client.Deploy(first)
-    # No secret in the state: PKB pickles the benchmark spec to disk.
-    state = {
-        "uri_files": uri_files,
-        "engine_dir": engine_dir,
-        "engine_uri_file": uri_files[0],
-        "failed": [],
-    }
+    state.update(uri_files=uri_files, engine_dir=engine_dir, engine_uri_file=uri_files[0])
     server_memory = _Drop(first, state)  # also removes what an earlier run may have left
     if _MEMORY_MB.value:
         state["memory"] = (_MEMORY_MB.value * sweep.MiB, "flag")
@@ -173,7 +172,6 @@ def Prepare(benchmark_spec):
         state["memory"] = (server_memory, "server hostInfo")
     else:
         state["memory"] = (first.total_memory_kb * 1024, "client VM")
-    benchmark_spec.mongobench_sweep = state
 
 
 def _Outputs(vm, procs, states, local_dir):
@@ -299,14 +297,27 @@ def Run(benchmark_spec):
 
 
 def Cleanup(benchmark_spec):
+    """Stops our YCSB processes and removes our directories on every client, as far as
+    Prepare got; then fails the run when a phase failed or something could not be undone.
+    Runs once: PKB calls it again after a Cleanup that raised."""
+    state = getattr(benchmark_spec, "mongobench_sweep", None)
+    if state is None or state.get("cleaned_up"):
+        return
+    state["cleaned_up"] = True
     clients = _Clients(benchmark_spec)
+    steps = []
     for vm in clients:
-        mongobench_ycsb.StopAll(vm)
-        mongobench_ycsb.Remove(vm)
-    mongobench_client.Remove(clients[0])
-    failed = getattr(benchmark_spec, "mongobench_sweep", {}).get("failed")
+        steps.append((f"stop YCSB on {vm.name}", lambda vm=vm: mongobench_ycsb.StopAll(vm)))
+        steps.append((f"remove YCSB on {vm.name}", lambda vm=vm: mongobench_ycsb.Remove(vm)))
+    steps.append(
+        (f"remove the engine on {clients[0].name}", lambda: mongobench_client.Remove(clients[0]))
+    )
+    problems = mongobench_host.Undo(steps)
+    failed = state["failed"]
     if failed:
-        raise errors.Benchmarks.RunError(
+        problems.append(
             f'{len(failed)} phase(s) failed (their samples are named "Phase Failed"): '
             + "; ".join(failed)
         )
+    if problems:
+        raise errors.Benchmarks.RunError(" | ".join(problems))

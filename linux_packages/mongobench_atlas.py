@@ -8,7 +8,8 @@ password is created for the run and deleted at cleanup; its connection string
 goes to the client VM in a 0600 file (mongobench_client.PushSecret), never on a
 command line, in a log line or in a sample.
 
-    deployment, uri = mongobench_atlas.Provision(run_uri, client_vms)
+    deployment = mongobench_atlas.NewDeployment(run_uri, client_vms)
+    uri = mongobench_atlas.Provision(deployment)
     for step in mongobench_atlas.Steps():          # the hardware matrix, or [None]
         metadata = mongobench_atlas.Apply(deployment, step)
     mongobench_atlas.Teardown(deployment)          # raises after trying every step
@@ -135,14 +136,11 @@ def _Spec(name):
     )
 
 
-def Provision(run_uri, client_vms):
-    """Creates (or checks) the cluster, the access list entries and the database user.
-
-    Returns (deployment, uri); the URI holds the user's password. On failure
-    everything done so far is undone before the error propagates.
-    """
+def NewDeployment(run_uri, client_vms):
+    """The run's deployment, before anything exists: keep it where Cleanup finds it, then
+    Provision it (Cleanup tears down whatever it records, also after a half-done Provision)."""
     name = _CLUSTER.value or f"pkb-{run_uri}"
-    deployment = atlas.AtlasDeployment(
+    return atlas.AtlasDeployment(
         atlas.AtlasClient.from_env(base_url=_API_BASE.value),
         _Spec(name),
         reuse=_REUSE.value,
@@ -154,6 +152,15 @@ def Provision(run_uri, client_vms):
         timeout=_TIMEOUT.value,
         poll=_POLL.value,
     )
+
+
+def Provision(deployment):
+    """Creates (or checks) the cluster, the access list entries and the database user.
+
+    Returns the URI, which holds the user's password. On failure everything done so far
+    is undone before the error propagates.
+    """
+    name = deployment.spec.name
     try:
         uri = deployment.provision()
     except (atlas.AtlasError, ValueError) as e:
@@ -163,9 +170,9 @@ def Provision(run_uri, client_vms):
             + (f"; cleanup also failed: {failures}" if failures else "")
         ) from e
     logging.info(
-        "mongobench: Atlas cluster %s ready (%s)", name, "reused" if _REUSE.value else "created"
+        "mongobench: Atlas cluster %s ready (%s)", name, "reused" if deployment.reuse else "created"
     )
-    return deployment, uri
+    return uri
 
 
 def Apply(deployment, step):

@@ -90,7 +90,7 @@ def PushSecret(vm, remote_path, content):
 
 def Remove(vm):
     """Deletes the work directory (engine, virtualenv, result files)."""
-    vm.RemoteCommand(f"sudo rm -rf {WorkDir(vm)}", ignore_failure=True)
+    vm.RemoteCommand(f"sudo rm -rf {WorkDir(vm)}")
 
 
 def StartSampler(vm, workdir, data_path):

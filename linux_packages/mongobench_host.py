@@ -41,3 +41,19 @@ def ProtectStaticVm(vm):
         vm.name,
     )
     vm.install_packages = False
+
+
+def Undo(steps):
+    """Runs every (description, function) step of a Cleanup, in order, even after one fails.
+
+    Cleanup may follow a Prepare that stopped half-way: each step undoes what exists
+    and does nothing otherwise. Returns the descriptions of what could not be undone,
+    with the reason, so the caller can fail the run and say so."""
+    problems = []
+    for description, fn in steps:
+        try:
+            fn()
+        except Exception as e:  # noqa: BLE001 -- one failed step must not skip the others
+            logging.error("cleanup: could not %s: %s", description, e)
+            problems.append(f"could not {description}: {e}")
+    return problems

@@ -503,12 +503,12 @@ def RemoveData(vm, server=None, instances=None):
         targets = [posixpath.join(WorkDir(vm), "instances")]
     else:
         targets = [i.paths.root for i in instances]
-    vm.RemoteCommand("sudo rm -rf " + " ".join(q(t) for t in targets), ignore_failure=True)
+    vm.RemoteCommand("sudo rm -rf " + " ".join(q(t) for t in targets))
 
 
 def Remove(vm):
     """Deletes the whole work directory (binaries from a tarball, the stand-in, records)."""
-    vm.RemoteCommand(f"sudo rm -rf {shlex.quote(WorkDir(vm))}", ignore_failure=True)
+    vm.RemoteCommand(f"sudo rm -rf {shlex.quote(WorkDir(vm))}")
 
 
 # ----------------------------------------------------------------------------- host settings

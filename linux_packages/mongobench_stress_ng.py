@@ -198,4 +198,4 @@ def StopAll(vm, timeout_s=30):
 
 
 def Remove(vm):
-    vm.RemoteCommand(f"sudo rm -rf {shlex.quote(WorkDir(vm))}", ignore_failure=True)
+    vm.RemoteCommand(f"sudo rm -rf {shlex.quote(WorkDir(vm))}")

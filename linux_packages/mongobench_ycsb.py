@@ -201,7 +201,7 @@ def Deploy(vm):
 
 def Remove(vm):
     """Deletes the work directory (jars, property files, outputs)."""
-    vm.RemoteCommand(f"sudo rm -rf {shlex.quote(WorkDir(vm))}", ignore_failure=True)
+    vm.RemoteCommand(f"sudo rm -rf {shlex.quote(WorkDir(vm))}")
 
 
 # ----------------------------------------------------------------------------- processes

@@ -19,6 +19,7 @@ text or repr: log lines carry the method, path and status.
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import hashlib
 import json
@@ -773,8 +774,8 @@ class AtlasDeployment:
         if self.reuse:
             self.client.get_cluster(name)  # AtlasNotFound names it when it is missing
         else:
-            self.client.create_cluster(self.spec)
-            self.created = True
+            with self._undo_if_done("created"):
+                self.client.create_cluster(self.spec)
         cluster = self._wait()
         hw = cluster_hardware(cluster)
         self.original = self.current = Hardware(
@@ -785,14 +786,27 @@ class AtlasDeployment:
         )
         if self.access_list:
             entries = [access_list_entry(a, self.comment) for a in self.access_list]
-            self.client.request("POST", f"/groups/{self.client.project_id}/accessList", entries)
-            self.entries_added = list(self.access_list)
+            with self._undo_if_done("entries_added", list(self.access_list)):
+                self.client.request("POST", f"/groups/{self.client.project_id}/accessList", entries)
         password = secrets.token_urlsafe(24)
-        self.client.request(
-            "POST", _users(self.client), database_user_body(self.username, password, name)
-        )
-        self.user_created = True
+        with self._undo_if_done("user_created"):
+            self.client.request(
+                "POST", _users(self.client), database_user_body(self.username, password, name)
+            )
         return with_credentials(connection_string(cluster, srv=self.srv), self.username, password)
+
+    @contextlib.contextmanager
+    def _undo_if_done(self, attribute: str, value=True):
+        """Marks `attribute` for teardown when the request succeeded, and also when its
+        outcome is unknown (network error, 5xx: Atlas may have done it); a 4xx refusal
+        did nothing, and undoing it could delete what another run owns."""
+        try:
+            yield
+        except AtlasError as e:
+            if e.status is None or e.status >= 500:
+                setattr(self, attribute, value)
+            raise
+        setattr(self, attribute, value)
 
     def apply(self, step: Hardware | None) -> dict:
         """Resizes to `step` when it differs from the current hardware; returns metadata."""
@@ -809,40 +823,47 @@ class AtlasDeployment:
         return cluster_hardware(self.cluster or self._wait())
 
     def teardown(self) -> list[str]:
+        """Undoes what provision and apply did; safe to call again (what is gone is not
+        undone twice, and a 404 means it is already gone)."""
         failures = []
 
         def attempt(what, fn, *args):
             try:
                 fn(*args)
+            except AtlasNotFound:
+                return True  # already gone: nothing left to undo
             except (AtlasError, ValueError, OSError) as e:  # keep going: later steps still run
                 failures.append(f"{what}: {e}")
+                return False
+            return True
 
-        if self.user_created:
-            attempt(
-                f"delete database user {self.username}",
-                self.client.request,
-                "DELETE",
-                _users(self.client, "admin", self.username),
-            )
-        for address in self.entries_added:
-            attempt(
+        if self.user_created and attempt(
+            f"delete database user {self.username}",
+            self.client.request,
+            "DELETE",
+            _users(self.client, "admin", self.username),
+        ):
+            self.user_created = False
+        for address in list(self.entries_added):
+            if attempt(
                 f"delete access-list entry {address}",
                 self.client.request,
                 "DELETE",
                 f"/groups/{self.client.project_id}/accessList/{access_list_value(address)}",
-            )
+            ):
+                self.entries_added.remove(address)
         name = self.spec.name
         if self.created and not self.keep:
-            attempt(f"delete cluster {name}", self.client.delete_cluster, name)
-            attempt(
+            if attempt(f"delete cluster {name}", self.client.delete_cluster, name) and attempt(
                 f"wait for deletion of cluster {name}",
                 lambda: self.client.wait_until_deleted(
                     name, timeout=self.timeout, poll=self.poll, sleep=self.sleep
                 ),
-            )
+            ):
+                self.created = False
         elif self.original and self.current != self.original:
             o = self.original
-            attempt(
+            if attempt(
                 f"restore cluster {name} to {o.label()}",
                 lambda: (
                     self.client.resize(
@@ -850,5 +871,6 @@ class AtlasDeployment:
                     ),
                     self._wait(),
                 ),
-            )
+            ):
+                self.current = o
         return failures

@@ -60,6 +60,9 @@ class FakeAtlas:
         self.access_list = {}  # entry value -> entry
         self.connection_strings = None  # replaces the made-up hosts when set
         self.on_user = None  # called with ("create"|"delete", username, password)
+        # Injected failures: (method, path part, status, done) entries, each used once;
+        # done=True means the request takes effect but its reply is the error (a lost reply).
+        self.faults = []
 
     def challenge(self, stale=False):
         nonce = secrets.token_hex(16)
@@ -112,6 +115,9 @@ def make_handler(fake):
             pass
 
         def reply(self, status, doc=None, headers=None):
+            fault, self.fault = getattr(self, "fault", None), None
+            if fault and 200 <= status < 300:
+                return self.error(fault, "UNEXPECTED_ERROR", "injected failure")
             body = json.dumps(doc).encode() if doc is not None else b""
             self.send_response(status)
             self.send_header("Content-Type", "application/vnd.atlas.2024-08-05+json")
@@ -186,6 +192,14 @@ def make_handler(fake):
             )
 
         def route(self, method, raw):
+            for f in list(fake.faults):
+                f_method, part, status, done = f
+                if f_method == method and part in self.path:
+                    fake.faults.remove(f)
+                    if not done:
+                        return self.error(status, "UNEXPECTED_ERROR", "injected failure")
+                    self.fault = status
+                    break
             group = f"/api/atlas/v2/groups/{PROJECT}"
             if self.path.startswith(f"{group}/databaseUsers"):
                 return self.users(method, raw, self.path[len(group) + len("/databaseUsers") :])

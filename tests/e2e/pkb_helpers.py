@@ -13,11 +13,15 @@ def dpkg_selections() -> str:
     return subprocess.run(["dpkg", "--get-selections"], capture_output=True, text=True).stdout
 
 
-def run_pkb(pkb_python, benchmark, config, temp_dir, *flags, env=None, timeout=900):
-    """The unmodified ./pkb.py on one benchmark config; returns the CompletedProcess."""
+CLOUD_RULE = str(pathlib.Path(__file__).with_name("pkb_cloud_rule.py"))
+
+
+def run_pkb(pkb_python, benchmark, config, temp_dir, *flags, env=None, timeout=900, cloud=False):
+    """The unmodified ./pkb.py on one benchmark config; returns the CompletedProcess.
+    cloud=True: PKB's Cleanup rule for cloud VMs (pkb_cloud_rule.py) on the static VMs."""
     return subprocess.run(
-        [pkb_python, "pkb.py", f"--benchmarks={benchmark}", f"--benchmark_config_file={config}",
-         f"--temp_dir={temp_dir}", *flags],
+        [pkb_python, CLOUD_RULE if cloud else "pkb.py", f"--benchmarks={benchmark}",
+         f"--benchmark_config_file={config}", f"--temp_dir={temp_dir}", *flags],
         cwd=PKB_DIR, capture_output=True, text=True, timeout=timeout, env=env,
     )  # fmt: skip
 

@@ -426,11 +426,45 @@ def test_deployment_reuses_and_restores_an_existing_cluster(fake):
 def test_deployment_teardown_goes_on_after_a_failure_and_reports_it(fake):
     d = deployment(fake)
     d.provision()
-    del fake.users["pkb-run1"]  # somebody deleted the user by hand
+    fake.faults.append(("DELETE", "/databaseUsers/", 500, False))  # Atlas fails the delete
     failures = d.teardown()
     assert len(failures) == 1 and "delete database user pkb-run1" in failures[0]
-    assert "USERNAME_NOT_FOUND" in failures[0]
+    assert "HTTP 500" in failures[0]
     assert fake.clusters == {}  # the cluster was still deleted
+    assert d.teardown() == [] and fake.users == {}  # a second teardown finishes the job
+
+
+def test_deployment_teardown_counts_what_is_gone_as_undone_and_runs_once(fake):
+    d = deployment(fake)
+    d.provision()
+    del fake.users["pkb-run1"]  # somebody deleted the user by hand: nothing is left behind
+    assert d.teardown() == []
+    assert (fake.clusters, fake.users, fake.access_list) == ({}, {}, {})
+    before = len(fake.requests)
+    assert d.teardown() == [] and len(fake.requests) == before  # nothing left to undo
+
+
+def test_provision_refused_user_leaves_nothing_behind(fake):
+    # The cluster and the access list exist when the user is refused: teardown removes them.
+    fake.faults.append(("POST", "/databaseUsers", 400, False))
+    d = deployment(fake, access_list=["203.0.113.7"])
+    with pytest.raises(atlas.AtlasError, match="HTTP 400"):
+        d.provision()
+    assert fake.clusters and fake.access_list  # made before the refusal
+    assert d.teardown() == []
+    assert (fake.clusters, fake.users, fake.access_list) == ({}, {}, {})
+    assert not [r for r in fake.requests if r[0] == "DELETE" and "/databaseUsers/" in r[1]]
+
+
+def test_provision_lost_reply_is_undone_too(fake):
+    # A 5xx (or a network error) may hide a request that took effect: undo it anyway.
+    fake.faults.append(("POST", "/databaseUsers", 503, True))
+    d = deployment(fake, access_list=["203.0.113.7"])
+    with pytest.raises(atlas.AtlasError, match="HTTP 503"):
+        d.provision()
+    assert "pkb-run1" in fake.users  # the user exists although the reply was an error
+    assert d.teardown() == []
+    assert (fake.clusters, fake.users, fake.access_list) == ({}, {}, {})
 
 
 def test_deployment_never_deletes_a_cluster_it_did_not_create(fake):
