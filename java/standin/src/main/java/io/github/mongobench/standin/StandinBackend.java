@@ -1,6 +1,7 @@
 package io.github.mongobench.standin;
 
 import com.mongodb.MongoCredential;
+import de.bwaldvogel.mongo.MongoVersion;
 import de.bwaldvogel.mongo.backend.QueryResult;
 import de.bwaldvogel.mongo.backend.Utils;
 import de.bwaldvogel.mongo.backend.memory.MemoryBackend;
@@ -35,6 +36,25 @@ import java.util.stream.Collectors;
 final class StandinBackend extends MemoryBackend {
 
   static final String INSTALL_COMMAND = "mongobenchReplSetInstall";
+
+  /**
+   * The MongoDB release the stand-in claims in hello (maxWireVersion), buildInfo and serverStatus.
+   * The library's default, wire version 8 (MongoDB 4.2, though it says "5.0.0"), is below what
+   * current drivers accept (pymongo 4.16+ needs 9, MongoDB 4.4). 7.0 is a release current drivers
+   * support for years yet, and below 8.0, whose new commands (bulkWrite) the library lacks.
+   */
+  static final MongoVersion VERSION =
+      new MongoVersion() {
+        @Override
+        public List<Integer> getVersionArray() {
+          return List.of(7, 0, 0);
+        }
+
+        @Override
+        public int getWireVersion() {
+          return 21;
+        }
+      };
 
   // What drivers send before they log in (handshake, mechanism negotiation, SASL, cleanup).
   private static final Set<String> OPEN_COMMANDS =
@@ -114,6 +134,7 @@ final class StandinBackend extends MemoryBackend {
     this.replSet = replSet;
     this.peers = new PeerInstaller(tls);
     this.mongos = mongos ? new Mongos(configDb, peers) : null;
+    version(VERSION);
   }
 
   @Override
@@ -241,6 +262,9 @@ final class StandinBackend extends MemoryBackend {
     Document reply = super.handleCommand(channel, db, "ismaster", query);
     reply.remove("ok");
     reply.put("isWritablePrimary", reply.get("ismaster"));
+    if (Utils.isTrue(query.get("helloOk"))) {
+      reply.put("helloOk", true); // as mongod 4.4.2+: drivers then monitor with hello
+    }
     if (replSet != null) {
       replSet.addHelloFields(reply);
     }
