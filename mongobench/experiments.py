@@ -50,18 +50,22 @@ class Experiment:
     requires: list[str] = field(default_factory=list)
 
     def resolve(self, scale: float | str, overrides: dict | None = None) -> list[Variant]:
-        """Concrete variants at `scale`; `overrides` replace shared settings."""
+        """Concrete variants at `scale`: shared settings < the variant's < `overrides`
+        (the user's value wins), then scaled. Variants an override makes identical
+        (e.g. batch_size=7 in insert_batchsize) run once."""
         factor = parse_scale(scale)
         out = []
         for i, params in enumerate(self.variants):
             settings = copy.deepcopy(self.settings)
-            settings.update(overrides or {})
             settings.update(params)
+            settings.update(overrides or {})
             # Labels name the full-scale variant, so they match across scales.
             label = ", ".join(str(settings.get(k)) for k in self.label)
             for key, minimum in self.scaled.items():
                 if key in settings and settings[key] is not None:
                     settings[key] = _scale_value(settings[key], factor, minimum)
+            if any(v.label == label and v.settings == settings for v in out):
+                continue
             out.append(Variant(self.name, i, label, dict(params), settings))
         return out
 
@@ -168,11 +172,18 @@ def plan(
     overrides: dict | None = None,
     skip: str | None = None,
 ) -> list[tuple[Experiment, list[Variant]]]:
-    """The experiments and variants a run executes, validated up front."""
+    """The experiments and variants a run executes, validated up front.
+
+    A skip entry of an experiment not selected is ignored (one skip list serves
+    every selection); an entry whose experiment or label exists nowhere is an error.
+    """
+    check_overrides(overrides)
     skipped = parse_skip(skip)
     chosen = select(experiments, names)
-    known = {(e.name, v.label) for e in chosen for v in e.resolve(scale, overrides)}
-    unknown = sorted(f"{e}/{v}" for e, v in skipped - known)
+    everywhere = {
+        (e.name, v.label) for e in experiments.values() for v in e.resolve(scale, overrides)
+    }
+    unknown = sorted(f"{e}/{v}" for e, v in skipped - everywhere)
     if unknown:
         raise ExperimentError(f"skip names unknown variant(s): {'; '.join(unknown)}")
     out = []
@@ -184,3 +195,178 @@ def plan(
         )
         out.append((e, [v for v in vs if (e.name, v.label) not in skipped]))
     return out
+
+
+# ---------------------------------------------------------------------------
+# Settings schema: the type and range of every setting an experiment declares
+# or a user may override. tests/unit/test_experiments.py checks that every
+# value in perftables.yaml fits it, so the two cannot drift apart.
+
+
+@dataclass(frozen=True)
+class Setting:
+    kind: str  # int, float, bool, str, label (any scalar), w (int or tag), mapping, list
+    lo: float | None = None
+    hi: float | None = None
+    choices: tuple = ()
+    nullable: bool = False
+
+    def describe(self) -> str:
+        if self.choices:
+            return "one of " + ", ".join(map(str, self.choices))
+        what = {
+            "int": "an integer",
+            "float": "a number",
+            "bool": "true or false",
+            "str": "text",
+            "label": "a label (text or number)",
+            "w": "a write concern (a number >= 0 or a tag such as majority)",
+            "mapping": "a mapping",
+            "list": "a list",
+        }[self.kind]
+        if self.lo is not None and self.hi is not None:
+            what += f" in [{self.lo:g}, {self.hi:g}]"
+        elif self.lo is not None:
+            what += f" >= {self.lo:g}"
+        return what
+
+
+_COUNT = 10**12
+SETTINGS: dict[str, Setting] = {
+    # inserts
+    "doc_size_kb": Setting("float", 0.0625, 16000),  # 64 bytes (the template) .. 16 MB BSON
+    "total_docs": Setting("int", 1, _COUNT),
+    "batch_size": Setting("int", 1, 100000),
+    "threads": Setting("int", 1, 10000),
+    "id_type": Setting("str", choices=("objectid", "uuid", "business_id", "serial")),
+    "secondary_indexes": Setting("int", 0, 63),  # mongod: 64 indexes per collection
+    "preload_docs": Setting("int", 0, _COUNT),
+    "write_concern": Setting("w", nullable=True),
+    # updates, deletes
+    "total_ops": Setting("int", 1, _COUNT, nullable=True),
+    "duration_s": Setting("float", 0.001, 10**7, nullable=True),
+    "warmup_s": Setting("float", 0, 10**7, nullable=True),
+    "index_update": Setting("bool"),
+    "function": Setting("str", choices=("update_one", "find_one_and_update")),
+    "upsert": Setting("bool"),
+    "percent_new": Setting("float", 0, 100),
+    "doc_range": Setting("int", 1, _COUNT),
+    "n_fields": Setting("int", 1, 1000),
+    "expressive": Setting("bool"),
+    "validation": Setting("bool"),
+    "variant_kind": Setting("str"),
+    "indexes": Setting("int", 0, 63),
+    "update_indexed_fields": Setting("bool"),
+    "docs_per_delete": Setting("int", 1, _COUNT),
+    # queries
+    "group_size": Setting("int", 1, _COUNT),
+    "cached_docs": Setting("int", 1, _COUNT),
+    "cached_groups": Setting("int", 1, _COUNT),
+    "limit": Setting("int", 1, 10**7),
+    "skip": Setting("int", 0, _COUNT),
+    "expect_full": Setting("bool"),
+    "query_type": Setting("str"),
+    "query": Setting("mapping"),
+    "projection": Setting("mapping", nullable=True),
+    "pipeline_kind": Setting("str"),
+    "pipeline": Setting("list"),
+    # shell micro-benchmarks, key-value
+    "insert_threads": Setting("int", 1, 10000),
+    "prefix_len": Setting("int", 1, 8),  # keywords have 8 letters
+    "records": Setting("int", 1, _COUNT),
+    "bucket_size": Setting("int", 0, 100000),
+    "read_proportion": Setting("float", 0, 1),
+    "driver": Setting("str", choices=("pymongo", "pipelined")),
+    "depth": Setting("int", 1, 1024),
+    # hardware labels (from PKB's specs, the Atlas cluster, or the user)
+    "instance_type": Setting("label"),
+    "disk_type": Setting("label"),
+    "disk_iops": Setting("label"),
+    "disk_mb_s": Setting("float", 0),
+    "price_per_hour": Setting("float", 0),
+    # sharded deployments (set by the PKB module)
+    "sharded": Setting("bool"),
+    "shard_key": Setting("str"),
+}
+
+
+def check_setting(key: str, value, where: str = "--set"):
+    """`value` when it fits setting `key`'s type and range; else an ExperimentError
+    naming `where` (the flag), the key, the value and what is allowed."""
+    spec = SETTINGS.get(key)
+    if spec is None:
+        raise ExperimentError(
+            f"{where}: unknown setting {key!r}; known settings: {', '.join(sorted(SETTINGS))}"
+        )
+    if value is None:
+        if spec.nullable:
+            return None
+        raise ExperimentError(f"{where}: {key} needs a value ({spec.describe()})")
+    ok = _fits(spec, value)
+    if ok and spec.kind in ("int", "float") and spec.lo is not None:
+        ok = spec.lo <= value and (spec.hi is None or value <= spec.hi)
+    if ok and spec.choices:
+        ok = value in spec.choices
+    if not ok:
+        raise ExperimentError(f"{where}: {key}={value!r} is not {spec.describe()}")
+    return int(value) if spec.kind == "int" else value
+
+
+def _fits(spec: Setting, value) -> bool:
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if spec.kind == "int":
+        return number and float(value).is_integer()
+    if spec.kind == "float":
+        return number and math.isfinite(value)
+    if spec.kind == "bool":
+        return isinstance(value, bool)
+    if spec.kind == "str":
+        return isinstance(value, str) and value != ""
+    if spec.kind == "label":
+        return (number or isinstance(value, str)) and value != ""
+    if spec.kind == "w":
+        return (number and float(value).is_integer() and value >= 0) or (
+            isinstance(value, str) and value != ""
+        )
+    if spec.kind == "mapping":
+        return isinstance(value, dict)
+    return isinstance(value, list)
+
+
+def parse_setting(key: str, text: str, where: str = "--set"):
+    """The typed value of `key=text` from a command line: YAML scalars (10 -> int,
+    true -> bool), except that text settings keep the text as written."""
+    spec = SETTINGS.get(key)
+    text = text.strip()
+    if spec is not None and spec.kind == "str":
+        return check_setting(key, text, where)
+    try:
+        value = yaml.safe_load(text) if text else None
+    except yaml.YAMLError:
+        value = text
+    if spec is not None and spec.kind == "label" and not isinstance(value, (int, float, str)):
+        value = text
+    if spec is not None and spec.kind in ("int", "float") and isinstance(value, str):
+        try:
+            value = float(value)  # YAML 1.1 reads 3e2 as text
+        except ValueError:
+            pass
+    return check_setting(key, value, where)
+
+
+def parse_overrides(pairs, where: str = "--set") -> dict:
+    """`["key=value", ...]` -> {key: typed value}, every key known and every value in
+    range. The one parser of the CLI's --set and PKB's --mongodb_perftables_set."""
+    out = {}
+    for pair in pairs or []:
+        key, sep, value = str(pair).partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ExperimentError(f"{where} takes key=value, not {pair!r}")
+        out[key] = parse_setting(key, value, where)
+    return out
+
+
+def check_overrides(overrides: dict | None, where: str = "overrides") -> dict:
+    """Already-typed overrides (e.g. from PKB specs) checked against the schema."""
+    return {k: check_setting(k, v, where) for k, v in (overrides or {}).items()}

@@ -25,13 +25,15 @@ def test_scale_shrinks_sizes_but_respects_minimums(catalog):
     assert smoke["1"]["batch_size"] == full["1"]["batch_size"]  # not a scaled setting
 
 
-def test_variant_overrides_and_shared_overrides(catalog):
+def test_user_overrides_win_over_shared_and_variant_settings(catalog):
     e = catalog["insert_batchsize"]
-    v = e.resolve(0.5, overrides={"threads": 3, "batch_size": 7})
-    # Variant parameters win over shared overrides: they are the variant.
+    v = e.resolve(0.5, overrides={"threads": 3})
     assert [x.settings["batch_size"] for x in v] == [1, 10, 100, 1000, 2000]
     assert all(x.settings["threads"] == 3 for x in v)
     assert v[0].settings["total_docs"] == 6291456 // 2
+    # An override of what the variants differ in makes them one variant, run once.
+    same = e.resolve(0.5, overrides={"batch_size": 7})
+    assert [(x.label, x.settings["batch_size"]) for x in same] == [("7", 7)]
 
 
 @pytest.mark.parametrize("bad", ["huge", "0", "-1", "1.5", 0, 2])
