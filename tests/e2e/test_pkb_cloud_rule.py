@@ -49,7 +49,7 @@ def test_failed_variant_fails_the_run_and_cleans_up(pkb_python, tmp_path, pkb_te
         "mongodb_perftables_uri_file": state["uri_file"],
         "mongodb_perftables_scale": "smoke",
         "mongodb_perftables_experiments": "update_fields",
-        "mongodb_perftables_variants": "50, 500000, validation;1, 500000, none",
+        "mongodb_perftables_variants": "50, 500000, validation;1, 500000, plain",
     }
     path = config_with(
         tmp_path / "p.yaml", "mongodb_perftables", testbed.static_vm(sshd, str(scratch)), flags
