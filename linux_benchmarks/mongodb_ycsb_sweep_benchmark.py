@@ -120,10 +120,15 @@ def CheckPrerequisites(benchmark_config):
     """Validates flags and the target before anything is provisioned."""
     del benchmark_config
     try:
+        sweep.parse_sizes(_SIZES.value)
+    except sweep.SweepError as e:
+        # An empty flag is no request for the default sweep (up to 10 GB): leave it out.
+        raise errors.Config.InvalidValue(f"--mongodb_ycsb_sweep_sizes_mb: {e}") from None
+    try:
         sweep.plan(_SIZES.value, operation_count=_OPERATIONS.value)
         sweep.parse_phases(_PHASES.value)
     except sweep.SweepError as e:
-        raise errors.Config.InvalidValue(f"mongodb_ycsb_sweep: {e}") from e
+        raise errors.Config.InvalidValue(f"mongodb_ycsb_sweep: {e}") from None
     _ReadUri()
 
 

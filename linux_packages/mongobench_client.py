@@ -64,10 +64,17 @@ def ReadTargetUri(benchmark, uri_file, uri_env):
             f"Give the target deployment with exactly one of --{benchmark}_uri_file or"
             f" --{benchmark}_uri_env."
         )
+    source = (
+        f"--{benchmark}_uri_file {uri_file}" if uri_file else f"--{benchmark}_uri_env {uri_env}"
+    )
     try:
-        return redact.read_uri(uri_file=uri_file, env=uri_env)
+        # Scheme, hosts, escaping and options are checked here, before anything is
+        # provisioned; the message never holds the password.
+        return redact.check_uri(redact.read_uri(uri_file=uri_file, env=uri_env), source)
+    except UnicodeDecodeError:
+        raise errors.Config.InvalidValue(f"{source}: not a text file") from None
     except (OSError, ValueError) as e:
-        raise errors.Config.InvalidValue(f"{benchmark} target: {e}") from e
+        raise errors.Config.InvalidValue(f"{benchmark} target ({source}): {e}") from None
 
 
 def PushSecret(vm, remote_path, content):

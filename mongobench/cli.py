@@ -22,16 +22,21 @@ def _csv(value: str | None) -> list[str] | None:
 
 
 def _overrides(pairs: list[str] | None) -> dict:
-    """--set key=value (values parsed as YAML scalars: 10 -> int, true -> bool)."""
-    import yaml
+    """--set key=value, typed and range-checked by the settings schema."""
+    try:
+        return exp_mod.parse_overrides(pairs, "--set")
+    except exp_mod.ExperimentError as e:
+        raise SystemExit(f"mongobench: {e}") from None
 
-    out = {}
-    for pair in pairs or []:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise SystemExit(f"--set takes key=value, not {pair!r}")
-        out[key.strip()] = yaml.safe_load(value)
-    return out
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, not {text!r}")
+    return value
 
 
 def _log(msg: str) -> None:
@@ -49,8 +54,17 @@ def cmd_perftables_list(args) -> int:
 def cmd_perftables_run(args) -> int:
     from mongobench import perftables, report, results
 
+    source = (
+        f"--uri-file {args.uri_file}"
+        if args.uri_file
+        else f"--uri-env {args.uri_env}"
+        if args.uri_env
+        else "--uri"
+    )
     try:
-        uri = redact.read_uri(args.uri, args.uri_file, args.uri_env)
+        uri = redact.check_uri(redact.read_uri(args.uri, args.uri_file, args.uri_env), source)
+    except UnicodeDecodeError:
+        raise SystemExit(f"mongobench: {source}: not a text file") from None
     except (OSError, ValueError) as e:
         raise SystemExit(f"mongobench: {e}") from None
     if args.uri:
@@ -71,7 +85,8 @@ def cmd_perftables_run(args) -> int:
             experiments_file=args.experiments_file,
             skip=args.skip,
         )
-    except exp_mod.ExperimentError as e:
+    except (exp_mod.ExperimentError, redact.TargetError) as e:
+        # One last line on stderr: PKB's module makes it the run's status detail.
         raise SystemExit(f"mongobench: {e}") from None
     samples = results.to_samples(run)
     if args.samples:
@@ -80,6 +95,8 @@ def cmd_perftables_run(args) -> int:
     bad = results.failed(run)
     for r in bad:
         _log(f"FAILED {r['experiment']} [{r['label']}]: {r['error']}")
+    if run.get("unreachable"):
+        _log(f"mongobench: {run['unreachable']}")
     return 1 if bad else 0
 
 
@@ -87,8 +104,11 @@ def cmd_report(args) -> int:
     from mongobench import report
 
     samples = []
-    for path in args.pkb_results:
-        samples += report.load_pkb_results(path)
+    try:
+        for path in args.pkb_results:
+            samples += report.load_pkb_results(path)
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"mongobench report: {e}") from None
     plots = args.plots_dir
     if plots is None and args.out:
         plots = os.path.join(os.path.dirname(os.path.abspath(args.out)), "plots")
@@ -111,7 +131,10 @@ def cmd_testbed(args) -> int:
     from mongobench import testbed
 
     if args.action == "up":
-        state = testbed.up(args.dir, with_ssh=not args.no_ssh, server=args.server)
+        try:
+            state = testbed.up(args.dir, with_ssh=not args.no_ssh, server=args.server)
+        except testbed.PreflightError as e:
+            raise SystemExit(f"mongobench: {e}") from None
         print(json.dumps(testbed.public_state(state), indent=1))
     elif args.action == "down":
         testbed.down(args.dir)
@@ -171,7 +194,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="sample OS metrics of the disk holding this path on this host ('none': off)",
     )
-    run.add_argument("--max-seconds", type=float, help="cap on each timed phase")
+    run.add_argument(
+        "--max-seconds", type=_positive_seconds, help="cap on each timed phase (seconds > 0)"
+    )
     run.set_defaults(func=cmd_perftables_run)
 
     rp = sub.add_parser("report", help="markdown tables from PKB results files")

@@ -6,6 +6,9 @@ import os
 import re
 import urllib.parse
 
+from pymongo import uri_parser
+from pymongo.errors import PyMongoError
+
 _USERINFO = re.compile(r"(mongodb(?:\+srv)?://)([^@/\s]+)@", re.IGNORECASE)
 
 
@@ -53,3 +56,65 @@ def read_uri(uri_value: str | None = None, uri_file: str | None = None, env: str
     if uri_value:
         return uri_value
     raise ValueError("no target: give a URI, a URI file or an environment variable")
+
+
+SCHEMES = ("mongodb://", "mongodb+srv://")
+
+
+class TargetError(ValueError):
+    """A target that cannot be used; the message holds no secret."""
+
+
+def safe_target(value: str) -> str:
+    """A printable form of a possibly malformed target: credentials masked even when
+    the user-info is not escaped (everything before the last '@' of the host part)."""
+    value = (value or "").strip()
+    scheme = next((s for s in SCHEMES if value.lower().startswith(s)), None)
+    if scheme is None:
+        return "the target"  # not a connection string: nothing of it is shown
+    rest = value[len(scheme) :]
+    host_part, query = rest.split("?", 1)[0], rest[len(rest.split("?", 1)[0]) :]
+    if "@" in host_part:
+        return f"{value[: len(scheme)]}***@{host_part.rpartition('@')[2]}{query}"
+    return value
+
+
+def check_uri(value: str, source: str = "the target") -> str:
+    """`value` when it is a MongoDB connection string pymongo can parse (scheme, hosts,
+    escaping, option values); else TargetError whose message names `source` and the
+    redacted target and never the password. No network: SRV names are not resolved."""
+    value = (value or "").strip()
+    if not value.lower().startswith(SCHEMES):
+        raise TargetError(
+            f"{source}: not a MongoDB connection string (it must start with mongodb:// or"
+            " mongodb+srv://)"
+        )
+    srv = value.lower().startswith("mongodb+srv://")
+    plain = "mongodb://" + value[len("mongodb+srv://") :] if srv else value
+    try:
+        # Strict: an option pymongo does not know or a bad option value is an error
+        # here (MongoClient would only warn and drop it).
+        parsed = uri_parser.parse_uri(plain, default_port=None, validate=True, warn=False)
+        if srv and (len(parsed["nodelist"]) != 1 or parsed["nodelist"][0][1] is not None):
+            raise ValueError("a mongodb+srv:// URI names exactly one host and no port")
+    except (PyMongoError, ValueError, TypeError) as e:
+        raise TargetError(f"{safe_target(value)}: {_masked(str(e), value)}") from None
+    return value
+
+
+def _masked(message: str, value: str) -> str:
+    # The user-info ends at the last '@' (an unescaped '@' in a password is what makes
+    # many of these URIs bad), so uri()'s shorter match does not apply here.
+    out = uri(message)
+    userinfo = value.split("://", 1)[-1].split("?", 1)[0].rpartition("@")[0]
+    if userinfo:
+        out = out.replace(userinfo, "***")
+        password = userinfo.split(":", 1)[1] if ":" in userinfo else ""
+        if re.search(r"[@/:?#\[\]]", password):
+            # pymongo's message may quote a piece of the unescaped password (e.g. as a
+            # "database name"): say what is wrong instead.
+            return "cannot parse it: user name and password must be percent-escaped (RFC 3986)"
+        for part in (password, urllib.parse.unquote(password)):
+            if part:
+                out = out.replace(part, "***")
+    return out

@@ -30,28 +30,43 @@ def parse_labels(labels: str) -> dict[str, str]:
 
 
 def load_pkb_results(path: str) -> list[dict]:
+    """Samples of a PKB results file; ValueError (with the path and line) for a file
+    that is not one: binary, not JSON, or JSON that is not a sample."""
     samples = []
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{n}: not a JSON sample: {e}") from None
-            md = rec.get("metadata")
-            if md is None:
-                md = parse_labels(rec.get("labels", ""))
-            samples.append(
-                {
-                    "metric": rec["metric"],
-                    "value": rec["value"],
-                    "unit": rec.get("unit", ""),
-                    "metadata": md,
-                    "run_uri": rec.get("run_uri", ""),
-                }
-            )
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.readlines()
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not a text file (PKB results are JSON lines)") from None
+    for n, line in enumerate(lines, 1):
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{n}: not a JSON sample: {e}") from None
+        if (
+            not isinstance(rec, dict)
+            or not isinstance(rec.get("metric"), str)
+            or not isinstance(rec.get("value"), (int, float))
+            or isinstance(rec.get("value"), bool)
+        ):
+            raise ValueError(f"{path}:{n}: not a PKB sample (an object with metric and value)")
+        md = rec.get("metadata")
+        if md is None:
+            md = parse_labels(rec.get("labels", ""))
+        if not isinstance(md, dict) or not isinstance(rec.get("labels", ""), str):
+            raise ValueError(f"{path}:{n}: metadata is not an object")
+        samples.append(
+            {
+                "metric": rec["metric"],
+                "value": rec["value"],
+                "unit": rec.get("unit", ""),
+                "metadata": md,
+                "run_uri": rec.get("run_uri", ""),
+            }
+        )
     return samples
 
 
@@ -64,7 +79,10 @@ def group(samples: list[dict]) -> dict:
         key = _BY_METRIC.get(s["metric"])
         if not experiment or key is None:
             continue
-        idx = int(float(md.get("variant_index", -1)))
+        try:
+            idx = int(float(md.get("variant_index", -1)))
+        except (TypeError, ValueError):
+            idx = -1
         row_key = (s.get("run_uri", ""), idx, str(md.get("variant")))
         row = out.setdefault(experiment, {}).setdefault(row_key, {"_md": md})
         row[key] = float(s["value"])
@@ -86,10 +104,38 @@ def table(rows: dict, columns: list[str], label_header: str) -> str:
     lines = ["| " + " | ".join(headers) + " |", "| " + " | ".join(["--:"] * len(headers)) + " |"]
     for (run, _, variant), row in sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][1])):
         cells = [run] if multi else []
+        label = f"{variant} (errors)" if _had_errors(row["_md"]) else variant
         for c in columns:
-            cells.append(variant if c == "label" else _fmt(row.get(c), COLUMNS[c].digits))
+            cells.append(label if c == "label" else _fmt(row.get(c), COLUMNS[c].digits))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _had_errors(md: dict) -> bool:
+    # A dict from JSON metadata, or text from PKB's label string.
+    return str(md.get("had_errors", "")).lower() == "true"
+
+
+def error_lines(rows: dict) -> list[str]:
+    out = []
+    multi = len({k[0] for k in rows}) > 1
+    for (run, _, variant), row in sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        if _had_errors(row["_md"]):
+            kinds = row["_md"].get("error_types") or "?"
+            out.append(f"- {run + ': ' if multi else ''}{variant}: {kinds}")
+    return out
+
+
+def failed_variants(samples: list[dict]) -> dict[str, list[str]]:
+    """experiment -> "variant: error" of every "Variant Failed" sample."""
+    out: dict[str, list[str]] = {}
+    for s in samples:
+        md = s.get("metadata") or {}
+        if s.get("metric") == "Variant Failed" and md.get("experiment"):
+            out.setdefault(str(md["experiment"]), []).append(
+                f"{md.get('variant', '?')}: {str(md.get('error', '?'))[:300]}"
+            )
+    return out
 
 
 _PLOT_FIGURES = ("docs_per_s", "ops_per_s", "find_ops_per_s", "insert_ops_per_s")
@@ -153,9 +199,15 @@ def render(
     """
     catalog = catalog or exp_mod.load()
     grouped = group(samples)
+    failures = failed_variants(samples)
     sections: OrderedDict[str, list[str]] = OrderedDict()
     for name, experiment in catalog.items():
+        if name not in grouped and name not in failures:
+            continue
         if name not in grouped:
+            parts = [f"## {experiment.title}", "", "Every variant failed:", ""]
+            parts += [f"- {line}" for line in failures[name]] + [""]
+            sections.setdefault(experiment.section, []).append("\n".join(parts))
             continue
         rows = grouped[name]
         label_header = experiment.headers.get("label", ", ".join(experiment.label))
@@ -175,6 +227,12 @@ def render(
             cols = experiment.tables.get(table_name)
             if cols:
                 parts += [f"### {heading}", "", table(rows, cols, label_header), ""]
+        flagged = error_lines(rows)
+        if flagged:
+            parts += ["Variants with failed operations (not in the throughput):", "", *flagged, ""]
+        if failures.get(name):
+            parts += ["Failed variants (no figures):", ""]
+            parts += [f"- {line}" for line in failures[name]] + [""]
         necks = bottleneck_lines(rows)
         if necks:
             parts += ["Bottleneck (the resource closest to its limit):", "", *necks, ""]
@@ -187,7 +245,7 @@ def render(
                 )
                 parts += [f"![{experiment.title}]({ref}/{name}.png)", ""]
         sections.setdefault(experiment.section, []).append("\n".join(parts))
-    unknown = sorted(set(grouped) - set(catalog))
+    unknown = sorted((set(grouped) | set(failures)) - set(catalog))
     out = [f"# {title or 'MongoDB Performance Tables'}", ""]
     for section, bodies in sections.items():
         out += [f"# {section}", ""] + bodies

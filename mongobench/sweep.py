@@ -81,8 +81,9 @@ def size_label(size_mb: float) -> str:
 
 
 def parse_sizes(value: str | Iterable[float] | None) -> list[float]:
-    """``"1,2,3"`` (MB) -> [1.0, 2.0, 3.0]; None or empty -> the seed's sizes."""
-    if value is None or value == "" or value == []:
+    """``"1,2,3"`` (MB) -> [1.0, 2.0, 3.0]; None -> the seed's sizes. An empty value is
+    an error, not the default sweep (which loads up to 10 GB)."""
+    if value is None:
         return [float(s) for s in DEFAULT_SIZES_MB]
     items = value.split(",") if isinstance(value, str) else list(value)
     out = []
