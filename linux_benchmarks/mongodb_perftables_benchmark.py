@@ -101,12 +101,15 @@ _DATABASE = flags.DEFINE_string(
 _SET = flags.DEFINE_list(
     "mongodb_perftables_set",
     [],
-    "Setting overrides for every variant, key=value (e.g. threads=32).",
+    "Setting overrides for every variant, key=value (e.g. threads=32); they win over the"
+    " variants' own values. Keys and value ranges are checked (an unknown key is an error"
+    " that lists the known ones).",
 )
 _MAX_SECONDS = flags.DEFINE_float(
     "mongodb_perftables_max_seconds",
     None,
-    "Cap on each timed phase in seconds (the variant stops early and says so in its metadata).",
+    "Cap on each timed phase in seconds, > 0 (the variant stops early and says so in its"
+    " metadata).",
 )
 FLAGS = flags.FLAGS
 
@@ -211,15 +214,12 @@ def GetConfig(user_config):
 
 
 def _Overrides():
-    out = {}
-    for pair in _SET.value:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise errors.Config.InvalidValue(
-                f"--mongodb_perftables_set takes key=value, not {pair!r}"
-            )
-        out[key] = value
-    return out
+    """--mongodb_perftables_set, typed and range-checked by the engine's settings schema
+    (the same parser as the engine's --set)."""
+    try:
+        return exp_mod.parse_overrides(_SET.value, "--mongodb_perftables_set")
+    except exp_mod.ExperimentError as e:
+        raise errors.Config.InvalidValue(str(e)) from None
 
 
 def _Variants():
@@ -238,8 +238,11 @@ def CheckPrerequisites(benchmark_config):
     try:
         _Plan()
     except exp_mod.ExperimentError as e:
-        raise errors.Config.InvalidValue(str(e)) from e
-    _Overrides()
+        raise errors.Config.InvalidValue(str(e)) from None
+    if _MAX_SECONDS.value is not None and not 0 < _MAX_SECONDS.value < float("inf"):
+        raise errors.Config.InvalidValue(
+            f"--mongodb_perftables_max_seconds must be > 0 seconds, not {_MAX_SECONDS.value:g}"
+        )
     kind = _Deployment()
     if kind != "uri" and (_URI_FILE.value or _URI_ENV.value):
         raise errors.Config.InvalidValue(
@@ -500,12 +503,14 @@ def _RunStep(benchmark_spec, step_index, overrides, extra_metadata):
             local = mongobench_client.StopSampler(vm, sampler, vm_util.GetTempDir())
             readings[vm.name] = ossampler.load(local)[1]
     local_out = os.path.join(vm_util.GetTempDir(), name)
+    last_line = _LastLine(stderr)
     try:
         client.PullFile(local_out, remote_out)
     except errors.VirtualMachine.RemoteCommandError:
-        return [], [
-            {"experiment": "?", "label": "?", "error": f"no results file: {stderr[-1000:]}"}
-        ]
+        # The engine's last stderr line says why (e.g. "mongobench: <redacted target>:
+        # server unreachable: ..."); it becomes the run's status detail.
+        logging.error("mongodb_perftables: no results; driver stderr: %s", stderr[-2000:])
+        return [], [{"experiment": "target", "label": "-", "error": last_line}]
     with open(local_out) as f:
         run = json.load(f)
     if readings:
@@ -536,7 +541,7 @@ def _RunStep(benchmark_spec, step_index, overrides, extra_metadata):
         )
     expected = sum(len(variants) for _, variants in _Plan())
     if len(run["results"]) < expected:
-        failed.append({"experiment": "?", "label": "?", "error": "run ended early"})
+        failed.append({"experiment": "?", "label": "?", "error": f"run ended early: {last_line}"})
         logging.error(
             "mongodb_perftables: %d of %d variants ran; driver stderr: %s",
             len(run["results"]),
@@ -544,6 +549,12 @@ def _RunStep(benchmark_spec, step_index, overrides, extra_metadata):
             stderr[-2000:],
         )
     return out, failed
+
+
+def _LastLine(stderr):
+    """The engine's last stderr line: its one-line reason when it gave up."""
+    lines = [line.strip() for line in (stderr or "").splitlines() if line.strip()]
+    return lines[-1][:1000] if lines else "the engine wrote nothing on stderr"
 
 
 def Run(benchmark_spec):

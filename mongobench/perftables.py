@@ -16,14 +16,53 @@ import threading
 import time
 import traceback
 
+import pymongo
 from pymongo import MongoClient
-from pymongo.errors import PyMongoError
+from pymongo.errors import (
+    ConfigurationError,
+    ConnectionFailure,
+    OperationFailure,
+    PyMongoError,
+    ServerSelectionTimeoutError,
+)
 
 from mongobench import experiments as exp_mod
 from mongobench import ossampler, redact, serverstats
 from mongobench.workloads import WORKLOADS, ThreadStats
 
 RESULT_SCHEMA = 1
+# After a variant with errors, how long the server has to answer a ping before the
+# remaining variants are failed without running (each would wait for server
+# selection, 30 s by default, for a server that is gone).
+PING_TIMEOUT_S = 5.0
+
+
+def reason(e: BaseException, uri: str = "") -> str:
+    """One line saying why the target cannot be used, with no secret in it."""
+    if isinstance(e, ServerSelectionTimeoutError):
+        # "host:port: [Errno 111] Connection refused (configured timeouts: ...), Timeout:
+        # 30s, Topology Description: <...>": the first part is the reason.
+        text = str(e).split(", Timeout:", 1)[0].split(" (configured timeouts", 1)[0]
+        why = f"server unreachable: {text}"
+    elif isinstance(e, OperationFailure) and (e.code == 18 or "auth" in str(e).lower()):
+        why = f"authentication failed: {(e.details or {}).get('errmsg') or e}"
+    elif isinstance(e, ConfigurationError):
+        why = f"bad connection string: {e}"
+    elif isinstance(e, ConnectionFailure):
+        why = f"connection failed: {e}"
+    else:
+        why = f"{type(e).__name__}: {e}"
+    return " ".join(redact.text(why, uri).split())[:200]
+
+
+def reachable(client) -> str | None:
+    """None when the server answers a ping within PING_TIMEOUT_S, else the reason."""
+    try:
+        with pymongo.timeout(PING_TIMEOUT_S):
+            client.admin.command("ping")
+    except PyMongoError as e:
+        return reason(e)
+    return None
 
 
 def connect(uri: str, app_name: str = "mongobench", **kwargs) -> MongoClient:
@@ -128,6 +167,7 @@ def run_variant(
         "docs": total.docs,
         "bytes": total.bytes,
         "errors": dict(total.errors),
+        "had_errors": bool(sum(total.errors.values())),
         "counters": dict(total.counters),
         "finished": finished,
         "error_samples": total.error_samples,
@@ -172,23 +212,38 @@ def run(
     catalog = exp_mod.load(experiments_file or exp_mod.PERFTABLES_FILE)
     plans = exp_mod.plan(catalog, names, scale, variants, overrides, skip)
     max_threads = max((int(v.settings.get("threads", 1)) for _, vs in plans for v in vs), default=1)
-    # One pooled connection per client thread, or threads queue for connections.
-    client = connect(uri, maxPoolSize=max(100, max_threads + 10))
+    target = redact.uri(uri)
     try:
+        # One pooled connection per client thread, or threads queue for connections.
+        client = connect(uri, maxPoolSize=max(100, max_threads + 10))
+    except (PyMongoError, ValueError) as e:
+        raise redact.TargetError(f"{target}: {reason(e, uri)}") from None
+    try:
+        try:
+            kind = topology(client)
+            version = client.server_info().get("version", "unknown")
+        except PyMongoError as e:
+            raise redact.TargetError(f"{target}: {reason(e, uri)}") from None
         doc = {
             "schema": RESULT_SCHEMA,
             "tool": "mongobench perftables",
             "scale": str(scale),
             "scale_factor": exp_mod.parse_scale(scale),
             "database": database,
-            "topology": topology(client),
-            "server_version": client.server_info().get("version", "unknown"),
-            "target": redact.uri(uri),
+            "topology": kind,
+            "server_version": version,
+            "target": target,
             "results": [],
         }
         write_json_atomic(out_path, doc)
+        gone = None  # why the server cannot be reached any more
         for experiment, variant_list in plans:
             for v in variant_list:
+                if gone:
+                    doc["results"].append(_failed(experiment, v, f"not run: {gone}"))
+                    log(f"{experiment.name} [{v.label}]: not run: {gone}")
+                    write_json_atomic(out_path, doc)
+                    continue
                 log(f"{experiment.name} [{v.label}]: running")
                 try:
                     res = run_variant(
@@ -202,22 +257,50 @@ def run(
                         uri=uri,
                     )
                     log(f"{experiment.name} [{v.label}]: {_one_line(res)}")
+                    if not sum(res["ops"].values()):
+                        # Nothing was acknowledged: there is no measurement, only errors.
+                        res.update(
+                            status="failed", error=redact.text(_nothing_acknowledged(res), uri)
+                        )
+                        log(f"{experiment.name} [{v.label}]: FAILED {res['error']}")
                 except Exception as e:  # noqa: BLE001 - recorded, reported, fails the run
-                    res = {
-                        "schema": RESULT_SCHEMA,
-                        "status": "failed",
-                        "experiment": experiment.name,
-                        "label": v.label,
-                        "params": v.params,
-                        "settings": v.settings,
-                        "error": redact.text(f"{type(e).__name__}: {e}", uri),
-                    }
+                    res = _failed(experiment, v, redact.text(f"{type(e).__name__}: {e}", uri))
                     log(f"{experiment.name} [{v.label}]: FAILED {res['error']}")
                 doc["results"].append(res)
                 write_json_atomic(out_path, doc)
+                if res["status"] != "ok" or res.get("had_errors"):
+                    why = reachable(client)
+                    if why:
+                        gone = f"{target}: {why} (after {experiment.name} [{v.label}])"
+                        doc["unreachable"] = gone
+                        write_json_atomic(out_path, doc)
         return doc
     finally:
         client.close()
+
+
+def _failed(experiment, variant, error: str) -> dict:
+    return {
+        "schema": RESULT_SCHEMA,
+        "status": "failed",
+        "experiment": experiment.name,
+        "label": variant.label,
+        "params": variant.params,
+        "settings": variant.settings,
+        "error": error,
+    }
+
+
+def _nothing_acknowledged(res: dict) -> str:
+    errors = res.get("errors") or {}
+    if not errors:
+        return "no operation was acknowledged (and none failed: nothing was measured)"
+    kinds = "; ".join(f"{k}={n}" for k, n in sorted(errors.items()))
+    sample = next(iter((res.get("error_samples") or {}).values()), "")
+    return (
+        f"no operation was acknowledged; {sum(errors.values())} failed ({kinds})"
+        + (f": {sample}" if sample else "")
+    )[:1000]
 
 
 def _one_line(res: dict) -> str:

@@ -146,6 +146,9 @@ def metadata(run: dict, res: dict) -> dict:
         md[k] = v
     if res.get("stopped_early"):
         md["stopped_early"] = True
+    # Failed operations are never in the throughput, but the figures of such a
+    # variant describe a troubled run: say so on every sample.
+    md["had_errors"] = bool(sum((res.get("errors") or {}).values()))
     return md
 
 
