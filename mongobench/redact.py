@@ -6,9 +6,6 @@ import os
 import re
 import urllib.parse
 
-from pymongo import uri_parser
-from pymongo.errors import PyMongoError
-
 _USERINFO = re.compile(r"(mongodb(?:\+srv)?://)([^@/\s]+)@", re.IGNORECASE)
 
 
@@ -89,6 +86,13 @@ def check_uri(value: str, source: str = "the target") -> str:
             f"{source}: not a MongoDB connection string (it must start with mongodb:// or"
             " mongodb+srv://)"
         )
+    try:
+        # Imported here: the PKB host imports this module too and may lack pymongo
+        # (only the client VMs need it); there the scheme check above is what runs.
+        from pymongo import uri_parser
+        from pymongo.errors import PyMongoError
+    except ImportError:
+        return value
     srv = value.lower().startswith("mongodb+srv://")
     plain = "mongodb://" + value[len("mongodb+srv://") :] if srv else value
     try:

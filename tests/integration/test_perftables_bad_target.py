@@ -1,0 +1,129 @@
+"""A target that cannot be reached, refuses the credentials, or dies during a run:
+one clear line, no traceback, no password; failed variants fail, fast."""
+
+import json
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+
+import pytest
+from standin_helpers import built_workdir, write_users_file
+
+from mongobench import perftables, report, results, testbed
+from mongobench.workloads import WORKLOADS
+
+pytestmark = pytest.mark.integration
+
+PASSWORD = "Dying:pa55/Secr3t!"
+QUICK = "serverSelectionTimeoutMS=2000"
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    return built_workdir(tmp_path_factory, "bad-target")
+
+
+def _run_cli(tmp_path, uri, *args):
+    f = tmp_path / "uri"
+    f.write_text(uri + "\n")
+    f.chmod(0o600)
+    return subprocess.run(
+        [sys.executable, "-m", "mongobench", "perftables", "run", "--uri-file", str(f),
+         "--out", str(tmp_path / "r.json"), "--os-path", "none", *args],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def test_unreachable_target_is_one_line(tmp_path):
+    port = testbed.free_port()  # nothing listens there
+    p = _run_cli(tmp_path, f"mongodb://127.0.0.1:{port}/?{QUICK}", "--experiments", "delete")
+    assert p.returncode != 0
+    last = p.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"mongobench: mongodb://127.0.0.1:{port}/?{QUICK}: server unreachable:")
+    assert "Connection refused" in last
+    assert "Traceback" not in p.stderr
+
+
+def test_wrong_password_is_one_line_without_the_password(tmp_path, workdir):
+    users = write_users_file(workdir, [{"user": "alice", "password": PASSWORD}])
+    srv = testbed.start_server(str(workdir / "auth"), users_file=users)
+    try:
+        wrong = urllib.parse.quote(PASSWORD + "x", safe="")
+        uri = srv.uri.replace("mongodb://", f"mongodb://alice:{wrong}@") + f"?{QUICK}"
+        p = _run_cli(tmp_path, uri, "--experiments", "delete")
+    finally:
+        srv.stop()
+    assert p.returncode != 0
+    last = p.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"mongobench: mongodb://alice:***@127.0.0.1:{srv.port}/")
+    assert ": authentication failed:" in last
+    assert "Traceback" not in p.stderr
+    for secret in (PASSWORD, wrong, "Secr3t"):
+        assert secret not in p.stderr + p.stdout
+
+
+def test_server_dying_in_the_last_variant_fails_it(tmp_path, workdir, monkeypatch):
+    srv = testbed.start_server(str(workdir / "last"))
+    base = WORKLOADS["insert"]
+    calls = []
+
+    class KilledAfterPrepare(base):
+        def prepare(self):
+            out = super().prepare()
+            calls.append(1)
+            if len(calls) == 2:  # the last variant: the server goes after its preparation
+                srv.stop()
+            return out
+
+    monkeypatch.setitem(WORKLOADS, "insert", KilledAfterPrepare)
+    run = perftables.run(
+        f"{srv.uri}?{QUICK}", ["insert_batchsize"], "smoke", str(tmp_path / "r.json"),
+        variants=["1000", "2000"], log=lambda m: None,
+    )  # fmt: skip
+    first, last = run["results"]
+    assert first["status"] == "ok" and not first["had_errors"]
+    assert last["status"] == "failed"
+    assert last["error"].startswith("no operation was acknowledged;")
+    assert run["unreachable"].startswith(f"{srv.uri}?{QUICK}: server unreachable")
+    samples = results.to_samples(run)
+    assert {s["metadata"]["variant"] for s in samples} == {"1000"}  # no figures of "2000"
+
+
+def test_server_dying_mid_run_flags_the_variant_and_fails_the_rest_fast(tmp_path, workdir):
+    srv = testbed.start_server(str(workdir / "mid"))
+    uri = f"{srv.uri}?{QUICK}"
+    started = threading.Event()
+
+    def log(msg):
+        if msg == "replace [500000]: running":
+            started.set()
+
+    def killer():
+        started.wait(60)
+        time.sleep(2.0)  # preparation (200 documents) is done; the timed phase runs
+        srv.stop()
+
+    threading.Thread(target=killer, daemon=True).start()
+    t0 = time.monotonic()
+    run = perftables.run(
+        uri, ["replace", "update_indexed"], "full", str(tmp_path / "r.json"),
+        overrides={"preload_docs": 200, "duration_s": 4, "threads": 2}, log=log,
+    )  # fmt: skip
+    elapsed = time.monotonic() - t0
+    assert run == json.loads((tmp_path / "r.json").read_text())
+    first, *rest = run["results"]
+    assert first["status"] == "ok" and first["had_errors"], first.get("error")
+    assert sum(first["ops"].values()) > 0 and sum(first["errors"].values()) > 0
+    assert len(rest) == 3
+    for r in rest:
+        assert r["status"] == "failed"
+        assert r["error"].startswith(f"not run: {uri}: server unreachable")
+        assert r["error"].endswith("(after replace [500000])")
+    # Not 30 s of server selection per remaining variant.
+    assert elapsed < 25, elapsed
+    samples = results.to_samples(run)
+    assert all(s["metadata"]["had_errors"] is True for s in samples)
+    text = report.render(samples)
+    assert "| 500000 (errors) |" in text
