@@ -252,6 +252,40 @@ class Sshd:
     user: str
 
 
+# What the test bed's static VM needs on this host, and the Debian package of each:
+# our sshd and its keys, and what PKB runs on a static VM at boot (`sudo fdisk -l`).
+HOST_COMMANDS = {
+    "sshd": "openssh-server",
+    "ssh-keygen": "openssh-client",
+    "sudo": "sudo",
+    "fdisk": "fdisk",
+}
+# sudo's secure_path: PKB's `sudo fdisk` finds sbin tools that a user's PATH may lack.
+_SBIN_DIRS = ("/usr/local/sbin", "/usr/sbin", "/sbin")
+
+
+class PreflightError(RuntimeError):
+    """The host lacks commands the test bed's static VM needs."""
+
+
+def missing_host_commands(path: str | None = None) -> list[str]:
+    """The HOST_COMMANDS not found on `path` (default: PATH plus the sbin directories)."""
+    if path is None:
+        path = os.pathsep.join([os.environ.get("PATH", os.defpath), *_SBIN_DIRS])
+    return [cmd for cmd in HOST_COMMANDS if shutil.which(cmd, path=path) is None]
+
+
+def preflight(path: str | None = None) -> None:
+    """Raises PreflightError, one line naming the missing commands and their packages."""
+    missing = missing_host_commands(path)
+    if missing:
+        packages = " ".join(dict.fromkeys(HOST_COMMANDS[c] for c in missing))
+        raise PreflightError(
+            f"test bed host lacks {', '.join(missing)} (its sshd static VM, PKB's"
+            f" `sudo fdisk -l` at boot); install: apt-get install {packages}"
+        )
+
+
 def start_sshd(workdir: str) -> Sshd:
     sshd = shutil.which("sshd") or "/usr/sbin/sshd"
     if not os.path.exists(sshd):
@@ -362,6 +396,8 @@ def up(directory: str | None = None, with_ssh: bool = True, server: str = "auto"
     existing = _load(directory)
     if existing and any(alive(p) for p in existing.get("pids", {}).values()):
         raise RuntimeError(f"test bed already up in {directory}; run 'mongobench testbed down'")
+    if with_ssh:
+        preflight()  # before anything starts: a PKB run would die deep in its log instead
     os.makedirs(directory, mode=0o700, exist_ok=True)
     state = {"dir": directory, "pids": {}}
     try:
