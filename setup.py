@@ -7,6 +7,7 @@ project's `linux_benchmarks/` and `linux_packages/` directories (see
 """
 
 import pathlib
+import shutil
 import zipfile
 
 from setuptools import setup
@@ -18,6 +19,9 @@ PTH_NAME = "mongobench_pkb.pth"
 # A .pth line is executed only if it starts with "import"; errors must never
 # break the interpreter, so the hook catches everything itself.
 PTH_LINE = "import mongobench_pkb\n"
+# The Maven sources of the stand-in and the YCSB binding: the PKB host builds them
+# (mongobench/javabuild.py), so a wheel carries them as mongobench/java/.
+JAVA_MODULES = ("standin", "ycsb-binding")
 
 
 def _requirements(name):
@@ -25,19 +29,41 @@ def _requirements(name):
     return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
 
 
+def _java_sources():
+    """(source, path relative to java/) of every Maven input; never target/."""
+    root = HERE / "java"
+    files = [root / "pom.xml"]
+    for module in JAVA_MODULES:
+        files.append(root / module / "pom.xml")
+        files += sorted(p for p in (root / module / "src").rglob("*") if p.is_file())
+    return [(f, f.relative_to(root)) for f in files]
+
+
 class BuildPyWithPth(build_py):
-    """Regular wheels: put the .pth at the root of site-packages."""
+    """Regular wheels: the .pth at the root of site-packages, the Java sources in the package.
+
+    Editable installs read java/ from the checkout, so they get neither copy.
+    """
+
+    def _extra_outputs(self):
+        build_lib = pathlib.Path(self.build_lib)
+        java = build_lib / "mongobench" / "java"
+        return [(None, build_lib / PTH_NAME)] + [(src, java / rel) for src, rel in _java_sources()]
 
     def run(self):
         super().run()
-        target = pathlib.Path(self.build_lib) / PTH_NAME
-        target.write_text(PTH_LINE)
+        if self.editable_mode:
+            return
+        for src, target in self._extra_outputs():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if src is None:
+                target.write_text(PTH_LINE)
+            else:
+                shutil.copyfile(src, target)
 
     def get_outputs(self, include_bytecode=True):
-        return [
-            *super().get_outputs(include_bytecode),
-            str(pathlib.Path(self.build_lib) / PTH_NAME),
-        ]
+        extra = [] if self.editable_mode else [str(t) for _, t in self._extra_outputs()]
+        return [*super().get_outputs(include_bytecode), *extra]
 
 
 class EditableWheelWithPth(editable_wheel):
@@ -71,7 +97,8 @@ setup(
     },
     package_data={"mongobench": ["*.txt", "experiments/*.yaml", "data/*"]},
     install_requires=_requirements("client-requirements.txt") + ["matplotlib>=3.7"],
-    extras_require={"test": ["pytest>=8", "ruff==0.17.5"]},
+    # build: scripts/check_install makes the sdist a user would install.
+    extras_require={"test": ["pytest>=8", "ruff==0.17.5", "build>=1.0"]},
     entry_points={"console_scripts": ["mongobench=mongobench.cli:main"]},
     cmdclass={"build_py": BuildPyWithPth, "editable_wheel": EditableWheelWithPth},
 )

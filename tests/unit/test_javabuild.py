@@ -1,0 +1,112 @@
+"""Where javabuild finds the Maven sources and where it builds them (a fake mvn, no Java)."""
+
+import os
+import stat
+
+import pytest
+
+from mongobench import javabuild
+
+FAKE_MVN = """#!/bin/sh
+# Records the call, then lays out what `mvn package` leaves in each module.
+echo "$PWD" >> "$MVN_CALLS"
+for m in standin ycsb-binding; do
+  mkdir -p "$m/target/lib" && touch "$m/target/lib/dep.jar" "$m/target/$m-0.1.jar"
+done
+"""
+
+
+def _sources(root, body="class A {}"):
+    (root / "pom.xml").parent.mkdir(parents=True, exist_ok=True)
+    (root / "pom.xml").write_text("<project/>")
+    for m in ("standin", "ycsb-binding"):
+        src = root / m / "src" / "main" / "java"
+        src.mkdir(parents=True)
+        (root / m / "pom.xml").write_text(f"<project>{m}</project>")
+        (src / "A.java").write_text(body)
+    return root
+
+
+def _exe(path, text):
+    path.write_text(text)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+
+
+@pytest.fixture
+def layout(tmp_path, monkeypatch):
+    """An installed-package layout: shipped sources, no checkout, a private cache, fake tools."""
+    shipped = tmp_path / "site-packages" / "mongobench" / "java"
+    monkeypatch.setattr(javabuild, "SHIPPED_SOURCES", shipped)
+    monkeypatch.setattr(javabuild, "CHECKOUT_SOURCES", tmp_path / "site-packages" / "java")
+    monkeypatch.setenv(javabuild.BUILD_DIR_ENV, str(tmp_path / "cache"))
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    _exe(tools / "mvn", FAKE_MVN)
+    _exe(tools / "java", "#!/bin/sh\n")
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("MVN_CALLS", str(tmp_path / "mvn-calls"))
+    return tmp_path, shipped
+
+
+def _mvn_calls(tmp_path):
+    calls = tmp_path / "mvn-calls"
+    return calls.read_text().split() if calls.exists() else []
+
+
+def test_no_sources_anywhere_says_how_to_fix(layout):
+    with pytest.raises(RuntimeError, match=r"neither in .*mongobench/java.*reinstall"):
+        javabuild.source_dir()
+
+
+def test_checkout_sources_build_in_place(tmp_path, monkeypatch):
+    checkout = _sources(tmp_path / "repo" / "java")
+    monkeypatch.setattr(javabuild, "SHIPPED_SOURCES", tmp_path / "repo" / "mongobench" / "java")
+    monkeypatch.setattr(javabuild, "CHECKOUT_SOURCES", checkout)
+    assert javabuild.source_dir() == checkout
+    assert javabuild.java_dir() == checkout
+    assert javabuild.JAVA_DIR == checkout
+
+
+def test_shipped_sources_build_in_the_cache_not_the_package(layout):
+    tmp_path, shipped = layout
+    _sources(shipped)
+    jdir = javabuild.java_dir()
+    assert jdir.parent == tmp_path / "cache" and jdir.name.startswith("java-")
+    javabuild.build()
+    assert _mvn_calls(tmp_path) == [str(jdir)]
+    assert (jdir / "standin" / "src" / "main" / "java" / "A.java").read_text() == "class A {}"
+    assert not any(p.name == "target" for p in shipped.rglob("*"))
+    assert javabuild.ycsb_classpath() == str(jdir / "ycsb-binding" / "target" / "lib" / "*")
+    assert javabuild.standin_classpath().endswith("standin-0.1.jar")
+    javabuild.build()  # up to date: Maven is not run again
+    assert len(_mvn_calls(tmp_path)) == 1
+
+
+def test_changed_sources_get_their_own_build(layout):
+    tmp_path, shipped = layout
+    _sources(shipped)
+    javabuild.build()
+    first = javabuild.java_dir()
+    (shipped / "standin" / "src" / "main" / "java" / "A.java").write_text("class B {}")
+    second = javabuild.java_dir()
+    assert second != first
+    javabuild.build()
+    assert _mvn_calls(tmp_path) == [str(first), str(second)]
+    assert (second / "standin" / "src" / "main" / "java" / "A.java").read_text() == "class B {}"
+
+
+def test_unwritable_build_dir_names_the_variable(layout, monkeypatch):
+    tmp_path, shipped = layout
+    _sources(shipped)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv(javabuild.BUILD_DIR_ENV, str(blocker))
+    with pytest.raises(RuntimeError, match=f"set {javabuild.BUILD_DIR_ENV} to a writable"):
+        javabuild.build()
+
+
+def test_not_built_says_how_to_build(layout):
+    _, shipped = layout
+    _sources(shipped)
+    with pytest.raises(RuntimeError, match=r"not built; build them with .*javabuild.build\(\)"):
+        javabuild.ycsb_classpath()
