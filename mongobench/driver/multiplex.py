@@ -1,0 +1,353 @@
+"""Many virtual clients on one event loop, each with one operation in flight.
+
+A virtual client is what one of UniBench's (or the pymongo path's) threads
+is: its own connection, one request at a time, the next one sent when the
+reply to the last has been read. Here N of them share a process: one epoll
+wait returns the sockets whose replies arrived, and the loop reads each reply,
+hands it to its client and sends that client's next request. So a process
+pays one send and one receive per operation, a share of one wake-up, and a
+few microseconds of Python, instead of a thread switch and pymongo's
+hundreds of microseconds.
+
+What a client does is a generator (its *source*), called with its `Client`:
+it yields `(request, check)` (a bytes-like OP_MSG whose request id is
+`client.rid`, and a reply check from `ops`) and receives the check's outcome
+for that reply. A logical operation of several round trips ("update, then
+insert on a miss", "find, then getMore until the cursor is exhausted") is
+simply several yields. The source accounts its operations in `client.stats`
+(a ThreadStats shared by the process's clients): it takes the time before its
+first send (`time.perf_counter()`) and `client.run.now` (the time of the
+wake-up that read the last reply) as the end, so latency runs from the send
+to the reply with no queueing behind other requests of its own. It stops when
+its quota is done or `client.run.stopped` turns true (a deadline or a stop
+flag); an operation in flight is always completed first.
+
+A connection that breaks, times out or answers out of protocol costs its
+client: the operation in flight is counted as an error under the check's `op`
+(e.g. "read: AutoReconnect") and that client stops; the others go on.
+"""
+
+from __future__ import annotations
+
+import itertools
+import select
+import socket
+import ssl
+import struct
+import time
+from collections.abc import Callable, Generator
+
+from mongobench import wire
+from mongobench.workloads import ThreadStats, split
+
+BUF_BYTES = 16 << 10  # per-client receive buffer; grows for a larger reply
+_HDR = struct.Struct("<iii")
+_WOULD_BLOCK = (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
+TICK = 0.05  # s between checks of the deadline and the stop flag
+
+Source = Callable[["Client"], Generator]
+
+
+class Run:
+    """What a loop's clients share: the time of the current wake-up and whether to stop."""
+
+    __slots__ = ("now", "stopped")
+
+    def __init__(self):
+        self.now = time.perf_counter()
+        self.stopped = False
+
+
+class Client:
+    """One virtual client as its source sees it."""
+
+    __slots__ = ("index", "clients", "rid", "quota", "run", "stats")
+
+    def __init__(self, index: int, clients: int, run: Run, stats: ThreadStats, total=None):
+        self.index = index  # among all clients of the variant (every process)
+        self.clients = clients
+        self.rid = index + 1  # request id of every request (one in flight: never ambiguous)
+        self.quota = split(int(total), clients, index) if total else None
+        self.run = run
+        self.stats = stats
+
+    def ops(self):
+        """Operation numbers 0, 1, ... up to the client's quota (endless without one)."""
+        return range(self.quota) if self.quota is not None else itertools.count()
+
+
+def count_error(stats: ThreadStats, op: str, kind: str, message, n: int = 1) -> None:
+    """ThreadStats.error without an exception object: the key is "<op>: <kind>"."""
+    key = f"{op}: {kind}"
+    stats.errors[key] += n
+    stats.error_samples.setdefault(key, str(message)[:300])
+
+
+def open_sockets(uri: str | wire.Options, n: int, timeout: float = 30.0) -> list:
+    """`n` connected, authenticated, non-blocking sockets to the deployment's primary
+    (wire.connect finds it once; the others go straight there)."""
+    o = uri if isinstance(uri, wire.Options) else wire.options(uri)
+    first = wire.connect(o, timeout=timeout)
+    host, port = first.address
+    socks = [first.sock]
+    try:
+        for _ in range(n - 1):
+            conn = wire.Connection(host, port, o, timeout=timeout)
+            try:
+                hello = conn.hello(o)
+                conn.authenticate(o, hello.get("saslSupportedMechs"))
+            except BaseException:
+                conn.close()
+                raise
+            socks.append(conn.sock)
+    except BaseException:
+        for s in socks:
+            s.close()
+        raise
+    return socks
+
+
+class _Conn:
+    __slots__ = ("sock", "fd", "client", "gen", "check", "buf", "view", "got", "pending")
+
+    def __init__(self, sock, client, gen):
+        self.sock, self.fd, self.client, self.gen = sock, sock.fileno(), client, gen
+        self.check = None
+        self.buf = bytearray(BUF_BYTES)
+        self.view = memoryview(self.buf)
+        self.got = 0
+        self.pending = None  # the unsent rest of a request
+
+
+class Loop:
+    """Runs one source per socket until every source is done (or has failed).
+
+    `deadline` (perf_counter seconds) and `stop` (anything with is_set()) set
+    `run.stopped`; `timeout` is how long the loop waits with no reply at all
+    before it fails the clients still waiting.
+    """
+
+    def __init__(
+        self,
+        socks: list,
+        clients: list[Client],
+        source: Source,
+        run: Run,
+        stats: ThreadStats,
+        deadline: float | None = None,
+        stop=None,
+        timeout: float = 30.0,
+    ):
+        self.run, self.stats = run, stats
+        self.deadline, self.stop, self.timeout = deadline, stop, timeout
+        self.conns = {}
+        self.ep = select.epoll()
+        for sock, client in zip(socks, clients, strict=True):
+            c = _Conn(sock, client, source(client))
+            self.conns[c.fd] = c
+            self.ep.register(c.fd, select.EPOLLIN)
+
+    # -- failures and the slow paths (partial sends and replies)
+    def _fail(self, c: _Conn, kind: str, message) -> None:
+        if c.check is not None:
+            count_error(self.stats, c.check.op, kind, message)
+        self._drop(c)
+
+    def _drop(self, c: _Conn) -> None:
+        self.conns.pop(c.fd, None)
+        try:
+            self.ep.unregister(c.fd)
+        except (OSError, ValueError):
+            pass
+        c.gen.close()
+        c.sock.close()
+
+    def _send(self, c: _Conn, data) -> None:
+        """Sends a request (what the socket does not take now goes on EPOLLOUT)."""
+        try:
+            n = c.sock.send(data)
+        except _WOULD_BLOCK:
+            n = 0
+        except OSError as e:
+            self._fail(c, "AutoReconnect", f"send: {e}")
+            return
+        if n != len(data):
+            c.pending = memoryview(data)[n:]
+            self.ep.modify(c.fd, select.EPOLLIN | select.EPOLLOUT)
+
+    def _flush(self, c: _Conn) -> None:
+        try:
+            n = c.sock.send(c.pending)
+        except _WOULD_BLOCK:
+            return
+        except OSError as e:
+            self._fail(c, "AutoReconnect", f"send: {e}")
+            return
+        c.pending = c.pending[n:]
+        if not c.pending:
+            c.pending = None
+            self.ep.modify(c.fd, select.EPOLLIN)
+
+    def _read_rest(self, c: _Conn, got: int) -> int:
+        """Reads until a whole reply is buffered or the socket is empty (a TLS
+        socket can hold decrypted bytes that epoll does not report). Returns the
+        reply's length when it is complete, 0 when it is not yet, -1 on failure."""
+        while True:
+            if got >= 16:
+                length = _HDR.unpack_from(c.buf)[0]
+                if not 21 <= length <= wire.MAX_MESSAGE:
+                    self._fail(c, "ProtocolError", f"malformed reply (length {length})")
+                    return -1
+                if got >= length:
+                    c.got = got
+                    return length
+                if length > len(c.buf):
+                    grown = bytearray(max(length, 2 * len(c.buf)))
+                    grown[:got] = c.buf[:got]
+                    c.buf, c.view = grown, memoryview(grown)
+            try:
+                n = c.sock.recv_into(c.view[got:])
+            except _WOULD_BLOCK:
+                c.got = got
+                return 0
+            except OSError as e:
+                self._fail(c, "AutoReconnect", f"receive: {e}")
+                return -1
+            if not n:
+                self._fail(c, "AutoReconnect", "connection closed by the server")
+                return -1
+            got += n
+
+    def _next(self, c: _Conn, outcome) -> None:
+        """Hands `outcome` to the client's source and sends its next request."""
+        try:
+            data, c.check = c.gen.send(outcome) if outcome is not None else next(c.gen)
+        except StopIteration:
+            c.check = None
+            self._drop(c)
+            return
+        self._send(c, data)
+
+    def _check_time(self, now: float, idle: float) -> None:
+        run = self.run
+        if not run.stopped and (
+            (self.deadline is not None and now >= self.deadline)
+            or (self.stop is not None and self.stop.is_set())
+        ):
+            run.stopped = True
+        if idle > self.timeout:
+            for c in list(self.conns.values()):
+                self._fail(c, "NetworkTimeout", f"no reply in {self.timeout:g} s")
+
+    # -- the loop
+    def run_all(self) -> None:
+        run, conns, clock = self.run, self.conns, time.perf_counter
+        run.now = clock()
+        if self.deadline is not None and run.now >= self.deadline:
+            run.stopped = True
+        for c in list(conns.values()):
+            self._next(c, None)
+        poll, unpack = self.ep.poll, _HDR.unpack_from
+        next_tick = last_reply = clock()
+        epollout = select.EPOLLOUT
+        try:
+            while conns:
+                events = poll(TICK)
+                now = run.now = clock()
+                if events:
+                    last_reply = now
+                if now >= next_tick:
+                    next_tick = now + TICK
+                    self._check_time(now, now - last_reply)
+                for fd, ev in events:
+                    c = conns.get(fd)
+                    if c is None:
+                        continue
+                    if ev & epollout and c.pending is not None:
+                        self._flush(c)
+                        if c.pending is not None or not ev & ~epollout:
+                            continue
+                    buf = c.buf
+                    try:
+                        n = c.sock.recv_into(c.view[c.got :] if c.got else buf)
+                    except _WOULD_BLOCK:
+                        continue
+                    except OSError as e:
+                        self._fail(c, "AutoReconnect", f"receive: {e}")
+                        continue
+                    if not n:
+                        self._fail(c, "AutoReconnect", "connection closed by the server")
+                        continue
+                    got = c.got + n
+                    length = unpack(buf)[0] if got >= 16 else 1 << 62
+                    if got < length:
+                        length = self._read_rest(c, got)
+                        if length <= 0:
+                            continue
+                        buf, got = c.buf, c.got
+                    c.got = 0
+                    _, _, response_to = unpack(buf)
+                    if got != length or response_to != c.client.rid:
+                        self._fail(
+                            c, "ProtocolError", f"unexpected reply (to {response_to}, {got} bytes)"
+                        )
+                        continue
+                    try:
+                        data, c.check = c.gen.send(c.check(buf, length))
+                    except StopIteration:
+                        c.check = None
+                        self._drop(c)
+                        continue
+                    try:
+                        n = c.sock.send(data)
+                    except _WOULD_BLOCK:
+                        n = 0
+                    except OSError as e:
+                        self._fail(c, "AutoReconnect", f"send: {e}")
+                        continue
+                    if n != len(data):
+                        c.pending = memoryview(data)[n:]
+                        self.ep.modify(fd, select.EPOLLIN | epollout)
+        finally:
+            for c in list(conns.values()):
+                self._drop(c)
+            self.ep.close()
+
+
+def run_clients(
+    uri: str | wire.Options,
+    source: Source,
+    indices: range,
+    clients: int,
+    total=None,
+    duration: float | None = None,
+    stop=None,
+    timeout: float = 30.0,
+    start_at: Callable[[], None] | None = None,
+    socks: list | None = None,
+) -> tuple[ThreadStats, float, float]:
+    """Runs the clients `indices` (of `clients` in all) in this process.
+
+    `total`: the variant's operation count, split over all clients; `duration`:
+    seconds from the start. `start_at` is called after the connections are open
+    and returns when the timed phase starts (procs uses it to start every
+    process together). Returns (stats, seconds of this process's CPU, wall
+    seconds) of the timed phase.
+    """
+    socks = socks if socks is not None else open_sockets(uri, len(indices), timeout)
+    run, stats = Run(), ThreadStats()
+    members = [Client(i, clients, run, stats, total) for i in indices]
+    if start_at is not None:
+        start_at()
+    t0 = time.perf_counter()
+    deadline = t0 + duration if duration else None
+    cpu0 = time.process_time()
+    Loop(socks, members, source, run, stats, deadline, stop, timeout).run_all()
+    return stats, time.process_time() - cpu0, time.perf_counter() - t0
+
+
+def socket_pair_for_tests() -> tuple[socket.socket, socket.socket]:
+    """A connected pair (client end non-blocking), for loop tests without a server."""
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    return a, b

@@ -1,0 +1,613 @@
+"""Requests and reply checks for every operation the experiments send.
+
+Requests are encoded once (`Tmpl`: a command with sentinel values whose bytes
+are patched per use by one `struct` call; `BulkInsert`: an insert whose
+documents travel as an OP_MSG document sequence, built a batch at a time).
+Replies are checked in place: a write's success reply is recognised by its
+bytes (seen once, decoded once), a cursor's documents are counted by walking
+the BSON element headers (never decoding a document); anything unexpected is
+decoded and classified as pymongo would raise it, so the multiplexed path
+counts the same errors under the same names as the pymongo path
+("<op>: DuplicateKeyError", "<op>: WriteConcernError", ...).
+
+A check returns an outcome tuple whose first item is None on success or the
+name of the pymongo exception the reply would raise:
+  writes:        (error, n, nModified, nUpserted, message, nWriteErrors)
+  cursors:       (error, documents in this batch, cursor id, message)
+  findAndModify: (error, found a document, upserted, message)
+"""
+
+from __future__ import annotations
+
+import binascii
+import os
+import random
+import struct
+import time
+
+import bson
+
+from mongobench.docgen import DocFactory
+
+try:  # the codes pymongo turns into NotPrimaryError
+    from pymongo.helpers_shared import _NOT_PRIMARY_CODES as NOT_PRIMARY_CODES
+except ImportError:  # pragma: no cover - older pymongo
+    NOT_PRIMARY_CODES = frozenset({11600, 11602, 10107, 91, 10058, 13435, 13436, 189})
+
+OP_MSG = 2013
+HEADER = struct.Struct("<iiii")
+_I32 = struct.Struct("<i")
+_I64 = struct.Struct("<q")
+_BE32 = struct.Struct(">I")
+MAX_MESSAGE = 48_000_000  # maxMessageSizeBytes (hello reports it; every version says 48 MB)
+MAX_WRITE_BATCH = 100_000  # maxWriteBatchSize
+SENTINEL = 0x5EED5EED00000000
+MEMO_BYTES = 32 << 10  # replies (or arrays) up to this size are remembered by their bytes
+MEMO_ENTRIES = 256
+DUPLICATE_KEY_CODES = (11000, 11001, 12582)
+
+
+def sentinel(i: int) -> bson.Int64:
+    """The i-th Int64 placeholder of a template (distinct, unlikely in real data)."""
+    return bson.Int64(SENTINEL + i)
+
+
+def text_sentinel(length: int) -> str:
+    """A placeholder string of `length` characters (values must keep that byte length)."""
+    return "\x02" * length
+
+
+def encode(command: dict, request_id: int = 0, sequences: dict[str, bytes] | None = None) -> bytes:
+    """One OP_MSG: the command (section kind 0) and document sequences (kind 1:
+    identifier -> concatenated BSON documents)."""
+    body = b"\x00\x00\x00\x00\x00" + bson.encode(command)
+    for ident, docs in (sequences or {}).items():
+        name = ident.encode() + b"\x00"
+        body += b"\x01" + _I32.pack(4 + len(name) + len(docs)) + name + docs
+    return HEADER.pack(16 + len(body), request_id, 0, OP_MSG) + body
+
+
+class Tmpl:
+    """An OP_MSG encoded once; `write(buf, rid, *values)` writes it at the start of
+    `buf` with request id `rid` and the values in place of the sentinels.
+
+    `slots` are the sentinel values in the order `write` takes them: Int64
+    sentinels take ints, string sentinels take bytes of the same length.
+    """
+
+    def __init__(self, command: dict, slots: list = ()):
+        raw = encode(command)
+        found = []
+        for k, s in enumerate(slots):
+            if isinstance(s, str):
+                needle, fmt = s.encode(), f"{len(s.encode())}s"
+            else:
+                needle, fmt = _I64.pack(int(s)), "q"
+            if raw.count(needle) != 1:
+                raise ValueError(f"placeholder {k} must occur exactly once in the command")
+            found.append((raw.index(needle), len(needle), fmt, k))
+        found.sort()
+        fmt, args, at = ["<4si"], [raw[:4], 0], 8
+        self.order = [k for _, _, _, k in found]
+        for off, n, f, _ in found:
+            fmt.append(f"{off - at}s{f}")
+            args += [raw[at:off], None]
+            at = off + n
+        fmt.append(f"{len(raw) - at}s")
+        args.append(raw[at:])
+        self.struct = struct.Struct("".join(fmt))
+        self.size = len(raw)
+        self.raw = raw
+        self.args = args
+        pack, p = self.struct.pack_into, args
+        if not found:
+            self.write = lambda buf, rid: pack(buf, 0, p[0], rid, p[2])
+        elif len(found) == 1:
+            p0, p2, p4 = p[0], p[2], p[4]
+            self.write = lambda buf, rid, a: pack(buf, 0, p0, rid, p2, a, p4)
+        elif self.order == [0, 1]:
+            p0, p2, p4, p6 = p[0], p[2], p[4], p[6]
+            self.write = lambda buf, rid, a, b: pack(buf, 0, p0, rid, p2, a, p4, b, p6)
+        else:
+            order = self.order
+
+            def write(buf, rid, *values):
+                a = args.copy()
+                a[1] = rid
+                a[3::2] = [values[k] for k in order]
+                pack(buf, 0, *a)
+
+            self.write = write
+
+    def buffer(self) -> bytearray:
+        return bytearray(self.size)
+
+
+# ----------------------------------------------------------------------------- BSON walking
+
+
+def _cstring_end(buf, p: int) -> int:
+    return buf.index(0, p)
+
+
+def value_end(buf, t: int, p: int) -> int:
+    """Offset after the value of BSON type `t` that starts at `p`."""
+    if t in (1, 9, 17, 18):
+        return p + 8
+    if t == 16:
+        return p + 4
+    if t in (3, 4):
+        return p + _I32.unpack_from(buf, p)[0]
+    if t in (2, 13, 14):
+        return p + 4 + _I32.unpack_from(buf, p)[0]
+    if t == 8:
+        return p + 1
+    if t in (6, 10, 127, 255):
+        return p
+    if t == 7:
+        return p + 12
+    if t == 5:
+        return p + 5 + _I32.unpack_from(buf, p)[0]
+    if t == 19:
+        return p + 16
+    if t == 11:
+        return _cstring_end(buf, _cstring_end(buf, p) + 1) + 1
+    if t == 15:
+        return p + _I32.unpack_from(buf, p)[0]
+    if t == 12:
+        return p + 4 + _I32.unpack_from(buf, p)[0] + 12
+    raise ValueError(f"unknown BSON type {t}")
+
+
+def fields(buf, start: int) -> dict[bytes, tuple[int, int, int]]:
+    """The elements of the document at `start`: name -> (type, value start, value end)."""
+    end = start + _I32.unpack_from(buf, start)[0] - 1
+    p, out = start + 4, {}
+    while p < end:
+        t = buf[p]
+        z = buf.index(0, p + 1)
+        e = value_end(buf, t, z + 1)
+        out[bytes(buf[p + 1 : z])] = (t, z + 1, e)
+        p = e
+    return out
+
+
+def count_elements(buf, start: int) -> int:
+    """Elements of the array (or document) at `start`, without decoding them."""
+    end = start + _I32.unpack_from(buf, start)[0] - 1
+    p, n, index = start + 4, 0, buf.index
+    while p < end:
+        t = buf[p]
+        p = value_end(buf, t, index(0, p + 1) + 1)
+        n += 1
+    return n
+
+
+def _number(buf, t: int, p: int):
+    if t == 1:
+        return struct.unpack_from("<d", buf, p)[0]
+    if t == 16:
+        return _I32.unpack_from(buf, p)[0]
+    if t == 18:
+        return _I64.unpack_from(buf, p)[0]
+    if t == 8:
+        return buf[p]
+    return None
+
+
+def reply_doc(buf, length: int) -> dict:
+    """The decoded kind-0 document of the OP_MSG reply at the start of `buf` (slow path)."""
+    if buf[20] != 0:
+        raise ValueError("reply without a kind-0 section")
+    start = 21
+    n = _I32.unpack_from(buf, start)[0]
+    return bson.decode(bytes(buf[start : start + n]))
+
+
+# --------------------------------------------------------------------- error classification
+
+
+def command_error(reply: dict) -> tuple[str, str] | None:
+    """(pymongo exception name, message) for a reply with ok: 0 (or no ok), else None
+    (pymongo.helpers_shared._check_command_response)."""
+    if "ok" not in reply:
+        return "OperationFailure", str(reply.get("$err", reply))[:300]
+    if reply["ok"]:
+        return None
+    msg, code = str(reply.get("errmsg", "")), reply.get("code")
+    if code in NOT_PRIMARY_CODES or (
+        code is None and ("not master" in msg or "node is recovering" in msg)
+    ):
+        kind = "NotPrimaryError"
+    elif code in DUPLICATE_KEY_CODES:
+        kind = "DuplicateKeyError"
+    elif code == 50:
+        kind = "ExecutionTimeout"
+    elif code == 43:
+        kind = "CursorNotFound"
+    else:
+        kind = "OperationFailure"
+    return kind, f"{msg}, full error: {reply}"[:300]
+
+
+def wce_kind(wce: dict) -> str:
+    if wce.get("code") == 64 or (wce.get("errInfo") or {}).get("wtimeout"):
+        return "WTimeoutError"
+    return "WriteConcernError"
+
+
+def write_outcome(reply: dict, bulk: bool) -> tuple:
+    """The outcome of a decoded write reply, with pymongo's exception names:
+    insert_many raises BulkWriteError for write or write-concern errors; the
+    single-document calls raise the last write error (DuplicateKeyError for
+    11000, else WriteError), then WTimeoutError / WriteConcernError."""
+    n, nmod = int(reply.get("n", 0) or 0), int(reply.get("nModified", 0) or 0)
+    ups = len(reply.get("upserted") or ())
+    bad = command_error(reply)
+    if bad:
+        return (bad[0], n, nmod, ups, bad[1], 0)
+    errors = reply.get("writeErrors") or []
+    wce = reply.get("writeConcernError")
+    if bulk and (errors or wce):
+        msg = f"batch op errors occurred, full error: {errors[-1] if errors else wce}"
+        return ("BulkWriteError", n, nmod, ups, msg[:300], len(errors))
+    if errors:
+        last = errors[-1]
+        kind = "DuplicateKeyError" if last.get("code") == 11000 else "WriteError"
+        return (kind, n, nmod, ups, str(last.get("errmsg", last))[:300], len(errors))
+    if wce:
+        return (wce_kind(wce), n, nmod, ups, str(wce.get("errmsg", wce))[:300], 0)
+    return (None, n, nmod, ups, None, 0)
+
+
+# ----------------------------------------------------------------------------- reply checks
+
+
+class Check:
+    """Judges the reply to one kind of request. `op` names the logical operation
+    whose error a broken connection is counted under."""
+
+    def __init__(self, op: str):
+        self.op = op
+
+    def __call__(self, buf, length: int) -> tuple:
+        raise NotImplementedError
+
+    def decoded(self, buf, length: int) -> dict | None:
+        try:
+            return reply_doc(buf, length)
+        except Exception:  # noqa: BLE001 - any undecodable reply is an error outcome
+            return None
+
+
+class WriteCheck(Check):
+    """insert / update / delete replies. Success replies without varying content
+    (no `upserted` ids) are remembered by their bytes: later equal replies cost
+    one slice and one dict look-up."""
+
+    def __init__(self, op: str, bulk: bool = False):
+        super().__init__(op)
+        self.bulk = bulk
+        self.memo: dict[bytes, tuple] = {}
+
+    def __call__(self, buf, length):
+        key = bytes(buf[16:length]) if length <= MEMO_BYTES else None
+        out = self.memo.get(key)
+        if out is not None:
+            return out
+        reply = self.decoded(buf, length)
+        if reply is None:
+            return ("InvalidBSON", 0, 0, 0, "undecodable reply", 0)
+        out = write_outcome(reply, self.bulk)
+        if (
+            key is not None
+            and out[0] is None
+            and "upserted" not in reply
+            and len(self.memo) < MEMO_ENTRIES
+        ):
+            self.memo[key] = out
+        return out
+
+
+class CursorCheck(Check):
+    """find / aggregate / getMore replies: documents in the batch (counted by their
+    element headers; arrays up to MEMO_BYTES are remembered by their bytes) and
+    the cursor id. Any reply that is not ok: 1 with a cursor is decoded."""
+
+    def __init__(self, op: str, batch: bytes = b"firstBatch"):
+        super().__init__(op)
+        self.batch = batch
+        self.memo: dict[bytes, int] = {}
+
+    def __call__(self, buf, length):
+        try:
+            top = fields(buf, 21)
+            cur = top.get(b"cursor")
+            ok = top.get(b"ok")
+            if (
+                cur is not None
+                and cur[0] == 3
+                and ok is not None
+                and _number(buf, ok[0], ok[1]) == 1
+                and b"writeConcernError" not in top
+            ):
+                inner = fields(buf, cur[1])
+                arr = inner.get(self.batch)
+                cid = inner.get(b"id")
+                if arr is not None and arr[0] == 4 and cid is not None and cid[0] == 18:
+                    a, b = arr[1], arr[2]
+                    if b - a <= MEMO_BYTES:
+                        key = bytes(buf[a:b])
+                        n = self.memo.get(key)
+                        if n is None:
+                            n = count_elements(buf, a)
+                            if len(self.memo) < MEMO_ENTRIES:
+                                self.memo[key] = n
+                    else:
+                        n = count_elements(buf, a)
+                    return (None, n, _I64.unpack_from(buf, cid[1])[0], None)
+        except (ValueError, IndexError, struct.error):
+            pass
+        reply = self.decoded(buf, length)
+        if reply is None:
+            return ("InvalidBSON", 0, 0, "undecodable reply")
+        bad = command_error(reply)
+        if bad:
+            return (bad[0], 0, 0, bad[1])
+        return ("InvalidOperation", 0, 0, f"no cursor in the reply: {str(reply)[:200]}")
+
+
+class FindAndModifyCheck(Check):
+    """findAndModify replies: whether a document was found (or upserted). As
+    pymongo (which parses write-concern errors for this command), a write-concern
+    error comes first, then ok: 0."""
+
+    def __call__(self, buf, length):
+        try:
+            top = fields(buf, 21)
+            ok, value, leo = top.get(b"ok"), top.get(b"value"), top.get(b"lastErrorObject")
+            if (
+                ok is not None
+                and _number(buf, ok[0], ok[1]) == 1
+                and value is not None
+                and b"writeConcernError" not in top
+            ):
+                upserted = False
+                if leo is not None and leo[0] == 3:
+                    upserted = b"upserted" in fields(buf, leo[1])
+                return (None, value[0] == 3, upserted, None)
+        except (ValueError, IndexError, struct.error):
+            pass
+        reply = self.decoded(buf, length)
+        if reply is None:
+            return ("InvalidBSON", False, False, "undecodable reply")
+        wce = reply.get("writeConcernError")
+        if wce:
+            return (wce_kind(wce), False, False, str(wce.get("errmsg", wce))[:300])
+        bad = command_error(reply)
+        if bad:
+            return (bad[0], False, False, bad[1])
+        leo = reply.get("lastErrorObject") or {}
+        return (None, reply.get("value") is not None, "upserted" in leo, None)
+
+
+# ----------------------------------------------------------------------------- requests
+
+
+def write_concern(setting, uri_default: dict | None) -> dict | None:
+    """The variant's write_concern setting (as Workload.collection reads it), else the URI's."""
+    if setting is None:
+        return uri_default
+    return {"w": int(setting) if str(setting).isdigit() else setting}
+
+
+def _with_wc(cmd: dict, wc: dict | None) -> dict:
+    if wc:
+        cmd["writeConcern"] = wc
+    return cmd
+
+
+def update_tmpl(db, coll, q, u, slots, wc=None, upsert=False, multi=False) -> Tmpl:
+    stmt = {"q": q, "u": u}
+    if upsert:
+        stmt["upsert"] = True
+    if multi:
+        stmt["multi"] = True
+    return Tmpl(
+        _with_wc({"update": coll, "ordered": True, "updates": [stmt], "$db": db}, wc), slots
+    )
+
+
+def delete_tmpl(db, coll, q, slots, wc=None, many=False) -> Tmpl:
+    stmt = {"q": q, "limit": 0 if many else 1}
+    return Tmpl(
+        _with_wc({"delete": coll, "ordered": True, "deletes": [stmt], "$db": db}, wc), slots
+    )
+
+
+def find_and_modify_tmpl(db, coll, q, update, slots, wc=None, upsert=False, new=True) -> Tmpl:
+    cmd = {"findAndModify": coll, "query": q, "update": update, "new": new, "upsert": upsert}
+    cmd["$db"] = db
+    return Tmpl(_with_wc(cmd, wc), slots)
+
+
+def find_tmpl(db, coll, query, slots, projection=None, skip=0, limit=0, single=False) -> Tmpl:
+    """A find as pymongo sends it (skip and limit only when non-zero; find_one:
+    limit 1 and singleBatch)."""
+    cmd = {"find": coll, "filter": query}
+    if projection is not None:
+        cmd["projection"] = projection
+    if skip:
+        cmd["skip"] = int(skip)
+    if limit:
+        cmd["limit"] = int(limit)
+    if single:
+        cmd["singleBatch"] = True
+    cmd["$db"] = db
+    return Tmpl(cmd, slots)
+
+
+def aggregate_tmpl(db, coll, pipeline, slots) -> Tmpl:
+    return Tmpl({"aggregate": coll, "pipeline": pipeline, "cursor": {}, "$db": db}, slots)
+
+
+def get_more_tmpl(db, coll, batch_size: bool) -> Tmpl:
+    """getMore {cursor id, batchSize}: slots (id, batchSize), or (id) without batchSize."""
+    cmd = {"getMore": sentinel(0), "collection": coll}
+    slots = [sentinel(0)]
+    if batch_size:
+        cmd["batchSize"] = sentinel(1)
+        slots.append(sentinel(1))
+    cmd["$db"] = db
+    return Tmpl(cmd, slots)
+
+
+class BulkInsert:
+    """Insert commands whose documents travel as one document sequence (section
+    kind 1), split like pymongo's insert_many at maxWriteBatchSize and
+    maxMessageSizeBytes. `messages(buf, rid, docs)` yields (view of the message,
+    documents in it) over `docs`, a list of BSON documents (bytes)."""
+
+    def __init__(self, db, coll, wc=None, ordered=False):
+        cmd = _with_wc({"insert": coll, "ordered": ordered, "$db": db}, wc)
+        self.kind0 = b"\x00\x00\x00\x00\x00" + bson.encode(cmd)
+        self.ident = b"documents\x00"
+
+    def prefix_size(self) -> int:
+        return 16 + len(self.kind0) + 5 + len(self.ident)
+
+    def write_prefix(self, buf, rid: int, docs_bytes: int) -> int:
+        """Writes header, command and sequence header for `docs_bytes` of documents
+        that follow; returns where the documents start."""
+        total = self.prefix_size() + docs_bytes
+        HEADER.pack_into(buf, 0, total, rid, 0, OP_MSG)
+        p = 16 + len(self.kind0)
+        buf[16:p] = self.kind0
+        buf[p] = 1
+        _I32.pack_into(buf, p + 1, 4 + len(self.ident) + docs_bytes)
+        buf[p + 5 : p + 5 + len(self.ident)] = self.ident
+        return p + 5 + len(self.ident)
+
+    def max_docs(self, doc_bytes: int) -> int:
+        room = MAX_MESSAGE - self.prefix_size()
+        return max(1, min(MAX_WRITE_BATCH, room // max(1, doc_bytes)))
+
+
+class DocBatch:
+    """Documents as DocFactory makes them (same fields, sizes and kinds of
+    content), written a batch at a time straight into a message buffer.
+
+    DocFactory costs several microseconds per document (a copy, a Python loop
+    over the text fields, a RawBSONDocument); here one `struct` call writes a
+    whole batch: its format alternates the template's constant pieces with the
+    varying slots (the _id, the integer fields, the random text), and the
+    values of each slot are produced for the whole batch by C-level calls
+    (randbytes, hex, unpack, map). ObjectIds keep their order (timestamp,
+    random, big-endian counter), so inserts append to the _id index as a
+    driver's do.
+    """
+
+    def __init__(
+        self,
+        size_bytes: int,
+        id_type: str = "objectid",
+        n_int_fields: int = 0,
+        int_range: int = 1_000_000,
+        int_fields: tuple[str, ...] = (),
+        seed: int = 0,
+    ):
+        self.id_type = id_type
+        self.int_range = int_range
+        names = [f"i{i}" for i in range(n_int_fields)] + list(int_fields)
+        raw, id_off, int_offs, text_offs = DocFactory._build(size_bytes, id_type, names, {})
+        self.raw, self.size = raw, len(raw)
+        self.n_ints, self.n_texts = len(int_offs), len(text_offs)
+        id_len = {"objectid": 12, "uuid": 16, "business_id": 24, "serial": 8}[id_type]
+        slots = []  # (offset, length, struct code)
+        if id_type == "objectid":  # 8 bytes constant per batch, then 4 varying
+            slots.append((id_off, 8, "8s"))
+            slots.append((id_off + 8, 4, "4s"))
+        elif id_type == "serial":
+            slots.append((id_off, 8, "q"))
+        else:
+            slots.append((id_off, id_len, f"{id_len}s"))
+        slots += [(o, 4, "i") for o in int_offs]
+        slots += [(o, 32, "32s") for o in text_offs]
+        if [s[0] for s in slots] != sorted(s[0] for s in slots):
+            raise ValueError("unexpected document layout (slots out of order)")
+        self.slots = slots
+        pieces, fmt, at = [], [], 0
+        for off, n, code in slots:
+            pieces.append(raw[at:off])
+            fmt.append(f"{off - at}s{code}")
+            at = off + n
+        self.tail = raw[at:]
+        self.pieces = pieces
+        self.doc_fmt = "".join(fmt) + f"{len(self.tail)}s"
+        self._structs: dict[int, tuple] = {}
+        self._rng = random.Random(seed)
+        self._oid_counter = self._rng.randrange(1 << 24)
+        self._oid_rand = os.urandom(5)
+
+    def _struct(self, n: int):
+        got = self._structs.get(n)
+        if got is None:
+            s = struct.Struct("<" + self.doc_fmt * n)
+            per = 2 * len(self.slots) + 1
+            args = [None] * (per * n)
+            for d in range(n):
+                for k, piece in enumerate(self.pieces):
+                    args[d * per + 2 * k] = piece
+                args[d * per + per - 1] = self.tail
+            text = struct.Struct("32s" * (self.n_texts * n))
+            got = self._structs[n] = (s, args, text)
+        return got
+
+    def write(self, buf, pos: int, n: int, ids=None) -> int:
+        """Writes `n` documents at `pos` (ids: the serial _id values, else made
+        here); returns the bytes written."""
+        s, args, text_struct = self._struct(n)
+        per, rng = 2 * len(self.slots) + 1, self._rng
+        args = args.copy()
+        col = 1
+        if self.id_type == "objectid":
+            prefix = struct.pack(">I", int(time.time())) + self._oid_rand[:4]
+            args[col::per] = [prefix] * n
+            c = self._oid_counter
+            base = self._oid_rand[4] << 24
+            args[col + 2 :: per] = list(
+                map(_BE32.pack, [base | ((c + i) & 0xFFFFFF) for i in range(n)])
+            )
+            self._oid_counter = (c + n) & 0xFFFFFF
+            col += 4
+        else:
+            if self.id_type == "serial":
+                if ids is None:
+                    raise ValueError("serial ids are given by the caller")
+                values = list(ids)
+            elif self.id_type == "uuid":
+                values = list(struct.unpack("16s" * n, rng.randbytes(16 * n)))
+            else:
+                t = time.time_ns()
+                values = [f"ACC{rng.randrange(100000):05d}{t + i:016x}".encode() for i in range(n)]
+            args[col::per] = values
+            col += 2
+        r = self.int_range
+        for _ in range(self.n_ints):
+            raw = struct.unpack(f"<{n}I", rng.randbytes(4 * n))
+            args[col::per] = list(map(r.__rmod__, raw))
+            col += 2
+        t = self.n_texts
+        if t:
+            chunks = text_struct.unpack(binascii.b2a_hex(rng.randbytes(16 * t * n)))
+            for k in range(t):
+                args[col::per] = chunks[k::t]
+                col += 2
+        s.pack_into(buf, pos, *args)
+        return self.size * n
+
+    def make(self, _id=None) -> bytes:
+        """One document (bytes)."""
+        buf = bytearray(self.size)
+        self.write(buf, 0, 1, None if _id is None else [_id])
+        return bytes(buf)

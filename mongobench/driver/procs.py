@@ -1,0 +1,202 @@
+"""A variant's clients over several processes (every core of the client).
+
+One Python process runs on one core (the GIL), so the N virtual clients of a
+variant are split over P worker processes (default: the machine's CPUs), each
+running its share on its own event loop (multiplex.run_clients). The workers
+are forked where the platform allows it (the source factory is inherited;
+with spawn it must be picklable). Every worker opens its connections, says it
+is ready, and waits for the start time the parent hands to all of them, so
+the timed phases start together and connection set-up is not timed. Each
+returns its statistics (encoded histograms, counters, errors) and its own CPU
+time over the timed phase; the parent merges them exactly once.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+import traceback
+from dataclasses import dataclass, field
+
+from mongobench.driver import multiplex
+from mongobench.latency import LatencyRecorder
+from mongobench.workloads import ThreadStats, split
+
+START_MARGIN_S = 0.05  # from the last worker's "ready" to the common start
+READY_TIMEOUT_S = 120.0
+
+
+@dataclass
+class Result:
+    stats: ThreadStats
+    cpu_s: float  # CPU of the workers over their timed phases (user + system)
+    wall_s: float  # from the common start to the last worker's end
+    processes: int
+    per_process: list[dict] = field(default_factory=list)  # ops, cpu_s, wall_s of each
+
+
+def default_processes() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def _context():
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+
+
+def _cpu() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+def _worker(conn, uri, make_source, indices, clients, total, duration, stop, timeout):
+    """One process: connect, report ready, wait for the start, run, send the stats."""
+    try:
+        source = make_source()
+        socks = multiplex.open_sockets(uri, len(indices), timeout)
+        conn.send(("ready", None))
+        start = conn.recv()  # time.time() of the common start
+
+        def wait_start():
+            delay = start - time.time()
+            if delay > 0:
+                time.sleep(delay)
+
+        cpu0 = _cpu()
+        stats, _, wall = multiplex.run_clients(
+            uri, source, indices, clients, total, duration, stop, timeout,
+            start_at=wait_start, socks=socks,
+        )  # fmt: skip
+        cpu = _cpu() - cpu0  # includes the wait for the start (sleeping: no CPU)
+        conn.send(
+            (
+                "done",
+                {
+                    "latency": stats.latency.encode(),
+                    "ops": dict(stats.ops),
+                    "docs": stats.docs,
+                    "bytes": stats.bytes,
+                    "errors": dict(stats.errors),
+                    "error_samples": dict(stats.error_samples),
+                    "counters": dict(stats.counters),
+                    "cpu_s": cpu,
+                    "wall_s": wall,
+                    "clients": len(indices),
+                },
+            )
+        )
+    except BaseException:  # noqa: BLE001 - reported to the parent, which fails the run
+        try:
+            conn.send(("failed", traceback.format_exc()))
+        except OSError:
+            pass
+    finally:
+        conn.close()
+
+
+def decode_stats(part: dict) -> ThreadStats:
+    s = ThreadStats(latency=LatencyRecorder.decode(part["latency"]))
+    s.ops.update(part["ops"])
+    s.docs, s.bytes = part["docs"], part["bytes"]
+    s.errors.update(part["errors"])
+    s.error_samples.update(part["error_samples"])
+    s.counters.update(part["counters"])
+    return s
+
+
+def run(
+    uri: str,
+    make_source,
+    clients: int,
+    processes: int | None = None,
+    total=None,
+    duration: float | None = None,
+    stop=None,
+    timeout: float = 30.0,
+) -> Result:
+    """Runs `clients` virtual clients over `processes` workers (at most one per client).
+
+    `make_source()` (called in each worker) returns the source (see
+    multiplex); `total` operations are split over all clients, `duration`
+    seconds bound the timed phase, `stop` (a multiprocessing Event) ends it
+    early. A worker that fails fails the run (RuntimeError with its traceback).
+    """
+    procs_n = max(1, min(processes or default_processes(), clients))
+    ctx = _context()
+    stop = stop if stop is not None else ctx.Event()
+    workers, pipes = [], []
+    at = 0
+    for p in range(procs_n):
+        share = split(clients, procs_n, p)
+        indices = range(at, at + share)
+        at += share
+        parent, child = ctx.Pipe()
+        w = ctx.Process(
+            target=_worker,
+            args=(child, uri, make_source, indices, clients, total, duration, stop, timeout),
+            daemon=True,
+        )
+        w.start()
+        child.close()
+        workers.append(w)
+        pipes.append(parent)
+    parts, failures = [None] * procs_n, []
+    try:
+        for i, pipe in enumerate(pipes):
+            if not pipe.poll(READY_TIMEOUT_S):
+                failures.append(f"worker {i}: not ready in {READY_TIMEOUT_S:g} s")
+                continue
+            try:
+                kind, what = pipe.recv()
+            except EOFError:
+                kind, what = "failed", f"worker {i} exited before it was ready"
+            if kind != "ready":
+                failures.append(what)
+        if failures:
+            stop.set()
+            raise RuntimeError("multiplexed driver: " + "\n".join(map(str, failures)))
+        start = time.time() + START_MARGIN_S
+        for pipe in pipes:
+            pipe.send(start)
+        for i, pipe in enumerate(pipes):
+            try:
+                kind, what = pipe.recv()
+            except EOFError:
+                kind, what = "failed", f"worker {i} exited without a result"
+            if kind == "done":
+                parts[i] = what
+            else:
+                failures.append(what)
+        wall = time.time() - start
+    finally:
+        for w in workers:
+            w.join(timeout=10)
+            if w.is_alive():
+                w.kill()
+                w.join()
+        for pipe in pipes:
+            pipe.close()
+    if failures:
+        raise RuntimeError("multiplexed driver: a worker failed:\n" + str(failures[0]))
+    total_stats = ThreadStats()
+    for part in parts:
+        total_stats.merge(decode_stats(part))
+    return Result(
+        stats=total_stats,
+        cpu_s=sum(p["cpu_s"] for p in parts),
+        wall_s=wall,
+        processes=procs_n,
+        per_process=[
+            {
+                "ops": sum(p["ops"].values()),
+                "cpu_s": p["cpu_s"],
+                "wall_s": p["wall_s"],
+                "clients": p["clients"],
+            }
+            for p in parts
+        ],  # fmt: skip
+    )

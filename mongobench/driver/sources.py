@@ -1,0 +1,579 @@
+"""Sources for the multiplexed driver: what each workload's clients send.
+
+One source per workload of `mongobench.workloads*`, doing what that
+workload's pymongo `worker` does (the same keys from the same seeds, the same
+logical operations, the same accounting of operations, documents, bytes,
+counters and errors, under the same names), over pre-encoded requests:
+`make(workload, settings, database, wc)` returns the source for
+`multiplex.Loop`. Setup and preparation stay on pymongo (the workload's
+`prepare`); the test compares both paths.
+
+Where the pymongo path records a latency before it finds a result wrong (a
+read that found nothing, an update that matched nothing), so does this one.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+
+from bson.raw_bson import RawBSONDocument
+
+from mongobench.driver import ops
+from mongobench.driver.multiplex import Client, count_error
+from mongobench.workloads import KB, WORKLOADS, split
+from mongobench.workloads_keyed import _RANDINT, _RANDINTLIST, Zipfian
+
+clock = time.perf_counter
+
+
+def _micros(run, t0: float) -> float:
+    return (run.now - t0) * 1e6
+
+
+def compile_query(template, settings: dict):
+    """(template with Int64 sentinels, sentinels, rng -> list of values) for a
+    query template with RANDINT / RANDINTLIST strings (see
+    workloads_keyed.compile_template: the same values from the same rng calls)."""
+    slots, makers = [], []
+
+    def bound(tok):
+        if tok.isdigit():
+            return int(tok)
+        if tok not in settings:
+            raise ValueError(f"query template names unknown setting {tok!r}")
+        return int(settings[tok])
+
+    def build(node):
+        if isinstance(node, dict):
+            return {k: build(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [build(v) for v in node]
+        if isinstance(node, str):
+            m = _RANDINT.match(node)
+            if m:
+                lo, hi = bound(m.group(1)), bound(m.group(2))
+                if hi <= lo:
+                    raise ValueError(f"{node}: empty range [{lo}, {hi})")
+                s = ops.sentinel(len(slots))
+                slots.append(s)
+                makers.append(("one", lo, hi, 1))
+                return s
+            m = _RANDINTLIST.match(node)
+            if m:
+                lo, hi, n = bound(m.group(1)), bound(m.group(2)), int(m.group(3))
+                if hi - lo < n:
+                    raise ValueError(f"{node}: fewer than {n} values in [{lo}, {hi})")
+                out = []
+                for _ in range(n):
+                    s = ops.sentinel(len(slots))
+                    slots.append(s)
+                    out.append(s)
+                makers.append(("list", lo, hi, n))
+                return out
+        return node
+
+    query = build(template)
+
+    def values(rng):
+        out = []
+        for kind, lo, hi, n in makers:
+            if kind == "one":
+                out.append(rng.randrange(lo, hi))
+            else:
+                out += rng.sample(range(lo, hi), n)
+        return out
+
+    return query, slots, values
+
+
+def _doc_slot(tmpl: ops.Tmpl, docs: ops.DocBatch) -> int:
+    """Offset of the placeholder document (DocBatch.raw) inside the template's message."""
+    if tmpl.raw.count(docs.raw) != 1:
+        raise ValueError("the placeholder document must occur exactly once")
+    return tmpl.raw.index(docs.raw)
+
+
+def _placeholder(docs: ops.DocBatch) -> RawBSONDocument:
+    return RawBSONDocument(docs.raw)
+
+
+def _cursor(c: Client, first, buf, op, get_more, limit: int):
+    """Yields a find/aggregate request and getMores until the cursor is
+    exhausted (with a limit: getMore batchSize = what is left, as pymongo);
+    returns (error outcome or None, documents, getMores)."""
+    out = yield buf, first
+    if out[0] is not None:
+        return out, 0, 0
+    got, cid, more = out[1], out[2], 0
+    gm_tmpl, gm_buf, gm_check = get_more
+    while cid:
+        if limit:
+            gm_tmpl.write(gm_buf, c.rid, cid, limit - got)
+        else:
+            gm_tmpl.write(gm_buf, c.rid, cid)
+        out = yield gm_buf, gm_check
+        more += 1
+        if out[0] is not None:
+            return out, got, more
+        got += out[1]
+        cid = out[2]
+    return None, got, more
+
+
+def _get_more(db, coll, op, limit):
+    t = ops.get_more_tmpl(db, coll, batch_size=bool(limit))
+    return t, t.buffer(), ops.CursorCheck(op, b"nextBatch")
+
+
+# ----------------------------------------------------------------------------- workloads
+
+
+def read_update(s, db, wc):
+    coll = WORKLOADS["read_update"].coll_name
+    n, reads = int(s["preload_docs"]), float(s["read_proportion"])
+    k0, k1 = ops.sentinel(0), ops.sentinel(1)
+    read_t = ops.find_tmpl(db, coll, {"_id": k0}, [k0], limit=1, single=True)
+    update_t = ops.update_tmpl(db, coll, {"_id": k0}, {"$set": {"n0": k1}}, [k0, k1], wc)
+
+    def source(c: Client):
+        zipf = Zipfian(n)
+        rng = random.Random(c.index + 1)
+        rand, run, stats = rng.random, c.run, c.stats
+        record, counts = stats.latency.record, stats.ops
+        rbuf, ubuf = read_t.buffer(), update_t.buffer()
+        rwrite, uwrite = read_t.write, update_t.write
+        rcheck, ucheck = ops.CursorCheck("read"), ops.WriteCheck("update")
+        for i in c.ops():
+            if run.stopped:
+                return
+            key = zipf.key(rand())
+            if rand() < reads:
+                rwrite(rbuf, c.rid, key)
+                t0 = clock()
+                out = yield rbuf, rcheck
+                if out[0] is not None:
+                    count_error(stats, "read", out[0], out[3])
+                    continue
+                record("read", _micros(run, t0))
+                if out[1] == 1:
+                    counts["read"] += 1
+                    stats.docs += 1
+                else:
+                    count_error(stats, "read", "RuntimeError", "document not found")
+            else:
+                uwrite(ubuf, c.rid, key, i)
+                t0 = clock()
+                out = yield ubuf, ucheck
+                if out[0] is not None:
+                    count_error(stats, "update", out[0], out[4])
+                    continue
+                record("update", _micros(run, t0))
+                counts["update"] += 1
+                stats.docs += out[1]
+
+    return source
+
+
+def hot_update(s, db, wc):
+    coll = WORKLOADS["hot_update"].coll_name
+    t = ops.update_tmpl(db, coll, {"_id": 0}, {"$inc": {"count": 1}}, [], wc)
+
+    def source(c: Client):
+        run, stats = c.run, c.stats
+        record, counts = stats.latency.record, stats.ops
+        buf, check = t.buffer(), ops.WriteCheck("update")
+        for _ in c.ops():
+            if run.stopped:
+                return
+            t.write(buf, c.rid)
+            t0 = clock()
+            out = yield buf, check
+            if out[0] is not None:
+                count_error(stats, "update", out[0], out[4])
+                continue
+            record("update", _micros(run, t0))
+            if out[1] != 1:
+                count_error(stats, "update", "RuntimeError", "hot document not matched")
+            else:
+                counts["update"] += 1
+                stats.docs += 1
+
+    return source
+
+
+def update_api(s, db, wc):
+    coll = WORKLOADS["update_api"].coll_name
+    n, upsert, pct, fn = (
+        int(s["preload_docs"]), bool(s.get("upsert")), float(s["percent_new"]), s["function"],
+    )  # fmt: skip
+    size = int(s["doc_size_kb"] * KB)
+    k0 = ops.sentinel(0)
+
+    def source(c: Client):
+        docs = ops.DocBatch(size, "serial", seed=c.index + 1)
+        full = _placeholder(docs)
+        update = {"$inc": {"count": 1}, "$setOnInsert": full}
+        if fn == "update_one":
+            t = ops.update_tmpl(db, coll, {"_id": k0}, update, [k0], wc, upsert=upsert)
+            check = ops.WriteCheck(fn)
+        else:
+            t = ops.find_and_modify_tmpl(db, coll, {"_id": k0}, update, [k0], wc, upsert=upsert)
+            check = ops.FindAndModifyCheck(fn)
+        ins = ops.Tmpl(ops._with_wc({"insert": coll, "ordered": True, "documents": [full],
+                                     "$db": db}, wc))  # fmt: skip
+        ins_check = ops.WriteCheck(fn)
+        at, ins_at, dn = _doc_slot(t, docs), _doc_slot(ins, docs), docs.size
+        rng = random.Random(c.index + 1)
+        run, stats = c.run, c.stats
+        record, counts, counters = stats.latency.record, stats.ops, stats.counters
+        buf, ibuf = t.buffer(), ins.buffer()
+        new_base = n * (c.index + 1) + 10**9  # disjoint new keys per client
+        for i in c.ops():
+            if run.stopped:
+                return
+            is_new = pct > 0 and rng.random() * 100 < pct
+            key = new_base + i if is_new else rng.randrange(n)
+            t.write(buf, c.rid, key)
+            docs.write(buf, at, 1, (key,))
+            t0 = clock()
+            out = yield buf, check
+            if out[0] is not None:
+                count_error(stats, fn, out[0], out[4] if fn == "update_one" else out[3])
+                continue
+            missed = (out[1] == 0 and out[3] == 0) if fn == "update_one" else not out[1]
+            if missed and not upsert:
+                ins.write(ibuf, c.rid)
+                ibuf[ins_at : ins_at + dn] = buf[at : at + dn]
+                out = yield ibuf, ins_check
+                if out[0] is not None:
+                    count_error(stats, fn, out[0], out[4])
+                    continue
+                counters["fallback_inserts"] += 1
+            elif missed:
+                count_error(stats, fn, "RuntimeError", "upsert neither matched nor inserted")
+                continue
+            record(fn, _micros(run, t0))
+            counts[fn] += 1
+            counters["new_keys" if is_new else "existing_keys"] += 1
+            stats.docs += 1
+
+    return source
+
+
+def update_fields(s, db, wc):
+    w = WORKLOADS["update_fields"](None, s)
+    k0 = ops.sentinel(0)
+    t = ops.update_tmpl(db, w.coll_name, {"_id": k0}, w._update(), [k0], wc)
+    rng_range = min(int(s["doc_range"]), int(s["preload_docs"]))
+
+    def source(c: Client):
+        rng = random.Random(c.index + 1)
+        run, stats = c.run, c.stats
+        record, counts = stats.latency.record, stats.ops
+        buf, check = t.buffer(), ops.WriteCheck("update")
+        for _ in c.ops():
+            if run.stopped:
+                return
+            t.write(buf, c.rid, rng.randrange(rng_range))
+            t0 = clock()
+            out = yield buf, check
+            if out[0] is not None:
+                count_error(stats, "update", out[0], out[4])
+                continue
+            record("update", _micros(run, t0))
+            if out[2] != 1:
+                count_error(stats, "update", "RuntimeError", "document not modified")
+            else:
+                counts["update"] += 1
+                stats.docs += 1
+
+    return source
+
+
+def replace(s, db, wc):
+    coll = WORKLOADS["replace"].coll_name
+    size = int(s["doc_size_kb"] * KB)
+    rng_range = min(int(s["doc_range"]), int(s["preload_docs"]))
+    k0 = ops.sentinel(0)
+
+    def source(c: Client):
+        docs = ops.DocBatch(size, "serial", seed=c.index + 50)
+        t = ops.update_tmpl(db, coll, {"_id": k0}, _placeholder(docs), [k0], wc)
+        at = _doc_slot(t, docs)
+        rng = random.Random(c.index + 1)
+        run, stats = c.run, c.stats
+        record, counts = stats.latency.record, stats.ops
+        buf, check = t.buffer(), ops.WriteCheck("replace")
+        for _ in c.ops():
+            if run.stopped:
+                return
+            key = rng.randrange(rng_range)
+            t.write(buf, c.rid, key)
+            docs.write(buf, at, 1, (key,))
+            t0 = clock()
+            out = yield buf, check
+            if out[0] is not None:
+                count_error(stats, "replace", out[0], out[4])
+                continue
+            record("replace", _micros(run, t0))
+            counts["replace"] += 1
+            stats.docs += out[1]
+            stats.bytes += docs.size * out[1]
+
+    return source
+
+
+def update_indexed(s, db, wc):
+    coll = WORKLOADS["update_indexed"].coll_name
+    n, k = int(s["preload_docs"]), max(int(s["indexes"]), 1)
+    indexed = bool(s["update_indexed_fields"])
+    slots = [ops.sentinel(j) for j in range(k + 1)]
+    if indexed:
+        update = {"$set": {f"x{j}": slots[j + 1] for j in range(k)}}
+        t = ops.update_tmpl(db, coll, {"_id": slots[0]}, update, slots, wc)
+    else:
+        t = ops.update_tmpl(db, coll, {"_id": slots[0]}, {"$inc": {"n0": 1}}, slots[:1], wc)
+
+    def source(c: Client):
+        rng = random.Random(c.index + 1)
+        run, stats = c.run, c.stats
+        record, counts = stats.latency.record, stats.ops
+        buf, check = t.buffer(), ops.WriteCheck("update")
+        for _ in c.ops():
+            if run.stopped:
+                return
+            if indexed:
+                values = [rng.randrange(100_000) for _ in range(k)]
+                t.write(buf, c.rid, rng.randrange(n), *values)
+            else:
+                t.write(buf, c.rid, rng.randrange(n))
+            t0 = clock()
+            out = yield buf, check
+            if out[0] is not None:
+                count_error(stats, "update", out[0], out[4])
+                continue
+            record("update", _micros(run, t0))
+            counts["update"] += 1
+            stats.docs += out[2]
+
+    return source
+
+
+def delete(s, db, wc):
+    coll = WORKLOADS["delete"].coll_name
+    n, per = int(s["preload_docs"]), int(s["docs_per_delete"])
+    k0, k1 = ops.sentinel(0), ops.sentinel(1)
+    if per == 1:
+        op, t = "delete_one", ops.delete_tmpl(db, coll, {"_id": k0}, [k0], wc)
+    else:
+        q = {"_id": {"$gte": k0, "$lt": k1}}
+        op, t = "delete_many", ops.delete_tmpl(db, coll, q, [k0, k1], wc, many=True)
+
+    def source(c: Client):
+        run, stats = c.run, c.stats
+        record, counts = stats.latency.record, stats.ops
+        buf, check = t.buffer(), ops.WriteCheck(op)
+        start = sum(split(n, c.clients, k) for k in range(c.index))
+        end = start + split(n, c.clients, c.index)
+        for lo in range(start, end, per):
+            if run.stopped:
+                return
+            hi = min(end, lo + per)
+            if per == 1:
+                t.write(buf, c.rid, lo)
+            else:
+                t.write(buf, c.rid, lo, hi)
+            t0 = clock()
+            out = yield buf, check
+            if out[0] is not None:
+                count_error(stats, op, out[0], out[4])
+                continue
+            record(op, _micros(run, t0))
+            counts[op] += 1
+            stats.docs += out[1]
+            if out[1] != hi - lo:
+                count_error(
+                    stats, "delete", "RuntimeError", "fewer documents deleted than keys",
+                    hi - lo - out[1],
+                )  # fmt: skip
+
+    return source
+
+
+def _finder(c, first_t, values, op, get_more, limit, expect: int | None):
+    """A source body for find / aggregate loops: each logical operation is the
+    command and its getMores; `expect`: the documents each must return."""
+    rng = random.Random(c.index + 1)
+    run, stats = c.run, c.stats
+    record, counts, counters = stats.latency.record, stats.ops, stats.counters
+    buf, check = first_t.buffer(), ops.CursorCheck(op)
+    gm = (get_more[0], get_more[0].buffer(), get_more[2])
+    for _ in c.ops():
+        if run.stopped:
+            return
+        first_t.write(buf, c.rid, *values(rng))
+        t0 = clock()
+        bad, got, more = yield from _cursor(c, check, buf, op, gm, limit)
+        counters["getmores"] += more
+        if bad is not None:
+            count_error(stats, op, bad[0], bad[3])
+            continue
+        record(op, _micros(run, t0))
+        stats.docs += got
+        if expect is not None and got != expect:
+            count_error(stats, op, "RuntimeError", f"{got} documents instead of {expect}")
+        else:
+            counts[op] += 1
+
+
+def query(s, db, wc):
+    w = WORKLOADS["query"](None, s)
+    s = w.s
+    limit, skip = int(s["limit"]), int(s.get("skip") or 0)
+    q, slots, values = compile_query(s["query"], s)
+    projection = s.get("projection") or {"_id": 0, "nofieldsplease": 1}
+    t = ops.find_tmpl(db, w.coll_name, q, slots, projection, skip=skip, limit=limit)
+    get_more = _get_more(db, w.coll_name, "find", limit)
+    expect = limit if s.get("expect_full", True) else None
+
+    def source(c: Client):
+        return _finder(c, t, values, "find", get_more, limit, expect)
+
+    return source
+
+
+def aggregate(s, db, wc):
+    w = WORKLOADS["aggregate"](None, s)
+    pipeline, slots, values = compile_query(w.s["pipeline"], w.s)
+    t = ops.aggregate_tmpl(db, w.coll_name, pipeline, slots)
+    get_more = _get_more(db, w.coll_name, "aggregate", 0)
+
+    def source(c: Client):
+        return _finder(c, t, values, "aggregate", get_more, 0, None)
+
+    return source
+
+
+def regex_prefix(s, db, wc):
+    cls = WORKLOADS["regex_prefix"]
+    k, limit = int(s["prefix_len"]), int(s["limit"])
+    slot = "^" + ops.text_sentinel(k)
+    t = ops.find_tmpl(
+        db, cls.coll_name, {"name": {"$regex": slot}}, [slot], {"name": 1}, limit=limit
+    )
+    get_more = _get_more(db, cls.coll_name, "find", limit)
+    alphabet = cls.ALPHABET
+
+    def values(rng):
+        return [("^" + "".join(rng.choices(alphabet, k=k))).encode()]
+
+    def source(c: Client):
+        return _finder(c, t, values, "find", get_more, limit, None)
+
+    return source
+
+
+def insert(s, db, wc):
+    coll = "perftables"
+    size, batch = int(s["doc_size_kb"] * KB), int(s["batch_size"])
+    total, n_idx = int(s["total_docs"]), int(s.get("secondary_indexes") or 0)
+    bulk = ops.BulkInsert(db, coll, wc)
+
+    def source(c: Client):
+        docs = ops.DocBatch(size, s["id_type"], n_int_fields=n_idx, seed=c.index + 1)
+        per_msg = min(batch, bulk.max_docs(docs.size))
+        buf = bytearray(bulk.prefix_size() + per_msg * docs.size)
+        checks = {True: ops.WriteCheck("insert", bulk=True), False: ops.WriteCheck("insert")}
+        run, stats = c.run, c.stats
+        record, counts = stats.latency.record, stats.ops
+        quota, done = split(total, c.clients, c.index), 0
+        serial = s["id_type"] == "serial"
+        while done < quota and not run.stopped:
+            n = min(batch, quota - done)
+            done += n
+            t0, ok, failed, bad = clock(), 0, 0, None
+            for lo in range(0, n, per_msg):  # insert_many splits as pymongo does
+                m = min(per_msg, n - lo)
+                pos = bulk.write_prefix(buf, c.rid, m * docs.size)
+                docs.write(buf, pos, m, range(done + lo, done + lo + m) if serial else None)
+                out = yield memoryview(buf)[: pos + m * docs.size], checks[n > 1]
+                if out[0] is not None and (n == 1 or out[0] != "BulkWriteError"):
+                    bad = out
+                    break
+                if out[0] is not None:
+                    fails = out[5]
+                    ok += min(out[1], m - fails)
+                    failed += fails or (m - min(out[1], m))
+                    bad = bad or out
+                else:
+                    ok += m
+            if bad is not None and (n == 1 or bad[0] != "BulkWriteError"):
+                count_error(stats, "insert", bad[0], bad[4], n)
+                continue
+            if bad is not None:
+                count_error(stats, "insert", "BulkWriteError", bad[4], failed)
+            record("insert", _micros(run, t0))
+            counts["insert"] += 1
+            stats.docs += ok
+            stats.bytes += ok * docs.size
+
+    return source
+
+
+def mixed(s, db, wc):
+    s = dict(s, query={"_id": "RANDINT(0,docs)"}, limit=1)
+    finds = query(s, db, wc)
+    inserts = int(s["insert_threads"])
+    size = int(s["doc_size_kb"] * KB)
+    bulk = ops.BulkInsert(db, "mixed_inserts", wc)
+
+    def source(c: Client):
+        if c.index >= inserts:
+            return finds(c)
+        return _single_inserts(c, bulk, ops.DocBatch(size, "objectid", seed=c.index + 7))
+
+    return source
+
+
+def _single_inserts(c: Client, bulk, docs):
+    run, stats = c.run, c.stats
+    record, counts = stats.latency.record, stats.ops
+    buf = bytearray(bulk.prefix_size() + docs.size)
+    check = ops.WriteCheck("insert")
+    for _ in c.ops():
+        if run.stopped:
+            return
+        docs.write(buf, bulk.write_prefix(buf, c.rid, docs.size), 1)
+        t0 = clock()
+        out = yield buf, check
+        if out[0] is not None:
+            count_error(stats, "insert", out[0], out[4])
+            continue
+        record("insert", _micros(run, t0))
+        counts["insert"] += 1
+        stats.docs += 1
+
+
+SOURCES = {
+    "read_update": read_update,
+    "hot_update": hot_update,
+    "update_api": update_api,
+    "update_fields": update_fields,
+    "replace": replace,
+    "update_indexed": update_indexed,
+    "delete": delete,
+    "query": query,
+    "aggregate": aggregate,
+    "regex_prefix": regex_prefix,
+    "insert": insert,
+    "mixed": mixed,
+}
+
+
+def make(workload: str, settings: dict, database: str, wc: dict | None = None):
+    """The source for `workload` with the variant's settings (wc: the write concern,
+    see ops.write_concern)."""
+    if workload not in SOURCES:
+        raise ValueError(f"the multiplexed driver has no source for workload {workload!r}")
+    return SOURCES[workload](settings, database, wc)
