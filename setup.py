@@ -96,7 +96,9 @@ setup(
         "mongobench_pkb.linux_packages": "linux_packages",
     },
     package_data={"mongobench": ["*.txt", "experiments/*.yaml", "data/*"]},
-    install_requires=_requirements("client-requirements.txt") + ["matplotlib>=3.7"],
+    # cryptography: the PKB host makes the run's TLS material (mongobench.tlscerts)
+    install_requires=_requirements("client-requirements.txt")
+    + ["matplotlib>=3.7", "cryptography>=41"],
     # build: scripts/check_install makes the sdist a user would install.
     extras_require={"test": ["pytest>=8", "ruff==0.17.5", "build>=1.0"]},
     entry_points={"console_scripts": ["mongobench=mongobench.cli:main"]},

@@ -1,17 +1,16 @@
 """Throwaway TLS material for one benchmark run: a private CA and one server certificate.
 
-Made with the `openssl` command-line tool (1.1.1 or 3.x). The pure functions return the
-OpenSSL config text and the argv lists; `generate` runs them in a private directory. Keys
-only ever pass through files (mode 0600 in a 0700 directory): no key material is on a
-command line, in a log line or in an exception message.
+Made in-process with the `cryptography` package (its X.509 builder), not the openssl
+command line: no generated config, no serial file, and the PKB host needs no openssl binary.
+The CA's key never leaves memory, so nothing can be signed with it once `generate` returns;
+the server's key is written once, into its PEM (mode 0600 in a 0700 directory). No key
+material is on a command line, in a log line or in an exception message.
 
 The server certificate names every address the clients use (subjectAltName IP entries;
 host names as DNS entries), so clients verify the server's identity against the CA, with
-host-name checking on. Both certificates start an hour before "now" (`openssl ca
--startdate`), so a VM whose clock is behind the PKB host's still accepts them. The
-server's PEM holds its certificate, then its unencrypted PKCS#8 key (`genpkey` writes
-PKCS#8): the one-file layout mongod's net.tls.certificateKeyFile wants. The CA's key is
-deleted once the server certificate is signed: nothing can be signed with it afterwards.
+host-name checking on. Both certificates start an hour before "now", so a VM whose clock is
+behind the PKB host's still accepts them. The server's PEM holds its certificate, then its
+unencrypted PKCS#8 key: the one-file layout mongod's net.tls.certificateKeyFile wants.
 """
 
 from __future__ import annotations
@@ -20,24 +19,22 @@ import datetime as dt
 import ipaddress
 import os
 import re
-import secrets
-import subprocess
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-CONFIG = "openssl.cnf"
-CA_KEY = "ca.key"
-CA_CSR = "ca.csr"
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
 CA_CERT = "ca.pem"
-SERVER_KEY = "server.key"
-SERVER_CSR = "server.csr"
-SERVER_CERT = "server.crt"
 SERVER_PEM = "server.pem"  # certificate + PKCS#8 key
-ISSUED_DIR = "issued"  # openssl ca keeps a copy of each certificate it signs here
 CA_NAME = "mongobench throwaway CA"
+SERVER_NAME = "mongobench server"  # the subject CN when the first name is too long for one
 DEFAULT_DAYS = 30
 DEFAULT_BACKDATE = dt.timedelta(hours=1)
 KEY_BITS = 2048  # RSA: every TLS stack involved (OpenSSL in mongod, JSSE, Netty) takes it
+_CN_MAX = 64  # RFC 5280 ub-common-name; the names themselves live in subjectAltName
 
 _DNS_NAME = re.compile(
     r"(?=.{1,253}$)[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,62})(?:\.[A-Za-z0-9_-]{1,63})*"
@@ -52,6 +49,11 @@ class SubjectAltNames:
     def entries(self) -> list[str]:
         """As `openssl x509 -ext subjectAltName` prints them: 'IP Address:...', 'DNS:...'."""
         return [f"IP Address:{i}" for i in self.ips] + [f"DNS:{d}" for d in self.dns]
+
+    def general_names(self) -> list[x509.GeneralName]:
+        """The certificate's subjectAltName entries, in the order of `entries`."""
+        names: list[x509.GeneralName] = [x509.IPAddress(ipaddress.ip_address(i)) for i in self.ips]
+        return names + [x509.DNSName(d) for d in self.dns]
 
 
 def subject_alt_names(addresses: Iterable[str]) -> SubjectAltNames:
@@ -78,117 +80,24 @@ def subject_alt_names(addresses: Iterable[str]) -> SubjectAltNames:
     return SubjectAltNames(tuple(ips), tuple(dns))
 
 
-def new_serial() -> str:
-    """A random 128-bit serial for `openssl ca`'s serial file: an even number of hex digits
-    (openssl refuses odd ones) and a leading 1, so it is positive and never starts with 0."""
-    return "1" + secrets.token_hex(16).upper()[1:]
-
-
-def _cert_time(t: dt.datetime) -> str:
-    """`openssl ca -startdate/-enddate` format: UTCTime YYMMDDHHMMSSZ up to 2049 (RFC 5280),
-    GeneralizedTime YYYYMMDDHHMMSSZ from 2050."""
-    t = t.astimezone(dt.timezone.utc)
-    return t.strftime("%y%m%d%H%M%SZ" if t.year < 2050 else "%Y%m%d%H%M%SZ")
+def new_serial() -> int:
+    """A random serial: positive and at most 159 bits, so its DER encoding fits the 20
+    octets RFC 5280 allows (the builder would take an int, unlike `openssl ca`'s hex file
+    whose odd lengths once failed 1 run in 16)."""
+    return x509.random_serial_number()
 
 
 def validity(
     now: dt.datetime, *, days: int = DEFAULT_DAYS, backdate: dt.timedelta = DEFAULT_BACKDATE
-) -> tuple[str, str]:
-    """(start, end) for `openssl ca`: from `backdate` before `now` to `days` after it."""
+) -> tuple[dt.datetime, dt.datetime]:
+    """(not before, not after) in UTC, whole seconds (what X.509 times hold): from
+    `backdate` before `now` to `days` after it."""
     if now.tzinfo is None:
         raise ValueError("now must be timezone-aware")
     if days < 1:
         raise ValueError("days must be >= 1")
-    return _cert_time(now - backdate), _cert_time(now + dt.timedelta(days=days))
-
-
-def openssl_config(sans: SubjectAltNames) -> str:
-    """One config for every step (run in the material's directory, so it holds no path):
-    `req` for the requests, a minimal `ca` (index file, serial file, any subject) for
-    signing, and the extensions of the CA (may sign server certificates only: pathlen 0)
-    and of the server (serverAuth, and clientAuth for a replica set member that presents
-    it to the others; its subjectAltName)."""
-    alt = [f"IP.{k} = {ip}" for k, ip in enumerate(sans.ips, 1)]
-    alt += [f"DNS.{k} = {name}" for k, name in enumerate(sans.dns, 1)]
-    return "\n".join(
-        [
-            "[ req ]",
-            "distinguished_name = req_dn",
-            "prompt = no",
-            "utf8 = yes",
-            "[ req_dn ]",
-            f"CN = {CA_NAME}",
-            "",
-            "[ ca ]",
-            "default_ca = throwaway_ca",
-            "[ throwaway_ca ]",
-            "dir = .",
-            "database = $dir/index.txt",
-            f"new_certs_dir = $dir/{ISSUED_DIR}",
-            "serial = $dir/serial",
-            "default_md = sha256",
-            "policy = any_subject",
-            "unique_subject = no",
-            "email_in_dn = no",
-            "copy_extensions = none",
-            "[ any_subject ]",
-            "commonName = supplied",
-            "",
-            "[ v3_ca ]",
-            "basicConstraints = critical, CA:TRUE, pathlen:0",
-            "keyUsage = critical, keyCertSign, cRLSign",
-            "subjectKeyIdentifier = hash",
-            "",
-            "[ v3_server ]",
-            "basicConstraints = critical, CA:FALSE",
-            "keyUsage = critical, digitalSignature, keyEncipherment",
-            "extendedKeyUsage = serverAuth, clientAuth",
-            "subjectKeyIdentifier = hash",
-            "authorityKeyIdentifier = keyid",
-            "subjectAltName = @alt_names",
-            "[ alt_names ]",
-            *alt,
-            "",
-        ]
-    )
-
-
-def _subject(cn: str) -> str:
-    # `-subj` syntax: '/' and '\' would start a new field or escape; names never need them
-    if re.search(r"[/\\\n=+,]", cn):
-        raise ValueError(f"unsupported character in a certificate name: {cn!r}")
-    return f"/CN={cn}"
-
-
-def openssl_commands(
-    sans: SubjectAltNames,
-    *,
-    start: str,
-    end: str,
-    key_bits: int = KEY_BITS,
-    openssl: str = "openssl",
-) -> list[list[str]]:
-    """argv lists, run in order in the material's directory (with CONFIG, an empty
-    index.txt, a serial file and ISSUED_DIR in place): the CA's key, its self-signed
-    certificate, the server's key, its request and its certificate signed by the CA, then a
-    check of the chain. Only file names are arguments, never key material."""
-    genkey = [openssl, "genpkey", "-algorithm", "RSA", "-pkeyopt", f"rsa_keygen_bits:{key_bits}"]
-    server_cn = (sans.dns or sans.ips)[0]
-    sign = [openssl, "ca", "-batch", "-config", CONFIG, "-notext", "-startdate", start]
-    sign += ["-enddate", end]
-    return [
-        [*genkey, "-out", CA_KEY],
-        [openssl, "req", "-new", "-config", CONFIG, "-key", CA_KEY, "-subj", _subject(CA_NAME)]
-        + ["-out", CA_CSR],
-        [*sign, "-selfsign", "-keyfile", CA_KEY, "-extensions", "v3_ca"]
-        + ["-in", CA_CSR, "-out", CA_CERT],
-        [*genkey, "-out", SERVER_KEY],
-        [openssl, "req", "-new", "-config", CONFIG, "-key", SERVER_KEY]
-        + ["-subj", _subject(server_cn), "-out", SERVER_CSR],
-        [*sign, "-cert", CA_CERT, "-keyfile", CA_KEY, "-extensions", "v3_server"]
-        + ["-in", SERVER_CSR, "-out", SERVER_CERT],
-        [openssl, "verify", "-CAfile", CA_CERT, SERVER_CERT],
-    ]
+    now = now.astimezone(dt.timezone.utc).replace(microsecond=0)
+    return now - backdate, now + dt.timedelta(days=days)
 
 
 def server_pem(certificate: str, pkcs8_key: str) -> str:
@@ -199,6 +108,88 @@ def server_pem(certificate: str, pkcs8_key: str) -> str:
     if "-----BEGIN PRIVATE KEY-----" not in pkcs8_key:
         raise ValueError("the key is not an unencrypted PKCS#8 PEM (BEGIN PRIVATE KEY)")
     return certificate.strip() + "\n" + pkcs8_key.strip() + "\n"
+
+
+def _name(cn: str) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+
+
+def _builder(
+    subject: x509.Name, issuer: x509.Name, public_key, start: dt.datetime, end: dt.datetime
+) -> x509.CertificateBuilder:
+    return (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(public_key)
+        .serial_number(new_serial())
+        .not_valid_before(start)
+        .not_valid_after(end)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(public_key), critical=False)
+    )
+
+
+def _key_usage(**enabled: bool) -> x509.KeyUsage:
+    usages = (
+        "digital_signature",
+        "content_commitment",
+        "key_encipherment",
+        "data_encipherment",
+        "key_agreement",
+        "key_cert_sign",
+        "crl_sign",
+        "encipher_only",
+        "decipher_only",
+    )
+    return x509.KeyUsage(**{u: enabled.get(u, False) for u in usages})
+
+
+def build(
+    sans: SubjectAltNames,
+    *,
+    start: dt.datetime,
+    end: dt.datetime,
+    key_bits: int = KEY_BITS,
+) -> tuple[x509.Certificate, x509.Certificate, rsa.RSAPrivateKey]:
+    """(CA certificate, server certificate, server key). The CA may sign server certificates
+    only (pathlen 0); the server certificate is for serverAuth, and clientAuth for a replica
+    set member that presents it to the others. The CA's key is dropped on return."""
+    ca_key = rsa.generate_private_key(public_exponent=65537, key_size=key_bits)
+    ca_name = _name(CA_NAME)
+    ca_cert = (
+        _builder(ca_name, ca_name, ca_key.public_key(), start, end)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(_key_usage(key_cert_sign=True, crl_sign=True), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = rsa.generate_private_key(public_exponent=65537, key_size=key_bits)
+    first = (sans.dns or sans.ips)[0]
+    cert = (
+        _builder(
+            _name(first if len(first) <= _CN_MAX else SERVER_NAME),
+            ca_name,
+            key.public_key(),
+            start,
+            end,
+        )
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(_key_usage(digital_signature=True, key_encipherment=True), critical=True)
+        .add_extension(
+            x509.ExtendedKeyUsage(
+                [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+            ),
+            critical=False,
+        )
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
+            critical=False,
+        )
+        .add_extension(x509.SubjectAlternativeName(sans.general_names()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    # what `openssl verify` used to check: the CA's key signed it and the names chain up
+    cert.verify_directly_issued_by(ca_cert)
+    return ca_cert, cert, key
 
 
 # ----------------------------------------------------------------------------- runner
@@ -213,14 +204,15 @@ class TlsMaterial:
     ca_cert: str
     server_pem: str
     sans: SubjectAltNames
-    not_before: str
-    not_after: str
+    not_before: dt.datetime
+    not_after: dt.datetime
+    key_bits: int = KEY_BITS
 
     def metadata(self) -> dict:
         return {
             "tls_ca": "throwaway (generated for this run)",
             "tls_server_names": ",".join(self.sans.ips + self.sans.dns),
-            "tls_key": f"RSA {KEY_BITS}",
+            "tls_key": f"RSA {self.key_bits}",
         }
 
 
@@ -231,52 +223,23 @@ def generate(
     now: dt.datetime | None = None,
     days: int = DEFAULT_DAYS,
     key_bits: int = KEY_BITS,
-    openssl: str = "openssl",
-    timeout_s: float = 120,
 ) -> TlsMaterial:
     """Makes the CA and the server certificate for `addresses` in `directory` (created
-    0700; must not hold material already). Raises RuntimeError naming the failed step."""
+    0700; must not hold material already). Raises ValueError for bad addresses or
+    parameters, RuntimeError when the directory already holds material."""
     sans = subject_alt_names(addresses)
     start, end = validity(now or dt.datetime.now(dt.timezone.utc), days=days)
     os.makedirs(directory, mode=0o700, exist_ok=True)
     os.chmod(directory, 0o700)
     if os.path.exists(os.path.join(directory, CA_CERT)):
         raise RuntimeError(f"{directory} already holds TLS material")
-    os.makedirs(os.path.join(directory, ISSUED_DIR), mode=0o700, exist_ok=True)
-    _write(directory, CONFIG, openssl_config(sans))
-    _write(directory, "index.txt", "")
-    _write(directory, "serial", new_serial() + "\n")
-    old_umask = os.umask(0o077)  # keys are created 0600
-    try:
-        for argv in openssl_commands(
-            sans, start=start, end=end, key_bits=key_bits, openssl=openssl
-        ):
-            try:
-                p = subprocess.run(
-                    argv,
-                    cwd=directory,
-                    stdin=subprocess.DEVNULL,
-                    capture_output=True,
-                    text=True,
-                    timeout=timeout_s,
-                    check=False,
-                )
-            except (OSError, subprocess.TimeoutExpired) as e:
-                raise RuntimeError(f"openssl {argv[1]} failed: {e}") from e
-            if p.returncode != 0:
-                # openssl's messages name files and errors, never key bytes
-                raise RuntimeError(
-                    f"openssl {argv[1]} failed (exit {p.returncode}): {p.stderr.strip()[-800:]}"
-                )
-    finally:
-        os.umask(old_umask)
-    with open(os.path.join(directory, SERVER_CERT)) as f:
-        cert = f.read()
-    with open(os.path.join(directory, SERVER_KEY)) as f:
-        key = f.read()
-    _write(directory, SERVER_PEM, server_pem(cert, key))
-    for name in (CA_KEY, SERVER_KEY):  # the key now lives in server.pem only; the CA's is done
-        os.remove(os.path.join(directory, name))
+    ca_cert, cert, key = build(sans, start=start, end=end, key_bits=key_bits)
+    pem = serialization.Encoding.PEM
+    key_pem = key.private_bytes(
+        pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+    _write(directory, CA_CERT, ca_cert.public_bytes(pem).decode())
+    _write(directory, SERVER_PEM, server_pem(cert.public_bytes(pem).decode(), key_pem))
     return TlsMaterial(
         directory,
         os.path.join(directory, CA_CERT),
@@ -284,6 +247,7 @@ def generate(
         sans,
         start,
         end,
+        key_bits,
     )
 
 

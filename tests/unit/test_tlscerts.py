@@ -1,7 +1,9 @@
-"""Throwaway CA and server certificate: the openssl config and commands, and the real thing
-(openssl run here, the result checked by openssl and by a TLS handshake with Python's ssl)."""
+"""Throwaway CA and server certificate, made with the cryptography package and checked
+independently: by the openssl CLI, by a TLS handshake with Python's ssl, and by
+cryptography's own RFC 5280 path validation."""
 
 import datetime as dt
+import ipaddress
 import os
 import shutil
 import socket
@@ -11,6 +13,9 @@ import subprocess
 import threading
 
 import pytest
+from cryptography import x509
+from cryptography.x509 import verification
+from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from mongobench import tlscerts
 
@@ -35,48 +40,22 @@ def test_subject_alt_names_split_ips_from_names_in_order():
             tlscerts.subject_alt_names(bad)
 
 
-def test_validity_is_backdated_and_uses_the_asn1_time_forms():
-    assert tlscerts.validity(NOW) == ("261122173005Z", "261222183005Z")
-    assert tlscerts.validity(NOW, days=2, backdate=dt.timedelta(0)) == (
-        "261122183005Z",
-        "261124183005Z",
+def test_validity_is_backdated_utc_whole_seconds():
+    utc = dt.timezone.utc
+    assert tlscerts.validity(NOW.replace(microsecond=700)) == (
+        dt.datetime(2026, 11, 22, 17, 30, 5, tzinfo=utc),
+        dt.datetime(2026, 12, 22, 18, 30, 5, tzinfo=utc),
     )
-    later = dt.datetime(2049, 12, 31, 23, 0, tzinfo=dt.timezone.utc)  # UTCTime ends with 2049
-    assert tlscerts.validity(later, days=1) == ("491231220000Z", "20500101230000Z")
+    assert tlscerts.validity(NOW, days=2, backdate=dt.timedelta(0)) == (
+        NOW,
+        dt.datetime(2026, 11, 24, 18, 30, 5, tzinfo=utc),
+    )
     cet = dt.timezone(dt.timedelta(hours=1))
     assert tlscerts.validity(NOW.astimezone(cet)) == tlscerts.validity(NOW)
     with pytest.raises(ValueError, match="timezone"):
         tlscerts.validity(dt.datetime(2026, 1, 1))
-
-
-def test_openssl_config_names_every_address_and_holds_no_path():
-    sans = tlscerts.subject_alt_names(["10.0.0.5", "10.0.1.5", "db.example"])
-    text = tlscerts.openssl_config(sans)
-    alt = text.split("[ alt_names ]\n", 1)[1].strip().splitlines()
-    assert alt == ["IP.1 = 10.0.0.5", "IP.2 = 10.0.1.5", "DNS.1 = db.example"]
-    server = text.split("[ v3_server ]\n", 1)[1].split("[", 1)[0]
-    assert "CA:FALSE" in server and "serverAuth, clientAuth" in server
-    assert "subjectAltName = @alt_names" in server
-    assert "CA:TRUE, pathlen:0" in text.split("[ v3_ca ]\n", 1)[1].split("[", 1)[0]
-    assert "dir = .\n" in text and "/" not in text.replace("$dir/", "")
-
-
-def test_openssl_commands_take_file_names_only():
-    sans = tlscerts.subject_alt_names(["10.0.0.5"])
-    cmds = tlscerts.openssl_commands(sans, start="261122173005Z", end="261222183005Z")
-    assert [c[1] for c in cmds] == ["genpkey", "req", "ca", "genpkey", "req", "ca", "verify"]
-    ca_sign, server_sign = cmds[2], cmds[5]
-    for c in (ca_sign, server_sign):
-        assert c[c.index("-startdate") + 1] == "261122173005Z"
-        assert c[c.index("-enddate") + 1] == "261222183005Z"
-    assert "-selfsign" in ca_sign and ca_sign[ca_sign.index("-extensions") + 1] == "v3_ca"
-    assert server_sign[server_sign.index("-cert") + 1] == tlscerts.CA_CERT
-    assert server_sign[server_sign.index("-extensions") + 1] == "v3_server"
-    assert cmds[4][cmds[4].index("-subj") + 1] == "/CN=10.0.0.5"
-    for c in cmds:
-        assert not any("PRIVATE" in a or "\n" in a for a in c)
-    with pytest.raises(ValueError, match="unsupported character"):
-        tlscerts.openssl_commands(tlscerts.SubjectAltNames((), ("a/CN=b",)), start="x", end="y")
+    with pytest.raises(ValueError, match="days"):
+        tlscerts.validity(NOW, days=0)
 
 
 def test_server_pem_is_certificate_then_pkcs8_key():
@@ -127,10 +106,10 @@ def _handshake(material, server_hostname, *, cafile):
 def test_generate_makes_a_chain_clients_verify(tmp_path):
     d = tmp_path / "tls"
     m = tlscerts.generate(str(d), ["127.0.0.1", "10.0.0.5", "db.example"])
-    # private: the directory 0700, every file 0600; the loose keys and the CA's key are gone
+    # private: the directory 0700, every file 0600; no key file but the server's PEM
     assert stat.S_IMODE(os.stat(d).st_mode) == 0o700
     assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in d.iterdir() if p.is_file())
-    assert not (d / tlscerts.CA_KEY).exists() and not (d / tlscerts.SERVER_KEY).exists()
+    assert sorted(p.name for p in d.iterdir()) == sorted([tlscerts.CA_CERT, tlscerts.SERVER_PEM])
     pem = open(m.server_pem).read()
     assert pem.index("BEGIN CERTIFICATE") < pem.index("BEGIN PRIVATE KEY")
     assert "PRIVATE KEY" not in open(m.ca_cert).read()
@@ -156,18 +135,86 @@ def test_generate_makes_a_chain_clients_verify(tmp_path):
         tlscerts.generate(str(d), ["127.0.0.1"])
 
 
-@needs_openssl
-def test_generate_reports_the_failed_step(tmp_path):
-    with pytest.raises(RuntimeError, match=r"openssl genpkey failed \(exit 1\)"):
-        tlscerts.generate(str(tmp_path / "a"), ["127.0.0.1"], openssl="false")
-    with pytest.raises(RuntimeError, match="openssl genpkey failed"):
-        tlscerts.generate(str(tmp_path / "b"), ["127.0.0.1"], openssl=str(tmp_path / "none"))
+def _load(material):
+    with open(material.ca_cert, "rb") as f:
+        ca = x509.load_pem_x509_certificate(f.read())
+    with open(material.server_pem, "rb") as f:
+        server = x509.load_pem_x509_certificate(f.read())  # the first PEM block
+    return ca, server
 
 
-def test_serials_suit_openssl_ca():
-    # openssl ca refuses a serial file with an odd number of hex digits (stripping a leading
-    # zero once made 1 run in 16 fail)
-    serials = {tlscerts.new_serial() for _ in range(2000)}
-    assert len(serials) == 2000
-    for s in serials:
-        assert len(s) == 32 and s[0] == "1" and int(s, 16) > 0
+def _verify(ca, server, name, at):
+    builder = verification.PolicyBuilder().store(verification.Store([ca])).time(at)
+    return builder.build_server_verifier(name).verify(server, [])
+
+
+def test_server_certificate_verifies_against_the_ca_with_cryptography(tmp_path):
+    m = tlscerts.generate(str(tmp_path / "tls"), ["10.0.0.5", "db.example"], now=NOW, days=2)
+    ca, server = _load(m)
+    at = NOW + dt.timedelta(hours=1)
+    chain = _verify(ca, server, x509.IPAddress(ipaddress.ip_address("10.0.0.5")), at)
+    assert chain == [server, ca]
+    assert _verify(ca, server, x509.DNSName("db.example"), at) == [server, ca]
+    with pytest.raises(verification.VerificationError):  # a name it does not cover
+        _verify(ca, server, x509.DNSName("other.example"), at)
+    with pytest.raises(verification.VerificationError):  # after not-after
+        _verify(ca, server, x509.DNSName("db.example"), NOW + dt.timedelta(days=3))
+    other = tlscerts.generate(str(tmp_path / "other"), ["10.0.0.5"], now=NOW)
+    with pytest.raises(verification.VerificationError):  # another run's CA
+        _verify(_load(other)[0], server, x509.DNSName("db.example"), at)
+
+    # validity: backdated an hour, `days` after now
+    for cert in (ca, server):
+        assert cert.not_valid_before_utc == NOW - dt.timedelta(hours=1) == m.not_before
+        assert cert.not_valid_after_utc == NOW + dt.timedelta(days=2) == m.not_after
+    # the CA: CA:TRUE (server certificates only), signs certificates
+    bc = ca.extensions.get_extension_for_class(x509.BasicConstraints)
+    assert bc.critical and bc.value.ca and bc.value.path_length == 0
+    assert ca.extensions.get_extension_for_class(x509.KeyUsage).value.key_cert_sign
+    assert ca.subject == ca.issuer == server.issuer
+    # the server: not a CA, serverAuth, every address in the given order
+    assert not server.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    eku = server.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert ExtendedKeyUsageOID.SERVER_AUTH in eku
+    ku = server.extensions.get_extension_for_class(x509.KeyUsage).value
+    assert ku.digital_signature and not ku.key_cert_sign
+    san = server.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert list(san) == [
+        x509.IPAddress(ipaddress.ip_address("10.0.0.5")),
+        x509.DNSName("db.example"),
+    ]
+    assert server.public_key().key_size == tlscerts.KEY_BITS
+    assert m.metadata()["tls_key"] == "RSA 2048"
+
+
+def test_a_name_too_long_for_a_common_name_still_gets_a_certificate(tmp_path):
+    long_name = ".".join(["a" * 60, "b" * 60, "example"])
+    m = tlscerts.generate(str(tmp_path / "tls"), [long_name, "10.0.0.5"], now=NOW)
+    ca, server = _load(m)
+    cn = server.subject.get_attributes_for_oid(x509.oid.NameOID.COMMON_NAME)[0].value
+    assert cn == tlscerts.SERVER_NAME
+    at = NOW + dt.timedelta(hours=1)
+    assert _verify(ca, server, x509.DNSName(long_name), at) == [server, ca]
+
+
+def test_serials_are_positive_and_fit_20_octets(tmp_path):
+    # RFC 5280 4.1.2.2: positive, at most 20 octets in DER (two's complement, so < 2**159)
+    serials = {tlscerts.new_serial() for _ in range(5000)}
+    assert len(serials) == 5000
+    assert all(0 < s < 2**159 for s in serials)
+    assert max(s.bit_length() for s in serials) > 150  # random over the whole range
+    seen = set()
+    for k in range(3):
+        m = tlscerts.generate(str(tmp_path / str(k)), ["127.0.0.1"], key_bits=1024)
+        for cert in _load(m):
+            assert 0 < cert.serial_number < 2**159
+            seen.add(cert.serial_number)
+    assert len(seen) == 6  # every certificate its own serial, the CA's too
+
+
+def test_generate_rejects_bad_input_before_writing(tmp_path):
+    with pytest.raises(ValueError, match="not an IP address"):
+        tlscerts.generate(str(tmp_path / "a"), ["mongodb://10.0.0.5"])
+    with pytest.raises(ValueError, match="days"):
+        tlscerts.generate(str(tmp_path / "b"), ["10.0.0.5"], days=0)
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
