@@ -1,0 +1,88 @@
+"""Bad flags through the unmodified ./pkb.py: CheckPrerequisites rejects them, before
+anything is provisioned, with a message naming the flag or value (and no password)."""
+
+import pytest
+import yaml
+from pkb_helpers import run_pkb
+
+pytestmark = pytest.mark.e2e
+
+SECRET = "pkbSecr3tPw"
+# Never contacted: CheckPrerequisites fails before any VM is used.
+VM = {
+    "ip_address": "127.0.0.1",
+    "user_name": "nobody",
+    "ssh_port": 1,
+    "ssh_private_key": "/nonexistent",
+    "os_type": "debian12",
+    "install_packages": False,
+}
+
+
+def _config(tmp_path, benchmark, flags):
+    path = tmp_path / "c.yaml"
+    groups = {"clients": {"static_vms": [VM]}}
+    path.write_text(yaml.safe_dump({benchmark: {"vm_groups": groups, "flags": flags}}))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("flags", "uri", "expected"),
+    [
+        ({"mongodb_perftables_set": "bogus_key=5"}, None,
+         "--mongodb_perftables_set: unknown setting 'bogus_key'; known settings:"),
+        ({"mongodb_perftables_set": "threads=abc"}, None,
+         "--mongodb_perftables_set: threads='abc' is not an integer"),
+        ({"mongodb_perftables_set": "threads=0"}, None,
+         "--mongodb_perftables_set: threads=0 is not an integer in [1, 10000]"),
+        ({"mongodb_perftables_max_seconds": -5}, None,
+         "--mongodb_perftables_max_seconds must be > 0 seconds, not -5"),
+        ({}, f"user:{SECRET}@host", "not a MongoDB connection string"),
+        ({}, f"mongodb://user:{SECRET}@host:99999/", "mongodb://***@host:99999/: Port must be"),
+    ],
+)  # fmt: skip
+def test_perftables_rejects_bad_input_up_front(
+    pkb_python, tmp_path, pkb_temp, flags, uri, expected
+):
+    uri_file = tmp_path / "target.uri"
+    uri_file.write_text((uri or "mongodb://127.0.0.1:27017/") + "\n")
+    flags = {"mongodb_perftables_uri_file": str(uri_file), **flags}
+    p = run_pkb(pkb_python, "mongodb_perftables", _config(tmp_path, "mongodb_perftables", flags),
+                pkb_temp, timeout=300)  # fmt: skip
+    out = p.stdout + p.stderr
+    assert p.returncode != 0
+    assert expected in out, out[-3000:]
+    assert SECRET not in out
+
+
+def test_perftables_total_docs_and_a_wide_skip_list_pass_the_plan_check(
+    pkb_python, tmp_path, pkb_temp
+):
+    # total_docs=300 once crashed the plan (str * float) and a skip list naming other
+    # experiments aborted it; the plan check now passes and the next check (a bad
+    # --mongodb_perftables_max_seconds, so nothing is provisioned) is what fails.
+    uri_file = tmp_path / "target.uri"
+    uri_file.write_text("mongodb://127.0.0.1:27017/\n")
+    flags = {
+        "mongodb_perftables_uri_file": str(uri_file),
+        "mongodb_perftables_set": "total_docs=300",
+        "mongodb_perftables_experiments": "insert_batchsize,insert_docsize",
+        "mongodb_perftables_skip": "update_fields/50, 500000, pipeline",
+        "mongodb_perftables_max_seconds": 0,
+    }
+    p = run_pkb(pkb_python, "mongodb_perftables", _config(tmp_path, "mongodb_perftables", flags),
+                pkb_temp, timeout=300)  # fmt: skip
+    out = p.stdout + p.stderr
+    assert "TypeError" not in out and "skip names unknown" not in out
+    assert "--mongodb_perftables_max_seconds must be > 0 seconds, not 0" in out, out[-3000:]
+
+
+def test_sweep_rejects_empty_sizes(pkb_python, tmp_path, pkb_temp):
+    uri_file = tmp_path / "target.uri"
+    uri_file.write_text("mongodb://127.0.0.1:27017/\n")
+    flags = {"mongodb_ycsb_sweep_uri_file": str(uri_file), "mongodb_ycsb_sweep_sizes_mb": ""}
+    p = run_pkb(pkb_python, "mongodb_ycsb_sweep", _config(tmp_path, "mongodb_ycsb_sweep", flags),
+                pkb_temp, timeout=300)  # fmt: skip
+    out = p.stdout + p.stderr
+    assert p.returncode != 0
+    assert "--mongodb_ycsb_sweep_sizes_mb: no dataset sizes given" in out, out[-3000:]
