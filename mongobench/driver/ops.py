@@ -431,9 +431,11 @@ def find_and_modify_tmpl(db, coll, q, update, slots, wc=None, upsert=False, new=
     return Tmpl(_with_wc(cmd, wc), slots)
 
 
-def find_tmpl(db, coll, query, slots, projection=None, skip=0, limit=0, single=False) -> Tmpl:
-    """A find as pymongo sends it (skip and limit only when non-zero; find_one:
-    limit 1 and singleBatch)."""
+def find_tmpl(
+    db, coll, query, slots, projection=None, skip=0, limit=0, single=False, batch_size=0
+) -> Tmpl:
+    """A find as pymongo sends it (skip, limit and batchSize only when non-zero;
+    find_one: limit 1 and singleBatch)."""
     cmd = {"find": coll, "filter": query}
     if projection is not None:
         cmd["projection"] = projection
@@ -441,6 +443,8 @@ def find_tmpl(db, coll, query, slots, projection=None, skip=0, limit=0, single=F
         cmd["skip"] = int(skip)
     if limit:
         cmd["limit"] = int(limit)
+    if batch_size:
+        cmd["batchSize"] = int(min(batch_size, limit) if limit else batch_size)
     if single:
         cmd["singleBatch"] = True
     cmd["$db"] = db

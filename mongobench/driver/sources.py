@@ -98,18 +98,19 @@ def _placeholder(docs: ops.DocBatch) -> RawBSONDocument:
     return RawBSONDocument(docs.raw)
 
 
-def _cursor(c: Client, first, buf, op, get_more, limit: int):
-    """Yields a find/aggregate request and getMores until the cursor is
-    exhausted (with a limit: getMore batchSize = what is left, as pymongo);
-    returns (error outcome or None, documents, getMores)."""
+def _cursor(c: Client, first, buf, get_more, limit: int, batch: int = 0):
+    """Yields a find/aggregate request, then getMores until the cursor is exhausted
+    (batchSize as pymongo: what the limit leaves, at most `batch`); returns
+    (error outcome or None, documents, getMores)."""
     out = yield buf, first
     if out[0] is not None:
         return out, 0, 0
     got, cid, more = out[1], out[2], 0
     gm_tmpl, gm_buf, gm_check = get_more
     while cid:
-        if limit:
-            gm_tmpl.write(gm_buf, c.rid, cid, limit - got)
+        if limit or batch:
+            size = (min(limit - got, batch) if batch else limit - got) if limit else batch
+            gm_tmpl.write(gm_buf, c.rid, cid, size)
         else:
             gm_tmpl.write(gm_buf, c.rid, cid)
         out = yield gm_buf, gm_check
@@ -121,8 +122,8 @@ def _cursor(c: Client, first, buf, op, get_more, limit: int):
     return None, got, more
 
 
-def _get_more(db, coll, op, limit):
-    t = ops.get_more_tmpl(db, coll, batch_size=bool(limit))
+def _get_more(db, coll, op, limit, batch=0):
+    t = ops.get_more_tmpl(db, coll, batch_size=bool(limit or batch))
     return t, t.buffer(), ops.CursorCheck(op, b"nextBatch")
 
 
@@ -414,7 +415,7 @@ def _finder(c, first_t, values, op, get_more, limit, expect: int | None):
             return
         first_t.write(buf, c.rid, *values(rng))
         t0 = clock()
-        bad, got, more = yield from _cursor(c, check, buf, op, gm, limit)
+        bad, got, more = yield from _cursor(c, check, buf, gm, limit)
         counters["getmores"] += more
         if bad is not None:
             count_error(stats, op, bad[0], bad[3])

@@ -1,0 +1,270 @@
+"""The multiplexed driver against the stand-in: the same operations, documents,
+errors and getMores as the pymongo path, and processes that merge exactly."""
+
+from __future__ import annotations
+
+import functools
+import threading
+
+import bson
+import pytest
+from pymongo import MongoClient, monitoring
+from pymongo.errors import BulkWriteError, DuplicateKeyError
+
+from mongobench.driver import multiplex, ops, procs, sources
+from mongobench.workloads import WORKLOADS, ThreadStats
+
+pytestmark = pytest.mark.integration
+DB = "mbdriver"
+
+
+class GetMores(monitoring.CommandListener):
+    def __init__(self):
+        self.n = 0
+
+    def started(self, event):
+        if event.command_name == "getMore":
+            self.n += 1
+
+    def succeeded(self, event):
+        pass
+
+    def failed(self, event):
+        pass
+
+
+@pytest.fixture(scope="module")
+def mongo(server_uri):
+    listener = GetMores()
+    with MongoClient(server_uri, event_listeners=[listener]) as client:
+        yield client, listener
+
+
+def run_pymongo(client, workload, settings) -> ThreadStats:
+    """What perftables.run_variant does with the workload's threads (no sampling)."""
+    client[DB]["perftables_meta"].delete_many({})  # fresh data: every run starts equal
+    w = WORKLOADS[workload](client[DB], settings, log=lambda m: None)
+    w.prepare()
+    n = int(settings["threads"])
+    stats, stop = [ThreadStats() for _ in range(n)], threading.Event()
+    threads = [threading.Thread(target=w.worker, args=(i, n, stats[i], stop)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    total = ThreadStats()
+    for s in stats:
+        total.merge(s)
+    return total
+
+
+def run_multiplexed(client, uri, workload, settings, processes) -> procs.Result:
+    client[DB]["perftables_meta"].delete_many({})
+    WORKLOADS[workload](client[DB], settings, log=lambda m: None).prepare()  # same start state
+    wc = ops.write_concern(settings.get("write_concern"), None)
+    make = functools.partial(sources.make, workload, settings, DB, wc)
+    total = settings.get("total_ops")
+    return procs.run(uri, make, int(settings["threads"]), processes, total=total)
+
+
+QUERY = {"preload_docs": 2000, "doc_size_kb": 1, "group_size": 200, "threads": 3, "total_ops": 45}
+CASES = {
+    "read_update": ("read_update", {
+        "preload_docs": 500, "doc_size_kb": 1, "threads": 4, "read_proportion": 0.5,
+        "driver": "pymongo", "total_ops": 300}),
+    "hot_update": ("hot_update", {
+        "preload_docs": 10, "doc_size_kb": 1, "threads": 4, "total_ops": 120}),
+    "update_one_fallback": ("update_api", {
+        "preload_docs": 300, "doc_size_kb": 1, "threads": 4, "total_ops": 160,
+        "function": "update_one", "upsert": False, "percent_new": 50}),
+    "update_one_upsert": ("update_api", {
+        "preload_docs": 300, "doc_size_kb": 1, "threads": 4, "total_ops": 160,
+        "function": "update_one", "upsert": True, "percent_new": 50}),
+    "find_and_modify_fallback": ("update_api", {
+        "preload_docs": 300, "doc_size_kb": 1, "threads": 4, "total_ops": 160,
+        "function": "find_one_and_update", "upsert": False, "percent_new": 50}),
+    "find_and_modify_upsert": ("update_api", {
+        "preload_docs": 300, "doc_size_kb": 1, "threads": 4, "total_ops": 160,
+        "function": "find_one_and_update", "upsert": True, "percent_new": 50}),
+    "update_fields_inc": ("update_fields", {
+        "preload_docs": 300, "doc_size_kb": 4, "threads": 4, "total_ops": 160, "n_fields": 5,
+        "doc_range": 300}),
+    "replace": ("replace", {
+        "preload_docs": 300, "doc_size_kb": 1, "threads": 3, "total_ops": 120,
+        "doc_range": 300}),
+    "update_indexed": ("update_indexed", {
+        "preload_docs": 300, "doc_size_kb": 1, "threads": 3, "total_ops": 120, "indexes": 2,
+        "update_indexed_fields": True}),
+    "delete_one": ("delete", {
+        "preload_docs": 300, "doc_size_kb": 1, "threads": 3, "docs_per_delete": 1}),
+    "delete_many": ("delete", {
+        "preload_docs": 300, "doc_size_kb": 1, "threads": 3, "docs_per_delete": 7}),
+    "find_getmore": ("query", dict(QUERY, query={"group": "RANDINT(0,groups)"}, limit=150)),
+    "find_skip_limit": ("query", dict(
+        QUERY, query={"group": "RANDINT(0,groups)"}, limit=20, skip=30)),
+    "find_in": ("query", dict(
+        QUERY, query={"_id": {"$in": "RANDINTLIST(0,docs,30)"}}, limit=30)),
+    "find_short": ("query", dict(  # limit beyond the group: every find is an error
+        QUERY, query={"group": "RANDINT(0,groups)"}, limit=250)),
+    "find_projection": ("query", dict(
+        QUERY, query={"group": "RANDINT(0,groups)"}, limit=5, projection={"group_seq": 1})),
+    "aggregate_group": ("aggregate", dict(QUERY, pipeline=[
+        {"$match": {"group": "RANDINT(0,groups)"}},
+        {"$group": {"_id": "$group", "n": {"$sum": 1}, "seq": {"$sum": "$group_seq"}}}])),
+    "aggregate_many": ("aggregate", dict(QUERY, pipeline=[  # 200 documents: a getMore
+        {"$match": {"group": "RANDINT(0,groups)"}}, {"$project": {"group": 1}}])),
+    "regex_prefix": ("regex_prefix", {
+        "preload_docs": 2000, "threads": 3, "prefix_len": 1, "limit": 10, "total_ops": 60}),
+    "insert_bulk": ("insert", {
+        "doc_size_kb": 1, "total_docs": 500, "batch_size": 10, "threads": 3,
+        "id_type": "objectid", "secondary_indexes": 1}),
+    "insert_one": ("insert", {
+        "doc_size_kb": 0.0625, "total_docs": 90, "batch_size": 1, "threads": 3,
+        "id_type": "uuid"}),
+    "mixed": ("mixed", dict(QUERY, threads=4, insert_threads=2, total_ops=120)),
+}  # fmt: skip
+
+
+def nonzero(counts) -> dict:
+    """The pymongo path leaves 0 entries behind (+1 then -1 for a wrong result)."""
+    return {k: v for k, v in counts.items() if v}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_same_outcome_as_pymongo(mongo, server_uri, case):
+    client, listener = mongo
+    workload, settings = CASES[case]
+    before = listener.n
+    ref = run_pymongo(client, workload, settings)
+    ref_getmores = listener.n - before
+    got = run_multiplexed(client, server_uri, workload, settings, processes=2)
+    mine = got.stats
+    assert nonzero(mine.ops) == nonzero(ref.ops)
+    assert sum(mine.ops.values()) > 0 or case == "find_short"
+    assert mine.docs == ref.docs
+    assert mine.bytes == ref.bytes
+    assert {k: v for k, v in mine.errors.items() if v} == {k: v for k, v in ref.errors.items() if v}
+    counters = dict(mine.counters)
+    assert counters.pop("getmores", 0) == ref_getmores
+    assert nonzero(counters) == nonzero(ref.counters)
+    mine_counts = {op: h.get_total_count() for op, h in mine.latency.histograms.items()}
+    ref_counts = {op: h.get_total_count() for op, h in ref.latency.histograms.items()}
+    assert mine_counts == ref_counts
+    assert got.processes == 2
+    assert sum(p["ops"] for p in got.per_process) == sum(mine.ops.values())
+
+
+def test_expected_errors_are_counted(mongo, server_uri):
+    """find_short: each find returns the group's 200 documents instead of 250."""
+    client, _ = mongo
+    workload, settings = CASES["find_short"]
+    mine = run_multiplexed(client, server_uri, workload, settings, processes=1).stats
+    assert mine.errors == {"find: RuntimeError": 45}
+    assert mine.docs == 45 * 200
+
+
+def test_processes_merge_exactly(mongo, server_uri):
+    client, _ = mongo
+    settings = dict(CASES["read_update"][1], threads=5, total_ops=1001)
+    got = run_multiplexed(client, server_uri, "read_update", settings, processes=2)
+    s = got.stats
+    assert sum(s.ops.values()) == 1001 and not s.errors
+    assert s.docs == 1001
+    assert [p["clients"] for p in got.per_process] == [3, 2]
+    assert sum(p["ops"] for p in got.per_process) == 1001
+    hists = s.latency.histograms
+    assert sum(h.get_total_count() for h in hists.values()) == 1001
+    assert all(h.get_max_value() > 0 for h in hists.values())
+    assert got.cpu_s > 0
+
+
+def _dup_source(client_: multiplex.Client):
+    """insert_one of an existing _id, then insert_many (unordered) with two of five
+    documents existing: the outcomes pymongo raises as exceptions."""
+    bulk = ops.BulkInsert(DB, "dups")
+    buf = bytearray(4096)
+    single, many = ops.WriteCheck("insert_one"), ops.WriteCheck("insert_many", bulk=True)
+    docs = [bson.encode({"_id": k, "v": 1}) for k in (1, 10, 2, 11, 12)]
+    for check, batch in ((single, docs[:1]), (many, docs)):
+        data = b"".join(batch)
+        pos = bulk.write_prefix(buf, client_.rid, len(data))
+        buf[pos : pos + len(data)] = data
+        out = yield memoryview(buf)[: pos + len(data)], check
+        # The stand-in's n counts a failed single insert; pymongo ignores n there.
+        n = f"/n={out[1]}" if check.bulk else ""
+        key = f"{out[0]}{n}/write_errors={out[5]}"
+        client_.stats.counters[key] += 1
+
+
+def test_duplicate_keys_classified_as_pymongo(mongo, server_uri):
+    client, _ = mongo
+    coll = client[DB]["dups"]
+    coll.drop()
+    coll.insert_many([{"_id": 1}, {"_id": 2}])
+    with pytest.raises(DuplicateKeyError):
+        coll.insert_one({"_id": 1, "v": 1})
+    with pytest.raises(BulkWriteError) as e:
+        coll.insert_many([{"_id": k, "v": 1} for k in (1, 10, 2, 11, 12)], ordered=False)
+    ref_inserted, ref_failed = e.value.details["nInserted"], len(e.value.details["writeErrors"])
+    assert ref_failed == 2
+    coll.delete_many({"_id": {"$gte": 10}})
+    stats, _, _ = multiplex.run_clients(server_uri, _dup_source, range(1), 1)
+    assert dict(stats.counters) == {
+        "DuplicateKeyError/write_errors=1": 1,
+        f"BulkWriteError/n={ref_inserted}/write_errors={ref_failed}": 1,
+    }
+    assert coll.count_documents({}) == 5
+
+
+def test_broken_connection_counts_the_operation_in_flight(mongo, server_uri):
+    """A connection closed under a client: its operation is an error, the others finish."""
+    socks = multiplex.open_sockets(server_uri, 2)
+    ping = ops.Tmpl({"ping": 1, "$db": "admin"})
+
+    def source(c):
+        buf, check = ping.buffer(), ops.WriteCheck("ping")
+        for i in range(20):
+            if c.index == 0 and i == 5:
+                socks[0].shutdown(2)  # the server sees EOF; we read an error or EOF
+            ping.write(buf, c.rid)
+            out = yield buf, check
+            c.stats.ops["ping"] += out[0] is None
+
+    run, stats = multiplex.Run(), ThreadStats()
+    members = [multiplex.Client(i, 2, run, stats) for i in range(2)]
+    multiplex.Loop(socks, members, source, run, stats, timeout=5).run_all()
+    assert stats.ops["ping"] == 25
+    assert sum(stats.errors.values()) == 1
+    [key] = stats.errors
+    assert key.startswith("ping: ")
+
+
+def test_get_more_as_pymongo(mongo, server_uri):
+    """A cursor over several batches: the documents and getMores pymongo sees
+    (batchSize 7, limit 50: getMore batchSize min(what is left, 7))."""
+    client, listener = mongo
+    settings = dict(QUERY, query={}, limit=1)
+    run_pymongo(client, "query", settings)  # loads the query collection
+    coll = client[DB]["query"]
+    for limit in (50, 0):
+        before = listener.n
+        cursor = coll.find({"group": 3}, {"_id": 0, "nofieldsplease": 1}).batch_size(7)
+        ref_docs = len(list(cursor.limit(limit)))
+        ref_getmores = listener.n - before
+        assert ref_getmores >= 2
+        t = ops.find_tmpl(
+            DB, "query", {"group": 3}, [], {"_id": 0, "nofieldsplease": 1}, limit=limit,
+            batch_size=7,
+        )  # fmt: skip
+        gm_t = ops.get_more_tmpl(DB, "query", batch_size=True)
+        gm = (gm_t, gm_t.buffer(), ops.CursorCheck("find", b"nextBatch"))
+
+        def source(c, t=t, gm=gm, limit=limit):
+            buf = t.buffer()
+            t.write(buf, c.rid)
+            bad, got, more = yield from sources._cursor(c, ops.CursorCheck("find"), buf, gm,
+                                                        limit, 7)  # fmt: skip
+            c.stats.counters.update(docs=got, getmores=more, errors=bad is not None)
+
+        stats, _, _ = multiplex.run_clients(server_uri, source, range(1), 1)
+        assert nonzero(stats.counters) == {"docs": ref_docs, "getmores": ref_getmores}
