@@ -21,10 +21,12 @@ from __future__ import annotations
 import base64
 import contextlib
 import copy
+import email.utils
 import hashlib
 import json
 import logging
 import os
+import random
 import re
 import secrets
 import time
@@ -83,12 +85,28 @@ def price_metadata(tier: str, provider: str = "AWS", region: str | None = None) 
 
 
 class AtlasError(Exception):
-    """An Admin API error; carries status and errorCode, never credentials."""
+    """An Admin API error; carries status and errorCode, never credentials.
 
-    def __init__(self, message: str, status: int | None = None, error_code: str | None = None):
+    status None is a network error. `attempts` counts the tries made (retries on 429,
+    5xx and network errors, see AtlasClient).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        status: int | None = None,
+        error_code: str | None = None,
+        attempts: int = 1,
+    ):
         super().__init__(message)
         self.status = status
         self.error_code = error_code
+        self.attempts = attempts
+
+
+def transient(status: int | None) -> bool:
+    """Worth retrying: network error (None), rate limit (429) or a server error (5xx)."""
+    return status is None or status == 429 or status >= 500
 
 
 class AtlasAuthError(AtlasError):
@@ -352,6 +370,12 @@ class AtlasClient:
         timeout: float = 60.0,
         secret_env: str | None = None,
         client_secret_env: str | None = None,
+        max_attempts: int = 5,
+        backoff: float = 2.0,
+        max_backoff: float = 60.0,
+        retry_budget: float = 300.0,
+        sleep=time.sleep,
+        clock=time.monotonic,
     ):
         if not re.fullmatch(r"[0-9a-fA-F]{24}", project_id or ""):
             raise ValueError("project id must be 24 hexadecimal digits")
@@ -369,6 +393,14 @@ class AtlasClient:
         self._nc = 0
         self._token: str | None = None
         self._token_expiry = 0.0
+        # Retries: at most max_attempts tries, exponential backoff from `backoff` seconds
+        # (with jitter, capped at max_backoff, which also caps Retry-After), and no retry
+        # that would end later than retry_budget seconds after the first try.
+        if max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+        self.max_attempts = max_attempts
+        self.backoff, self.max_backoff, self.retry_budget = backoff, max_backoff, retry_budget
+        self._sleep, self._clock = sleep, clock
 
     def __repr__(self) -> str:
         auth = "service-account" if self._client_id else "api-key"
@@ -434,6 +466,8 @@ class AtlasClient:
             },
         )
         log.debug("atlas POST /api/oauth/token -> %s", status)
+        if transient(status):
+            raise AtlasError(f"POST /api/oauth/token: HTTP {status}", status)
         if status != 200:
             raise AtlasAuthError(f"service account token request refused (HTTP {status})", status)
         doc = json.loads(raw)
@@ -441,20 +475,18 @@ class AtlasClient:
         self._token_expiry = time.monotonic() + max(60, int(doc.get("expires_in", 3600)) - 60)
         return self._token
 
-    def request(self, method: str, path: str, payload: dict | None = None) -> dict | None:
-        """One API call; returns the decoded JSON (None for empty bodies)."""
-        url = f"{self.base_url}{path}"
-        uri = urllib.parse.urlsplit(url)
-        digest_uri = uri.path + (f"?{uri.query}" if uri.query else "")
-        body = json.dumps(payload).encode() if payload is not None else None
-        headers = {"Accept": self._media_type()}
-        if body is not None:
-            headers["Content-Type"] = self._media_type()
+    def _exchange(self, method, url, digest_uri, body, headers):
+        """One try: (status, headers, raw), answering one 401 challenge. An AtlasError
+        raised here has `.sent` False when the API request itself never went out."""
         retried = False
         while True:
             hdrs = dict(headers)
             if self._client_id:
-                hdrs["Authorization"] = f"Bearer {self._bearer()}"
+                try:
+                    hdrs["Authorization"] = f"Bearer {self._bearer()}"
+                except AtlasError as e:
+                    e.sent = False
+                    raise
             elif self._challenge:
                 self._nc += 1
                 hdrs["Authorization"] = digest_authorization(
@@ -462,7 +494,7 @@ class AtlasClient:
                     secrets.token_hex(8),
                 )  # fmt: skip
             status, resp_headers, raw = self._send(method, url, body, hdrs)
-            log.debug("atlas %s %s -> %s", method, uri.path, status)
+            log.debug("atlas %s %s -> %s", method, urllib.parse.urlsplit(url).path, status)
             # First contact, a stale nonce or an expired token: answer once, then give up.
             if status == 401 and not retried:
                 retried = True
@@ -473,7 +505,84 @@ class AtlasClient:
                 if challenge:
                     self._challenge, self._nc = parse_challenge(challenge), 0
                     continue
+            return status, resp_headers, raw
+
+    def _retry_delay(self, attempt: int, status: int | None, headers: dict) -> float:
+        """Retry-After (seconds or an HTTP date) on 429/503 when given, else exponential
+        backoff with jitter (half fixed, half random: retries of many runs spread out)."""
+        if status in (429, 503):
+            value = {k.lower(): v for k, v in headers.items()}.get("retry-after", "").strip()
+            wait = None
+            if value:
+                try:
+                    wait = float(value)
+                except ValueError:
+                    with contextlib.suppress(TypeError, ValueError):
+                        wait = email.utils.parsedate_to_datetime(value).timestamp() - time.time()
+            if wait is not None:
+                return min(max(wait, 0.0), self.max_backoff)
+        delay = min(self.max_backoff, self.backoff * 2 ** (attempt - 1))
+        return delay / 2 + random.uniform(0, delay / 2)
+
+    def request(self, method: str, path: str, payload: dict | None = None) -> dict | None:
+        """One API call, retried on 429, 5xx and network errors; returns the decoded JSON
+        (None for empty bodies).
+
+        After a try whose outcome is unknown (5xx or network error: Atlas may have done
+        it), a DELETE answered 404 is done, and a POST answered 409 raises AtlasConflict
+        with `.after_unknown` True, so that the caller can check whether it was its own
+        first try that created the resource (see create_cluster).
+        """
+        url = f"{self.base_url}{path}"
+        uri = urllib.parse.urlsplit(url)
+        digest_uri = uri.path + (f"?{uri.query}" if uri.query else "")
+        body = json.dumps(payload).encode() if payload is not None else None
+        headers = {"Accept": self._media_type()}
+        if body is not None:
+            headers["Content-Type"] = self._media_type()
+        start = self._clock()
+        unknown = False  # an earlier try may have taken effect
+        attempt = 0
+        while True:
+            attempt += 1
+            error, resp_headers = None, {}
+            try:
+                status, resp_headers, raw = self._exchange(method, url, digest_uri, body, headers)
+            except AtlasError as e:
+                if not transient(e.status):
+                    raise
+                error, status = e, e.status
+            if error is None and not transient(status):
+                break
+            what = "network error" if status is None else f"HTTP {status}"
+            delay = self._retry_delay(attempt, status, resp_headers)
+            elapsed = self._clock() - start
+            if attempt >= self.max_attempts or elapsed + delay > self.retry_budget:
+                suffix = f" (gave up after {attempt} attempts in {elapsed:.0f}s)"
+                if error is not None:
+                    raise type(error)(
+                        f"{error}{suffix}", error.status, error.error_code, attempt
+                    ) from None
+                try:
+                    self._result(method, uri.path, status, raw)
+                except AtlasError as e:
+                    raise type(e)(f"{e}{suffix}", e.status, e.error_code, attempt) from None
+            if status != 429 and getattr(error, "sent", True):
+                unknown = True  # a 429 is a refusal; a 5xx or a lost reply may hide a success
+            log.info(
+                "atlas %s %s: %s, retry %d of %d in %.1fs",
+                method, uri.path, what, attempt + 1, self.max_attempts, delay,
+            )  # fmt: skip
+            self._sleep(delay)
+        if unknown and method == "DELETE" and status == 404:
+            log.info("atlas DELETE %s: 404 after a lost reply: already deleted", uri.path)
+            return None
+        try:
             return self._result(method, uri.path, status, raw)
+        except AtlasError as e:
+            e.attempts = attempt
+            e.after_unknown = unknown
+            raise
 
     @staticmethod
     def _result(method: str, path: str, status: int, raw: bytes) -> dict | None:
@@ -509,7 +618,28 @@ class AtlasClient:
 
     def create_cluster(self, spec: ClusterSpec) -> dict:
         log.info("atlas: creating cluster %s (%s)", spec.name, spec.instance_size)
-        return self.request("POST", self._clusters(), cluster_body(spec))
+        try:
+            return self.request("POST", self._clusters(), cluster_body(spec))
+        except AtlasConflict as e:
+            # A retry answered 409 after a try whose outcome is unknown: that try most
+            # likely created the cluster (run names are unique per run, so nobody else
+            # made it in between). Only then is it ours, to wait for and delete; a 409 on
+            # the first try is someone else's cluster and stays an error.
+            if not getattr(e, "after_unknown", False):
+                raise
+            log.info("atlas: cluster %s exists after a lost reply: created by this run", spec.name)
+            return self.get_cluster(spec.name)
+
+    def create_database_user(self, body: dict) -> dict | None:
+        """POST a database user; a 409 after a lost reply is the user this call created
+        (same reasoning as create_cluster), checked with a GET."""
+        try:
+            return self.request("POST", _users(self), body)
+        except AtlasConflict as e:
+            if not getattr(e, "after_unknown", False):
+                raise
+            log.info("atlas: database user %s exists after a lost reply", body.get("username"))
+            return self.request("GET", _users(self, body["databaseName"], body["username"]))
 
     def get_cluster(self, name: str) -> dict:
         return self.request("GET", self._clusters(name))
@@ -538,18 +668,28 @@ class AtlasClient:
     def _poll(self, name, settled, waiting_for, timeout, poll, sleep, clock):
         """Polls the cluster until `settled(cluster or None)` returns (done, value)."""
         deadline = clock() + timeout
+        state = "unknown"
         while True:
             try:
-                cluster = self.get_cluster(name)
+                cluster, failed = self.get_cluster(name), None
             except AtlasNotFound:
-                cluster = None
-            done, value = settled(cluster)
-            if done:
-                return value
+                cluster, failed = None, None
+            except AtlasError as e:
+                if not transient(e.status):
+                    raise
+                cluster, failed = None, e
+            if failed:
+                # a poll only reads: after its own retries, keep polling until the deadline
+                log.info("atlas: polling cluster %s failed (%s); polling on", name, failed)
+                state = f"unknown ({failed})"
+            else:
+                done, value = settled(cluster)
+                if done:
+                    return value
+                state = cluster.get("stateName")
             if clock() >= deadline:
                 raise AtlasTimeout(
-                    f"cluster {name} still {cluster.get('stateName')} after {timeout:.0f}s"
-                    f" waiting for {waiting_for}"
+                    f"cluster {name} still {state} after {timeout:.0f}s waiting for {waiting_for}"
                 )
             sleep(poll)
 
@@ -790,9 +930,7 @@ class AtlasDeployment:
                 self.client.request("POST", f"/groups/{self.client.project_id}/accessList", entries)
         password = secrets.token_urlsafe(24)
         with self._undo_if_done("user_created"):
-            self.client.request(
-                "POST", _users(self.client), database_user_body(self.username, password, name)
-            )
+            self.client.create_database_user(database_user_body(self.username, password, name))
         return with_credentials(connection_string(cluster, srv=self.srv), self.username, password)
 
     @contextlib.contextmanager

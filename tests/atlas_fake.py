@@ -10,8 +10,8 @@ https://www.mongodb.com/docs/api/doc/atlas-admin-api-v2/ documents for clusters:
 - PATCH .../clusters/{name} -> 200, UPDATING; then IDLE
 - DELETE .../clusters/{name} -> 202, DELETING; then 404 CLUSTER_NOT_FOUND
 - duplicate name -> 409 DUPLICATE_CLUSTER_NAME; errors as {error, errorCode, detail, reason}
-- POST .../databaseUsers -> 201 (409 USER_ALREADY_EXISTS), DELETE
-  .../databaseUsers/{db}/{user} -> 204 (404 USERNAME_NOT_FOUND)
+- POST .../databaseUsers -> 201 (409 USER_ALREADY_EXISTS), GET and DELETE
+  .../databaseUsers/{db}/{user} -> 200 / 204 (404 USERNAME_NOT_FOUND)
 - POST .../accessList (a list) -> 201, DELETE .../accessList/{entryValue} -> 204
 
 Shared by the unit tests and the PKB end-to-end test (where the cluster's
@@ -39,6 +39,9 @@ REALM = "MMS Public API"
 VERSIONS = {"2023-01-01", "2023-02-01", "2024-08-05", "2024-10-23"}
 
 
+CLOSE = "close"  # a fault status: the connection is dropped instead of answered
+
+
 def md5(s):
     return hashlib.md5(s.encode()).hexdigest()
 
@@ -60,8 +63,9 @@ class FakeAtlas:
         self.access_list = {}  # entry value -> entry
         self.connection_strings = None  # replaces the made-up hosts when set
         self.on_user = None  # called with ("create"|"delete", username, password)
-        # Injected failures: (method, path part, status, done) entries, each used once;
-        # done=True means the request takes effect but its reply is the error (a lost reply).
+        # Injected failures: (method, path part, status, done[, headers]) entries, each used
+        # once; done=True means the request takes effect but its reply is the error (a lost
+        # reply). status CLOSE closes the connection without any reply (a network error).
         self.faults = []
 
     def challenge(self, stale=False):
@@ -117,7 +121,7 @@ def make_handler(fake):
         def reply(self, status, doc=None, headers=None):
             fault, self.fault = getattr(self, "fault", None), None
             if fault and 200 <= status < 300:
-                return self.error(fault, "UNEXPECTED_ERROR", "injected failure")
+                return self.fail(*fault)
             body = json.dumps(doc).encode() if doc is not None else b""
             self.send_response(status)
             self.send_header("Content-Type", "application/vnd.atlas.2024-08-05+json")
@@ -127,7 +131,14 @@ def make_handler(fake):
             self.end_headers()
             self.wfile.write(body)
 
-        def error(self, status, code, detail):
+        def fail(self, status, headers=None):
+            """An injected failure: an error reply, or a dropped connection."""
+            if status == CLOSE:
+                self.close_connection = True
+                return None
+            return self.error(status, "UNEXPECTED_ERROR", "injected failure", headers)
+
+        def error(self, status, code, detail, headers=None):
             self.reply(
                 status,
                 {
@@ -136,6 +147,7 @@ def make_handler(fake):
                     "detail": detail,
                     "reason": self.responses[status][0],
                 },
+                headers,
             )
 
         def handle_any(self, method):
@@ -193,12 +205,12 @@ def make_handler(fake):
 
         def route(self, method, raw):
             for f in list(fake.faults):
-                f_method, part, status, done = f
+                f_method, part, status, done, *headers = f
                 if f_method == method and part in self.path:
                     fake.faults.remove(f)
                     if not done:
-                        return self.error(status, "UNEXPECTED_ERROR", "injected failure")
-                    self.fault = status
+                        return self.fail(status, *headers)
+                    self.fault = (status, *headers)
                     break
             group = f"/api/atlas/v2/groups/{PROJECT}"
             if self.path.startswith(f"{group}/databaseUsers"):
@@ -266,6 +278,8 @@ def make_handler(fake):
             if method == "DELETE":
                 fake.clusters[name]["stateName"] = "DELETING"
                 fake.polls[name] = 0
+                if fake.polls_to_gone == 0:  # gone at once
+                    del fake.clusters[name]
                 return self.reply(202)
             return self.error(405, "METHOD_NOT_ALLOWED", method)
 
@@ -286,10 +300,13 @@ def make_handler(fake):
                 shown = {k: v for k, v in body.items() if k != "password"}
                 return self.reply(201, shown)
             parts = [urllib.parse.unquote(p) for p in rest.strip("/").split("/")]
-            if method == "DELETE" and len(parts) == 2:
+            if method in ("GET", "DELETE") and len(parts) == 2:
                 db, user = parts
                 if db != "admin" or user not in fake.users:
                     return self.error(404, "USERNAME_NOT_FOUND", user)
+                if method == "GET":
+                    shown = {k: v for k, v in fake.users[user].items() if k != "password"}
+                    return self.reply(200, shown)
                 del fake.users[user]
                 if fake.on_user:
                     fake.on_user("delete", user, None)

@@ -6,7 +6,7 @@ import re
 import socket
 
 import pytest
-from atlas_fake import CLIENT_ID, CLIENT_SECRET, PRIVATE, PROJECT, PUBLIC, serve
+from atlas_fake import CLIENT_ID, CLIENT_SECRET, CLOSE, PRIVATE, PROJECT, PUBLIC, serve
 
 from mongobench import atlas
 
@@ -18,11 +18,31 @@ def fake():
 
 
 def client(fake, **kw):
+    kw.setdefault("sleep", no_sleep)  # retries do not wait in tests
     return atlas.AtlasClient(PROJECT, PUBLIC, PRIVATE, base_url=fake.base, **kw)
 
 
 def no_sleep(_):
     pass
+
+
+def sent(fake, method, part):
+    """Requests that reached the API (authenticated: not the first contact's 401)."""
+    return [r for r in fake.requests if r[0] == method and part in r[1] and "Authorization" in r[2]]
+
+
+class Clock:
+    """An injected clock and sleep: sleeping moves the clock, and is recorded."""
+
+    def __init__(self):
+        self.now, self.sleeps = 0.0, []
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.sleeps.append(seconds)
+        self.now += seconds
 
 
 SPEC = atlas.ClusterSpec("bench-m30", "M30", disk_size_gb=100, mongodb_major_version="8.0")
@@ -198,11 +218,12 @@ def test_network_errors_are_reported_without_secrets():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again: nothing listens there
     c = atlas.AtlasClient(
-        PROJECT, PUBLIC, PRIVATE, base_url=f"http://127.0.0.1:{port}/api/atlas/v2", timeout=2
-    )
-    with pytest.raises(atlas.AtlasError, match="network error") as exc:
+        PROJECT, PUBLIC, PRIVATE, base_url=f"http://127.0.0.1:{port}/api/atlas/v2", timeout=2,
+        sleep=no_sleep,
+    )  # fmt: skip
+    with pytest.raises(atlas.AtlasError, match="network error.*gave up after 5 attempts") as exc:
         c.get_cluster("x")
-    assert PRIVATE not in str(exc.value)
+    assert PRIVATE not in str(exc.value) and exc.value.status is None
 
 
 def test_private_key_never_in_logs_errors_or_repr(fake, caplog):
@@ -426,10 +447,11 @@ def test_deployment_reuses_and_restores_an_existing_cluster(fake):
 def test_deployment_teardown_goes_on_after_a_failure_and_reports_it(fake):
     d = deployment(fake)
     d.provision()
-    fake.faults.append(("DELETE", "/databaseUsers/", 500, False))  # Atlas fails the delete
+    # Atlas fails the delete on every retry
+    fake.faults += [("DELETE", "/databaseUsers/", 500, False)] * 5
     failures = d.teardown()
     assert len(failures) == 1 and "delete database user pkb-run1" in failures[0]
-    assert "HTTP 500" in failures[0]
+    assert "HTTP 500" in failures[0] and "gave up after 5 attempts" in failures[0]
     assert fake.clusters == {}  # the cluster was still deleted
     assert d.teardown() == [] and fake.users == {}  # a second teardown finishes the job
 
@@ -458,7 +480,9 @@ def test_provision_refused_user_leaves_nothing_behind(fake):
 
 def test_provision_lost_reply_is_undone_too(fake):
     # A 5xx (or a network error) may hide a request that took effect: undo it anyway.
+    # The first try creates the user, every retry fails too: the outcome stays unknown.
     fake.faults.append(("POST", "/databaseUsers", 503, True))
+    fake.faults += [("POST", "/databaseUsers", 503, False)] * 4
     d = deployment(fake, access_list=["203.0.113.7"])
     with pytest.raises(atlas.AtlasError, match="HTTP 503"):
         d.provision()
@@ -511,3 +535,141 @@ def test_pickled_client_holds_no_secret_and_reads_the_environment_again(fake, mo
     assert CLIENT_SECRET.encode() not in blob
     monkeypatch.delenv("ATLAS_PRIVATE_KEY")
     assert pickle.loads(pickle.dumps(d.client))._secret.reveal() is None
+
+
+# ---- retries: 429, 5xx and network errors ------------------------------------------
+
+
+def test_429_is_retried_after_a_backoff_and_logged_without_secrets(fake, caplog):
+    caplog.set_level(logging.INFO, logger="mongobench.atlas")
+    clock = Clock()
+    c = client(fake, sleep=clock.sleep, clock=clock)
+    c.create_cluster(SPEC)
+    fake.faults.append(("GET", "/clusters/bench-m30", 429, False))
+    assert c.get_cluster("bench-m30")["name"] == "bench-m30"
+    assert len(clock.sleeps) == 1 and 1.0 <= clock.sleeps[0] <= 2.0  # backoff 2 s, jittered
+    assert len(sent(fake, "GET", "/clusters/bench-m30")) == 2
+    retries = [r.getMessage() for r in caplog.records if "retry" in r.getMessage()]
+    assert len(retries) == 1 and "/clusters/bench-m30: HTTP 429, retry 2 of 5" in retries[0]
+    assert all(PRIVATE not in r.getMessage() for r in caplog.records)
+    assert caplog.records[-2].levelno == logging.INFO
+
+
+def test_503_honours_retry_after_capped_at_max_backoff(fake):
+    clock = Clock()
+    c = client(fake, sleep=clock.sleep, clock=clock, max_backoff=30)
+    c.create_cluster(SPEC)
+    c.wait_for_idle("bench-m30", poll=1, sleep=no_sleep)
+    fake.faults.append(("PATCH", "/clusters/bench-m30", 503, False, {"Retry-After": "7"}))
+    fake.faults.append(("PATCH", "/clusters/bench-m30", 503, False, {"Retry-After": "3600"}))
+    assert c.resize("bench-m30", instance_size="M40")["stateName"] == "UPDATING"
+    assert clock.sleeps == [7.0, 30.0]
+    assert len(sent(fake, "PATCH", "/clusters/bench-m30")) == 3
+
+
+def test_a_dropped_connection_is_retried(fake):
+    fake.faults.append(("POST", "/clusters", CLOSE, False))  # nothing done, no reply
+    c = client(fake)
+    assert c.create_cluster(SPEC)["stateName"] == "CREATING"
+    assert len(sent(fake, "POST", "/clusters")) == 2
+    assert list(fake.clusters) == ["bench-m30"]
+
+
+def test_exhausted_retries_name_the_attempts(fake):
+    clock = Clock()
+    c = client(fake, sleep=clock.sleep, clock=clock)
+    c.create_cluster(SPEC)
+    fake.faults += [("GET", "/clusters/bench-m30", 502, False)] * 5
+    with pytest.raises(atlas.AtlasError) as exc:
+        c.get_cluster("bench-m30")
+    assert exc.value.status == 502 and exc.value.attempts == 5
+    assert "HTTP 502" in str(exc.value) and "gave up after 5 attempts" in str(exc.value)
+    assert len(sent(fake, "GET", "/clusters/bench-m30")) == 5
+    # exponential: 2, 4, 8, 16 s, each jittered into its upper half
+    assert len(clock.sleeps) == 4
+    for sleep, full in zip(clock.sleeps, (2, 4, 8, 16), strict=True):
+        assert full / 2 <= sleep <= full
+    # network errors too, with the same count
+    fake.faults += [("GET", "/clusters/bench-m30", CLOSE, False)] * 5
+    with pytest.raises(atlas.AtlasError, match=r"network error.*gave up after 5 attempts") as exc:
+        c.get_cluster("bench-m30")
+    assert exc.value.status is None
+
+
+def test_retries_stop_at_the_time_budget(fake, monkeypatch):
+    monkeypatch.setattr(atlas.random, "uniform", lambda a, b: b)  # no jitter: 2, 4, 8 s
+    clock = Clock()
+    c = client(fake, sleep=clock.sleep, clock=clock, max_attempts=10, retry_budget=10)
+    fake.faults += [("GET", "/clusters/x", 500, False)] * 10
+    with pytest.raises(atlas.AtlasError, match="gave up after 3 attempts") as exc:
+        c.get_cluster("x")
+    assert exc.value.attempts == 3 and clock.sleeps == [2, 4]  # a 4th try: after 14 s
+
+
+def test_4xx_other_than_429_is_not_retried(fake):
+    clock = Clock()
+    c = client(fake, sleep=clock.sleep, clock=clock)
+    fake.faults.append(("POST", "/clusters", 400, False))
+    with pytest.raises(atlas.AtlasError, match="HTTP 400") as exc:
+        c.create_cluster(SPEC)
+    assert exc.value.attempts == 1 and clock.sleeps == []
+    assert len(sent(fake, "POST", "/clusters")) == 1 and not fake.clusters
+    with pytest.raises(atlas.AtlasNotFound):
+        c.get_cluster("nope")
+    assert clock.sleeps == []
+
+
+def test_lost_reply_create_then_409_is_ours_and_torn_down(fake):
+    # The first POSTs take effect but their replies are lost (503, dropped connection);
+    # the retries get 409: the cluster and the user are this run's, and teardown removes them.
+    fake.faults.append(("POST", "/clusters", 503, True))
+    fake.faults.append(("POST", "/databaseUsers", CLOSE, True))
+    d = deployment(fake, access_list=["203.0.113.7"])
+    assert d.provision().startswith("mongodb+srv://pkb-run1:")
+    assert d.created and d.user_created
+    # each created once, then 409 on the retry
+    assert len(sent(fake, "POST", "/clusters")) == len(sent(fake, "POST", "/databaseUsers")) == 2
+    assert d.teardown() == []
+    assert (fake.clusters, fake.users, fake.access_list) == ({}, {}, {})
+
+
+def test_409_after_a_refusal_is_someone_elses_cluster(fake):
+    # A 429 is a refusal (nothing done): a 409 on its retry is a cluster that was there.
+    c = client(fake)
+    c.create_cluster(SPEC)
+    fake.faults.append(("POST", "/clusters", 429, False))
+    d = deployment(fake)
+    with pytest.raises(atlas.AtlasConflict, match="already present"):
+        d.provision()
+    assert not d.created
+    assert d.teardown() == [] and "bench-m30" in fake.clusters
+
+
+def test_delete_retried_after_a_lost_reply_counts_404_as_done(fake):
+    c = client(fake, max_attempts=3)
+    c.create_cluster(SPEC)
+    c.wait_for_idle("bench-m30", poll=1, sleep=no_sleep)
+    fake.polls_to_gone = 0  # gone at once: the retry gets 404
+    fake.faults.append(("DELETE", "/clusters/bench-m30", 502, True))
+    assert c.delete_cluster("bench-m30") is None
+    assert len(sent(fake, "DELETE", "/clusters/bench-m30")) == 2
+    with pytest.raises(atlas.AtlasNotFound):  # without a lost reply, 404 is still an error
+        c.delete_cluster("bench-m30")
+
+
+def test_polls_go_on_through_failures_until_the_deadline(fake):
+    c = client(fake, max_attempts=2)
+    c.create_cluster(SPEC)
+    fake.faults += [("GET", "/clusters/bench-m30", 503, False)] * 5  # 2 polls fail, 1 retry each
+    assert c.wait_for_idle("bench-m30", poll=1, sleep=no_sleep)["stateName"] == "IDLE"
+    assert not fake.faults
+    fake.polls_to_idle = 10**9
+    c.resize("bench-m30", instance_size="M40")
+    fake.faults += [("GET", "/clusters/bench-m30", 503, False)] * 100
+    now = [0.0]
+
+    def sleep(s):
+        now[0] += s
+
+    with pytest.raises(atlas.AtlasTimeout, match=r"still unknown \(.*HTTP 503.*\) after 3s"):
+        c.wait_for_idle("bench-m30", timeout=3, poll=1, sleep=sleep, clock=lambda: now[0])
