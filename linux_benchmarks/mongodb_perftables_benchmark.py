@@ -584,6 +584,10 @@ def Run(benchmark_spec):
         )
         out += samples
         failed += step_failed
+    if not out and failed and all(r["experiment"] == "target" for r in failed):
+        # The engine gave up before any variant (target unreachable, refused, unparsable):
+        # nothing to keep, and its one line is the clearest status detail PKB can show.
+        raise errors.Benchmarks.RunError("; ".join(dict.fromkeys(r["error"] for r in failed)))
     # Cleanup turns failures into a FAILED status after these samples are kept.
     state["failed"] = [f"{r['experiment']} [{r['label']}]: {r['error'][:300]}" for r in failed]
     return out

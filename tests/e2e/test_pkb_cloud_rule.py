@@ -143,3 +143,36 @@ def test_stress_under_the_cloud_rule_leaves_nothing(pkb_python, tmp_path, pkb_te
     assert [s for s in samples_of(pkb_temp) if s["metric"] == "Maximum Throughput"]
     assert listening(range(first, first + 3)) == []
     assert remaining == []
+
+
+def test_unreachable_target_fails_with_one_line_and_cleans_up(pkb_python, tmp_path, pkb_temp):
+    sshd = testbed.start_sshd(str(tmp_path / "tb"))
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    port = testbed.free_port()
+    uri_file = tmp_path / "uri"
+    uri_file.write_text(
+        f"mongodb://bench:pkbSecr3tPw@127.0.0.1:{port}/?serverSelectionTimeoutMS=2000\n"
+    )
+    flags = {
+        "mongodb_perftables_uri_file": str(uri_file),
+        "mongodb_perftables_scale": "smoke",
+        "mongodb_perftables_experiments": "insert_docsize",
+    }
+    vm = testbed.static_vm(sshd, str(scratch))
+    path = config_with(tmp_path / "u.yaml", "mongodb_perftables", vm, flags)
+    try:
+        p = run_pkb(pkb_python, "mongodb_perftables", path, pkb_temp, cloud=True)
+    finally:
+        testbed.stop_pid(sshd.pid)
+    out = p.stdout + p.stderr
+    assert p.returncode != 0 and "FAILED" in out, out[-3000:]
+    # PKB's status detail is the engine's one line: the redacted target and the reason.
+    [statuses] = glob.glob(str(pkb_temp / "runs" / "*" / "completion_statuses.json"))
+    [status] = [json.loads(line) for line in open(statuses)]
+    detail = status["status_detail"]
+    assert status["status"] == "FAILED"
+    assert detail.startswith(f"mongobench: mongodb://bench:***@127.0.0.1:{port}/"), detail
+    assert "server unreachable" in detail and "Traceback" not in detail
+    assert "pkbSecr3tPw" not in out
+    assert left_in(scratch) == []
