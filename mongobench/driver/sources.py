@@ -141,6 +141,7 @@ def read_update(s, db, wc):
         zipf = Zipfian(n)
         rng = random.Random(c.index + 1)
         rand, run, stats = rng.random, c.run, c.stats
+        next_key = zipf.sampler(rand)  # zipf.key(rand()) as one closure
         record, counts = stats.latency.record, stats.ops
         rbuf, ubuf = read_t.buffer(), update_t.buffer()
         rwrite, uwrite = read_t.write, update_t.write
@@ -148,7 +149,7 @@ def read_update(s, db, wc):
         for i in c.ops():
             if run.stopped:
                 return
-            key = zipf.key(rand())
+            key = next_key()
             if rand() < reads:
                 rwrite(rbuf, c.rid, key)
                 t0 = clock()

@@ -1,0 +1,339 @@
+"""Requests and reply checks of the multiplexed driver, on constructed replies."""
+
+from __future__ import annotations
+
+import random
+import socket
+import struct
+import threading
+
+import bson
+import pytest
+from bson.raw_bson import RawBSONDocument
+
+from mongobench.docgen import DocFactory
+from mongobench.driver import multiplex, ops, sources
+from mongobench.workloads import ThreadStats
+from mongobench.workloads_keyed import compile_template
+
+
+def message(doc: dict, response_to: int = 1) -> bytearray:
+    body = b"\x00\x00\x00\x00\x00" + bson.encode(doc)
+    return bytearray(struct.pack("<iiii", 16 + len(body), 9, response_to, ops.OP_MSG) + body)
+
+
+def sections(msg) -> tuple[dict, dict[str, list]]:
+    """(kind-0 document, {identifier: documents}) of an OP_MSG."""
+    length, _, _, opcode = struct.unpack_from("<iiii", msg)
+    assert opcode == ops.OP_MSG and length == len(msg)
+    p, body, seqs = 20, None, {}
+    while p < length:
+        kind, p = msg[p], p + 1
+        size = struct.unpack_from("<i", msg, p)[0]
+        if kind == 0:
+            body = bson.decode(bytes(msg[p : p + size]))
+        else:
+            z = msg.index(0, p + 4)
+            name, q, docs = bytes(msg[p + 4 : z]).decode(), z + 1, []
+            while q < p + size:
+                n = struct.unpack_from("<i", msg, q)[0]
+                docs.append(bson.decode(bytes(msg[q : q + n])))
+                q += n
+            seqs[name] = docs
+        p += size
+    return body, seqs
+
+
+# ------------------------------------------------------------------------------ requests
+
+
+def test_template_writes_values_and_request_id():
+    k0, k1, k2 = ops.sentinel(0), ops.sentinel(1), ops.sentinel(2)
+    t = ops.update_tmpl("db", "c", {"_id": k0}, {"$set": {"a": k1, "b": k2}}, [k0, k1, k2],
+                        {"w": "majority"})  # fmt: skip
+    buf = t.buffer()
+    t.write(buf, 77, 5, -6, 2**40)
+    assert struct.unpack_from("<i", buf, 4)[0] == 77
+    body, _ = sections(buf)
+    assert body == {
+        "update": "c", "ordered": True,
+        "updates": [{"q": {"_id": 5}, "u": {"$set": {"a": -6, "b": 2**40}}}],
+        "writeConcern": {"w": "majority"}, "$db": "db",
+    }  # fmt: skip
+
+
+def test_template_refuses_a_missing_or_repeated_sentinel():
+    k0 = ops.sentinel(0)
+    with pytest.raises(ValueError, match="exactly once"):
+        ops.Tmpl({"find": "c", "filter": {"a": k0, "b": k0}, "$db": "d"}, [k0])
+    with pytest.raises(ValueError, match="exactly once"):
+        ops.Tmpl({"find": "c", "$db": "d"}, [k0])
+
+
+def test_pipeline_update_and_find_and_modify_encode_as_pymongo_sends_them():
+    k0 = ops.sentinel(0)
+    pipeline = [{"$set": {"n0": {"$add": ["$n0", 1]}}}]
+    t = ops.update_tmpl("d", "c", {"_id": k0}, pipeline, [k0])
+    buf = t.buffer()
+    t.write(buf, 1, 3)
+    assert sections(buf)[0]["updates"] == [{"q": {"_id": 3}, "u": pipeline}]
+    t = ops.find_and_modify_tmpl("d", "c", {"_id": k0}, {"$inc": {"n": 1}}, [k0], upsert=True)
+    buf = t.buffer()
+    t.write(buf, 1, 4)
+    body = sections(buf)[0]
+    assert (body["query"], body["new"], body["upsert"]) == ({"_id": 4}, True, True)
+
+
+def test_find_regex_and_in_templates():
+    slot = "^" + ops.text_sentinel(3)
+    t = ops.find_tmpl("d", "k", {"name": {"$regex": slot}}, [slot], {"name": 1}, limit=10)
+    buf = t.buffer()
+    t.write(buf, 1, b"^abq")
+    body = sections(buf)[0]
+    assert body["filter"] == {"name": {"$regex": "^abq"}}
+    assert (body["projection"], body["limit"]) == ({"name": 1}, 10)
+    assert "skip" not in body and "batchSize" not in body
+
+    settings = {"docs": 1000}
+    template = {"_id": {"$in": "RANDINTLIST(0,docs,5)"}, "g": "RANDINT(3,9)"}
+    query, slots, values = sources.compile_query(template, settings)
+    t = ops.find_tmpl("d", "q", query, slots, skip=7, limit=5)
+    buf = t.buffer()
+    t.write(buf, 1, *values(random.Random(4)))
+    body = sections(buf)[0]
+    # The same values from the same rng as the pymongo path's compiled template.
+    assert body["filter"] == compile_template(template, settings)(random.Random(4))
+    assert (body["skip"], body["limit"]) == (7, 5)
+
+
+def test_bulk_insert_is_a_document_sequence():
+    bulk = ops.BulkInsert("d", "c", {"w": 1})
+    docs = ops.DocBatch(1024, "objectid", n_int_fields=2, seed=3)
+    buf = bytearray(bulk.prefix_size() + 4 * docs.size)
+    pos = bulk.write_prefix(buf, 5, 4 * docs.size)
+    assert docs.write(buf, pos, 4) == 4 * docs.size
+    body, seqs = sections(buf)
+    assert body == {"insert": "c", "ordered": False, "$db": "d", "writeConcern": {"w": 1}}
+    got = seqs["documents"]
+    assert len(got) == 4
+    ids = [d["_id"] for d in got]
+    assert ids == sorted(ids) and len(set(ids)) == 4  # ObjectIds in order, as a driver makes them
+    assert len({d["s0"] for d in got}) == 4  # fresh random text per document
+    assert bulk.max_docs(docs.size) == (ops.MAX_MESSAGE - bulk.prefix_size()) // docs.size
+    assert bulk.max_docs(100) == ops.MAX_WRITE_BATCH
+
+
+@pytest.mark.parametrize("id_type", ["objectid", "uuid", "business_id", "serial"])
+def test_doc_batch_makes_docfactory_documents(id_type):
+    """Same fields, order, types and size as DocFactory (the pymongo path's documents)."""
+    ref = DocFactory(4096, id_type, n_int_fields=3, seed=1)
+    ref_doc = bson.decode((ref.make(_id=7) if id_type == "serial" else ref.make()).raw)
+    docs = ops.DocBatch(4096, id_type, n_int_fields=3, seed=1)
+    buf = bytearray(2 * docs.size)
+    docs.write(buf, 0, 2, [7, 8] if id_type == "serial" else None)
+    a = bson.decode(bytes(buf[: docs.size]))
+    b = bson.decode(bytes(buf[docs.size :]))
+    assert docs.size == ref.n_bytes
+    assert list(a) == list(ref_doc)
+    assert [type(v) for v in a.values()] == [type(v) for v in ref_doc.values()]
+    assert a["_id"] != b["_id"] and a["s1"] != b["s1"]
+    assert all(0 <= a[f"i{k}"] < 1_000_000 for k in range(3))
+    if id_type == "serial":
+        assert (a["_id"], b["_id"]) == (7, 8)
+
+
+# --------------------------------------------------------------------------- reply checks
+
+
+def test_write_check_success_is_remembered_by_its_bytes():
+    check = ops.WriteCheck("update")
+    ok = message({"n": 1, "nModified": 1, "ok": 1.0})
+    assert check(ok, len(ok)) == (None, 1, 1, 0, None, 0)
+    assert len(check.memo) == 1
+    assert check(ok, len(ok)) == (None, 1, 1, 0, None, 0)
+    missed = message({"n": 0, "nModified": 0, "ok": 1.0})
+    assert check(missed, len(missed))[:3] == (None, 0, 0)
+    upserted = message({"n": 1, "nModified": 0, "upserted": [{"index": 0, "_id": 9}], "ok": 1})
+    assert check(upserted, len(upserted))[:4] == (None, 1, 0, 1)
+    assert len(check.memo) == 2  # the upserted reply (an _id in it) is not remembered
+
+
+@pytest.mark.parametrize(
+    "reply, bulk, kind, write_errors",
+    [
+        ({"n": 0, "writeErrors": [{"index": 0, "code": 11000, "errmsg": "E11000 dup"}], "ok": 1},
+         False, "DuplicateKeyError", 1),
+        ({"n": 0, "writeErrors": [{"index": 0, "code": 121, "errmsg": "invalid"}], "ok": 1},
+         False, "WriteError", 1),
+        ({"n": 3, "writeErrors": [{"index": 1, "code": 11000, "errmsg": "dup"},
+                                  {"index": 4, "code": 11000, "errmsg": "dup"}], "ok": 1},
+         True, "BulkWriteError", 2),
+        ({"n": 1, "writeConcernError": {"code": 100, "errmsg": "no"}, "ok": 1},
+         False, "WriteConcernError", 0),
+        ({"n": 1, "writeConcernError": {"code": 64, "errmsg": "waiting"}, "ok": 1},
+         False, "WTimeoutError", 0),
+        ({"n": 5, "writeConcernError": {"code": 64, "errmsg": "waiting"}, "ok": 1},
+         True, "BulkWriteError", 0),
+        ({"ok": 0, "code": 10107, "errmsg": "not primary"}, False, "NotPrimaryError", 0),
+        ({"ok": 0, "code": 11000, "errmsg": "dup"}, True, "DuplicateKeyError", 0),
+        ({"ok": 0, "code": 50, "errmsg": "time"}, False, "ExecutionTimeout", 0),
+        ({"ok": 0, "code": 2, "errmsg": "bad value"}, False, "OperationFailure", 0),
+    ],
+)  # fmt: skip
+def test_write_errors_named_as_pymongo_raises_them(reply, bulk, kind, write_errors):
+    msg = message(reply)
+    out = ops.WriteCheck("insert", bulk=bulk)(msg, len(msg))
+    assert out[0] == kind
+    assert out[1] == reply.get("n", 0)
+    assert out[5] == write_errors
+    assert out[4]
+
+
+def cursor_reply(docs, cid=0, batch="firstBatch", order="mongod", extra=None) -> bytearray:
+    if order == "mongod":
+        cursor = {batch: docs, "id": bson.Int64(cid), "ns": "d.c"}
+    else:
+        cursor = {"id": bson.Int64(cid), "ns": "d.c", batch: docs}
+    return message({"cursor": cursor, "ok": 1.0, **(extra or {})})
+
+
+@pytest.mark.parametrize("order", ["mongod", "id first"])
+def test_cursor_check_counts_documents_and_reads_the_cursor_id(order):
+    check = ops.CursorCheck("find")
+    for n in (0, 1, 2, 101, 1, 1, 0):
+        docs = [{"_id": i, "pad": "x" * (i % 7)} for i in range(n)]
+        msg = cursor_reply(docs, cid=1000 + n, order=order)
+        assert check(msg, len(msg)) == (None, n, 1000 + n, None)
+    # Same length and layout, other content: the remembered shape still counts right.
+    a = cursor_reply([{"_id": 1, "v": "aaaa"}], cid=5, order=order)
+    b = cursor_reply([{"_id": 2, "v": "bbbb"}], cid=6, order=order)
+    assert len(a) == len(b)
+    assert check(a, len(a)) == (None, 1, 5, None)
+    assert check(b, len(b)) == (None, 1, 6, None)
+    c = cursor_reply([{}, {}], cid=7, order=order)
+    d = cursor_reply([{"_id": 1}], cid=7, order=order)
+    assert check(c, len(c))[1] == 2 and check(d, len(d))[1] == 1
+    more = ops.CursorCheck("find", b"nextBatch")
+    msg = cursor_reply([{}] * 3, cid=0, batch="nextBatch", order=order)
+    assert more(msg, len(msg)) == (None, 3, 0, None)
+
+
+def test_cursor_check_errors():
+    check = ops.CursorCheck("find")
+    msg = message({"ok": 0, "code": 43, "errmsg": "cursor id 5 not found"})
+    assert check(msg, len(msg))[0] == "CursorNotFound"
+    msg = message({"ok": 0, "code": 2, "errmsg": "bad query"})
+    assert check(msg, len(msg))[0] == "OperationFailure"
+    msg = message({"ok": 1})
+    assert check(msg, len(msg))[0] == "InvalidOperation"
+    ok = cursor_reply([{"a": 1}], cid=0)
+    assert check(ok, len(ok))[0] is None
+    # A learnt shape does not hide an error of the same length.
+    bad = bytearray(ok)
+    bad[bad.index(b"\x01ok\x00") + 4 : bad.index(b"\x01ok\x00") + 12] = struct.pack("<d", 0.0)
+    assert check(bad, len(bad))[0] == "OperationFailure"
+
+
+def test_find_and_modify_check():
+    check = ops.FindAndModifyCheck("find_one_and_update")
+    found = message({"lastErrorObject": {"n": 1, "updatedExisting": True},
+                     "value": {"_id": 1, "count": 2}, "ok": 1.0})  # fmt: skip
+    assert check(found, len(found)) == (None, True, False, None)
+    missed = message({"lastErrorObject": {"n": 0, "updatedExisting": False}, "value": None,
+                      "ok": 1.0})  # fmt: skip
+    assert check(missed, len(missed)) == (None, False, False, None)
+    upserted = message({"lastErrorObject": {"n": 1, "updatedExisting": False, "upserted": 5},
+                        "value": {"_id": 5}, "ok": 1.0})  # fmt: skip
+    assert check(upserted, len(upserted)) == (None, True, True, None)
+    wce = message({"lastErrorObject": {"n": 1}, "value": {"_id": 5}, "ok": 1.0,
+                   "writeConcernError": {"code": 64, "errmsg": "slow"}})  # fmt: skip
+    assert check(wce, len(wce))[0] == "WTimeoutError"
+    dup = message({"ok": 0, "code": 11000, "errmsg": "E11000"})
+    assert check(dup, len(dup))[0] == "DuplicateKeyError"
+
+
+def test_undecodable_reply_is_an_error():
+    msg = message({"n": 1, "ok": 1})
+    msg[25] = 0x7A  # an unknown BSON type
+    assert ops.WriteCheck("update")(msg, len(msg))[0] == "InvalidBSON"
+    assert ops.CursorCheck("find")(msg, len(msg))[0] == "InvalidBSON"
+
+
+# --------------------------------------------------------------------------- the loop
+
+
+def fake_server(sock, replies, split_at=None):
+    """Answers each request with the next reply (response_to = its request id)."""
+    f = sock.makefile("rb")
+    for reply in replies:
+        head = f.read(16)
+        if len(head) < 16:
+            return
+        length, rid = struct.unpack_from("<ii", head)
+        f.read(length - 16)
+        reply = bytearray(reply)
+        struct.pack_into("<i", reply, 8, rid)
+        if split_at:  # the reply in two pieces: the loop must wait for the rest
+            sock.sendall(reply[:split_at])
+            threading.Event().wait(0.05)
+            sock.sendall(reply[split_at:])
+        else:
+            sock.sendall(reply)
+    sock.close()
+
+
+def test_loop_latency_partial_and_large_replies_and_a_closed_connection():
+    big = cursor_reply([{"pad": "y" * 50_000}])  # larger than the client's buffer
+    small = message({"n": 1, "nModified": 1, "ok": 1.0})
+    pairs = [socket.socketpair() for _ in range(3)]
+    scripts = [([small] * 5, 10), ([big] * 3, None), ([small] * 2, None)]  # 3rd: closes early
+    servers = [
+        threading.Thread(target=fake_server, args=(b, r, s), daemon=True)
+        for (_, b), (r, s) in zip(pairs, scripts, strict=True)
+    ]
+    for t in servers:
+        t.start()
+    ping = ops.Tmpl({"ping": 1, "$db": "admin"})
+
+    def source(c):
+        write_like = c.index != 1
+        check = ops.WriteCheck("w") if write_like else ops.CursorCheck("r")
+        buf = ping.buffer()
+        for _ in range(5 if c.index != 1 else 3):
+            ping.write(buf, c.rid)
+            t0 = multiplex.time.perf_counter()
+            out = yield buf, check
+            assert out[0] is None
+            c.stats.latency.record(check.op, (c.run.now - t0) * 1e6)
+            c.stats.ops[check.op] += 1
+
+    run, stats = multiplex.Run(), ThreadStats()
+    members = [multiplex.Client(i, 3, run, stats) for i in range(3)]
+    for a, _ in pairs:
+        a.setblocking(False)
+    multiplex.Loop([a for a, _ in pairs], members, source, run, stats, timeout=5).run_all()
+    assert dict(stats.ops) == {"w": 7, "r": 3}
+    assert dict(stats.errors) == {"w: AutoReconnect": 1}
+    hist = stats.latency.histograms["w"]
+    assert hist.get_total_count() == 7
+    assert hist.get_max_value() >= 40_000  # the split replies waited 50 ms for their rest
+
+
+def test_client_quota_split():
+    run, stats = multiplex.Run(), ThreadStats()
+    quotas = [multiplex.Client(i, 3, run, stats, total=10).quota for i in range(3)]
+    assert quotas == [4, 3, 3]
+    assert multiplex.Client(0, 3, run, stats).quota is None
+
+
+def test_placeholder_document_is_found_in_a_template():
+    docs = ops.DocBatch(1024, "serial", seed=1)
+    k0 = ops.sentinel(0)
+    t = ops.update_tmpl("d", "c", {"_id": k0}, RawBSONDocument(docs.raw), [k0])
+    at = t.raw.index(docs.raw)
+    buf = t.buffer()
+    t.write(buf, 1, 42)
+    docs.write(buf, at, 1, (42,))
+    body = sections(buf)[0]
+    assert body["updates"][0]["q"] == {"_id": 42}
+    assert body["updates"][0]["u"]["_id"] == 42
