@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import itertools
 import select
-import socket
 import ssl
 import struct
 import time
@@ -344,10 +343,3 @@ def run_clients(
     cpu0 = time.process_time()
     Loop(socks, members, source, run, stats, deadline, stop, timeout).run_all()
     return stats, time.process_time() - cpu0, time.perf_counter() - t0
-
-
-def socket_pair_for_tests() -> tuple[socket.socket, socket.socket]:
-    """A connected pair (client end non-blocking), for loop tests without a server."""
-    a, b = socket.socketpair()
-    a.setblocking(False)
-    return a, b

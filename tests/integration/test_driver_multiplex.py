@@ -4,13 +4,17 @@ errors and getMores as the pymongo path, and processes that merge exactly."""
 from __future__ import annotations
 
 import functools
+import shutil
 import threading
+import urllib.parse
 
 import bson
 import pytest
 from pymongo import MongoClient, monitoring
 from pymongo.errors import BulkWriteError, DuplicateKeyError
+from standin_helpers import built_workdir, write_users_file
 
+from mongobench import testbed, tlscerts
 from mongobench.driver import multiplex, ops, procs, sources
 from mongobench.workloads import WORKLOADS, ThreadStats
 
@@ -268,3 +272,48 @@ def test_get_more_as_pymongo(mongo, server_uri):
 
         stats, _, _ = multiplex.run_clients(server_uri, source, range(1), 1)
         assert nonzero(stats.counters) == {"docs": ref_docs, "getmores": ref_getmores}
+
+
+# ------------------------------------------------------------------ TLS and SCRAM
+
+TLS_PASSWORD = "Mx:pa55/Secr3t!"
+
+
+@pytest.fixture(scope="module")
+def tls_uri(tmp_path_factory):
+    """A stand-in serving TLS only (throwaway CA) with SCRAM-SHA-256 users."""
+    if not shutil.which("openssl"):
+        pytest.skip("openssl is needed for the throwaway CA")
+    work = built_workdir(tmp_path_factory, "driver-tls")
+    users = write_users_file(work, [{"user": "alice", "password": TLS_PASSWORD}])
+    certs = tlscerts.generate(str(work / "tls"), ["127.0.0.1", "localhost"], days=2)
+    srv = testbed.start_server(str(work / "srv"), users_file=users, tls_pem=certs.server_pem)
+    scheme, rest = srv.uri.split("://", 1)
+    auth = f"alice:{urllib.parse.quote(TLS_PASSWORD, safe='')}@"
+    sep = "&" if "?" in rest else "?"
+    yield f"{scheme}://{auth}{rest}{sep}tlsCAFile={urllib.parse.quote(certs.ca_cert)}"
+    srv.stop()
+
+
+def test_tls_and_scram(tls_uri):
+    """Two processes of clients over TLS with SCRAM; replies larger than a client's
+    buffer (30 x 1 KB documents) arrive whole through the TLS layer."""
+    settings = dict(CASES["read_update"][1], threads=4, total_ops=400)
+    with MongoClient(tls_uri) as client:
+        got = run_multiplexed(client, tls_uri, "read_update", settings, processes=2)
+    assert sum(got.stats.ops.values()) == 400 and not got.stats.errors
+    assert got.stats.docs == 400
+
+    t = ops.find_tmpl(DB, "kv", {}, [], limit=30)
+    gm_t = ops.get_more_tmpl(DB, "kv", batch_size=True)
+
+    def source(c):
+        buf = t.buffer()
+        for _ in range(5):
+            t.write(buf, c.rid)
+            gm = (gm_t, gm_t.buffer(), ops.CursorCheck("find", b"nextBatch"))
+            bad, got, _ = yield from sources._cursor(c, ops.CursorCheck("find"), buf, gm, 30)
+            c.stats.counters.update(docs=got, errors=bad is not None)
+
+    stats, _, _ = multiplex.run_clients(tls_uri, source, range(2), 2)
+    assert nonzero(stats.counters) == {"docs": 2 * 5 * 30}
