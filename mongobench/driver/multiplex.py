@@ -278,14 +278,17 @@ class Loop:
                         self._fail(c, "AutoReconnect", "connection closed by the server")
                         continue
                     got = c.got + n
-                    length = unpack(buf)[0] if got >= 16 else 1 << 62
+                    if got >= 16:
+                        length, _, response_to = unpack(buf)
+                    else:
+                        length = 1 << 62
                     if got < length:
                         length = self._read_rest(c, got)
                         if length <= 0:
                             continue
                         buf, got = c.buf, c.got
+                        _, _, response_to = unpack(buf)
                     c.got = 0
-                    _, _, response_to = unpack(buf)
                     if got != length or response_to != c.client.rid:
                         self._fail(
                             c, "ProtocolError", f"unexpected reply (to {response_to}, {got} bytes)"

@@ -20,6 +20,11 @@ import traceback
 from dataclasses import dataclass, field
 
 from mongobench.driver import multiplex
+
+try:
+    import resource
+except ImportError:  # not Unix
+    resource = None
 from mongobench.latency import LatencyRecorder
 from mongobench.workloads import ThreadStats, split
 
@@ -49,8 +54,13 @@ def _context():
 
 
 def _cpu() -> float:
-    t = os.times()
-    return t.user + t.system
+    """This process's user + system CPU seconds (getrusage: microseconds, where
+    os.times counts clock ticks of 10 ms)."""
+    if resource is None:
+        t = os.times()
+        return t.user + t.system
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 def _worker(conn, uri, make_source, indices, clients, total, duration, stop, timeout):

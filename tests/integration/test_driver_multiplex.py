@@ -4,6 +4,7 @@ errors and getMores as the pymongo path, and processes that merge exactly."""
 from __future__ import annotations
 
 import functools
+import multiprocessing
 import shutil
 import threading
 import urllib.parse
@@ -180,6 +181,24 @@ def test_processes_merge_exactly(mongo, server_uri):
     assert sum(h.get_total_count() for h in hists.values()) == 1001
     assert all(h.get_max_value() > 0 for h in hists.values())
     assert got.cpu_s > 0
+
+
+def test_stop_flag_ends_an_endless_run(mongo, server_uri):
+    """No quota, no deadline: the stop flag ends every process's clients, each
+    after its operation in flight (so nothing is cut off or counted as an error)."""
+    client, _ = mongo
+    settings = {k: v for k, v in CASES["read_update"][1].items() if k != "total_ops"}
+    client[DB]["perftables_meta"].delete_many({})
+    WORKLOADS["read_update"](client[DB], settings, log=lambda m: None).prepare()
+    stop = multiprocessing.get_context(procs._context().get_start_method()).Event()
+    timer = threading.Timer(1.0, stop.set)
+    timer.start()
+    make = functools.partial(sources.make, "read_update", settings, DB, None)
+    got = procs.run(server_uri, make, 4, 2, stop=stop)
+    timer.join()
+    assert sum(got.stats.ops.values()) > 0 and not got.stats.errors
+    assert got.stats.docs == sum(got.stats.ops.values())
+    assert 0.9 < got.wall_s < 10
 
 
 def _dup_source(client_: multiplex.Client):
