@@ -45,6 +45,12 @@ SENTINEL = 0x5EED5EED00000000
 MEMO_BYTES = 32 << 10  # replies (or arrays) up to this size are remembered by their bytes
 MEMO_ENTRIES = 256
 DUPLICATE_KEY_CODES = (11000, 11001, 12582)
+# Top-level reply fields of replica sets and sharded clusters that differ in every
+# reply and say nothing about the operation's outcome.
+VARYING_FIELDS = frozenset(
+    (b"$clusterTime", b"operationTime", b"opTime", b"electionId", b"$gleStats",
+     b"lastCommittedOpTime", b"$configTime", b"$topologyTime")
+)  # fmt: skip
 
 
 def sentinel(i: int) -> bson.Int64:
@@ -195,6 +201,18 @@ def _number(buf, t: int, p: int):
     return None
 
 
+def _only_varying(buf, p: int, end: int) -> bool:
+    """Whether the elements from `p` to `end` (a document's final byte) are all
+    VARYING_FIELDS."""
+    while p < end:
+        t = buf[p]
+        z = buf.index(0, p + 1)
+        if bytes(buf[p + 1 : z]) not in VARYING_FIELDS:
+            return False
+        p = value_end(buf, t, z + 1)
+    return p == end
+
+
 def reply_doc(buf, length: int) -> dict:
     """The decoded kind-0 document of the OP_MSG reply at the start of `buf` (slow path)."""
     if buf[20] != 0:
@@ -282,18 +300,46 @@ class Check:
 
 class WriteCheck(Check):
     """insert / update / delete replies. Success replies without varying content
-    (no `upserted` ids) are remembered by their bytes: later equal replies cost
-    one slice and one dict look-up."""
+    are remembered by their bytes: later equal replies cost one slice and one
+    dict look-up. A replica set's replies vary in every reply ($clusterTime,
+    operationTime, opTime): those are walked (their top-level element headers),
+    not decoded, when they hold nothing but counts, ok: 1 and such fields."""
+
+    SUCCESS_FIELDS = frozenset((b"n", b"nModified", b"ok"))
 
     def __init__(self, op: str, bulk: bool = False):
         super().__init__(op)
         self.bulk = bulk
         self.memo: dict[bytes, tuple] = {}
 
+    def _walked(self, buf) -> tuple[tuple, bool] | None:
+        """(outcome, has varying fields) of a plain success, else None."""
+        try:
+            top = fields(buf, 21)
+        except (ValueError, IndexError, struct.error):
+            return None
+        names = top.keys()
+        if not names - self.SUCCESS_FIELDS <= VARYING_FIELDS or b"ok" not in top:
+            return None
+        ok, n, nmod = top[b"ok"], top.get(b"n"), top.get(b"nModified")
+        if _number(buf, ok[0], ok[1]) != 1:
+            return None
+        n = _number(buf, n[0], n[1]) if n is not None else 0
+        nmod = _number(buf, nmod[0], nmod[1]) if nmod is not None else 0
+        if n is None or nmod is None:
+            return None
+        return (None, int(n), int(nmod), 0, None, 0), len(names) > len(names & self.SUCCESS_FIELDS)
+
     def __call__(self, buf, length):
         key = bytes(buf[16:length]) if length <= MEMO_BYTES else None
         out = self.memo.get(key)
         if out is not None:
+            return out
+        out = self._walked(buf)
+        if out is not None:
+            out, varying = out
+            if not varying and key is not None and len(self.memo) < MEMO_ENTRIES:
+                self.memo[key] = out
             return out
         reply = self.decoded(buf, length)
         if reply is None:
@@ -302,7 +348,7 @@ class WriteCheck(Check):
         if (
             key is not None
             and out[0] is None
-            and "upserted" not in reply
+            and not reply.keys() - {"n", "nModified", "ok"}
             and len(self.memo) < MEMO_ENTRIES
         ):
             self.memo[key] = out
@@ -347,13 +393,15 @@ class CursorCheck(Check):
         return count_elements(buf, a)
 
     def __call__(self, buf, length):
-        for head, a, e, mid, tail in self.shapes.get(length, ()):
+        for head, a, e, mid, tail, rest in self.shapes.get(length, ()):
+            c = e + len(mid)  # the cursor id
             if (
                 buf.startswith(head, 16)
                 and buf.startswith(mid, e)
-                and buf.endswith(tail, 0, length)
+                and buf.startswith(tail, c + 8)
+                and (rest is None or _only_varying(buf, rest, length - 1))
             ):
-                return (None, self._count(buf, a, e), _I64.unpack_from(buf, e + len(mid))[0], None)
+                return (None, self._count(buf, a, e), _I64.unpack_from(buf, c)[0], None)
         try:
             top = fields(buf, 21)
             cur = top.get(b"cursor")
@@ -371,12 +419,23 @@ class CursorCheck(Check):
                 if arr is not None and arr[0] == 4 and cid is not None and cid[0] == 18:
                     a, e = arr[1], arr[2]
                     if cid[1] > e and self.n_shapes < self.MAX_SHAPES:
-                        shape = (
-                            bytes(buf[16 : a + 4]), a, e, bytes(buf[e : cid[1]]),
-                            bytes(buf[cid[1] + 8 : length]),
-                        )  # fmt: skip
-                        self.shapes.setdefault(length, []).append(shape)
-                        self.n_shapes += 1
+                        # The tail is compared up to the first varying field (an
+                        # element's start: its value's, less the type byte, name, NUL);
+                        # every element from there on must be a varying field.
+                        starts = {k: v[1] - len(k) - 2 for k, v in top.items()}
+                        rest = min(
+                            (at for k, at in starts.items() if k in VARYING_FIELDS), default=None
+                        )
+                        if rest is None or (
+                            rest >= cid[1] + 8
+                            and all(k in VARYING_FIELDS for k, at in starts.items() if at >= rest)
+                        ):
+                            shape = (
+                                bytes(buf[16 : a + 4]), a, e, bytes(buf[e : cid[1]]),
+                                bytes(buf[cid[1] + 8 : length if rest is None else rest]), rest,
+                            )  # fmt: skip
+                            self.shapes.setdefault(length, []).append(shape)
+                            self.n_shapes += 1
                     return (None, self._count(buf, a, e), _I64.unpack_from(buf, cid[1])[0], None)
         except (ValueError, IndexError, struct.error):
             pass

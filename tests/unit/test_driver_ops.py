@@ -252,6 +252,39 @@ def test_find_and_modify_check():
     assert check(dup, len(dup))[0] == "DuplicateKeyError"
 
 
+def replica_set_fields(i: int) -> dict:
+    """What a replica set adds to every reply (all of it varies)."""
+    return {
+        "$clusterTime": {"clusterTime": bson.Timestamp(1700000000 + i, 1),
+                         "signature": {"hash": bson.Binary(bytes([i % 256]) * 20),
+                                       "keyId": bson.Int64(7)}},
+        "operationTime": bson.Timestamp(1700000000 + i, 1),
+    }  # fmt: skip
+
+
+def test_replica_set_replies_are_checked_without_decoding(monkeypatch):
+    write, cursor = ops.WriteCheck("update"), ops.CursorCheck("read")
+    first = cursor_reply([{"_id": 0, "v": "a"}], extra=replica_set_fields(0))
+    assert cursor(first, len(first)) == (None, 1, 0, None)  # learns the layout
+    monkeypatch.setattr(ops, "fields", None)  # from here on: no walking ...
+    monkeypatch.setattr(ops.Check, "decoded", None)  # ... and no decoding
+    for i in range(1, 4):
+        reply = cursor_reply([{"_id": i, "v": "b"}], cid=0, extra=replica_set_fields(i))
+        assert len(reply) == len(first)
+        assert cursor(reply, len(reply)) == (None, 1, 0, None)
+    monkeypatch.undo()
+    for i in range(3):
+        reply = message({"n": 1, "electionId": bson.ObjectId(), "opTime": {"ts": i},
+                         "nModified": 1, "ok": 1.0, **replica_set_fields(i)})  # fmt: skip
+        monkeypatch.setattr(ops.Check, "decoded", None)
+        assert write(reply, len(reply)) == (None, 1, 1, 0, None, 0)
+    assert not write.memo  # replies that vary are not remembered
+    # The layout does not hide a field that is not a varying one.
+    wce = message({"n": 1, "ok": 1.0, "writeConcernError": {"code": 64, "errmsg": "w"}})
+    monkeypatch.undo()
+    assert write(wce, len(wce))[0] == "WTimeoutError"
+
+
 def test_undecodable_reply_is_an_error():
     msg = message({"n": 1, "ok": 1})
     msg[25] = 0x7A  # an unknown BSON type
