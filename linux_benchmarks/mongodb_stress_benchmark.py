@@ -33,7 +33,6 @@ import logging
 import os
 import posixpath
 import shlex
-import shutil
 import time
 
 from absl import flags
@@ -239,7 +238,8 @@ _TLS = flags.DEFINE_bool(
     "mongodb_stress_tls",
     False,
     "Instances accept TLS connections only (requireTLS), with a certificate from a CA made"
-    " for this run on the PKB host (openssl); YCSB connects with tls=true and trusts that CA.",
+    " for this run on the PKB host (cryptography package); YCSB connects with tls=true and"
+    " trusts that CA.",
 )
 _CLIENT_VMS = flags.DEFINE_integer(
     "mongodb_stress_client_vms",
@@ -278,11 +278,6 @@ def CheckPrerequisites(benchmark_config):
     if _STRESS_NG_NUMA.value and not _HOLD.value:
         raise errors.Config.InvalidValue(
             "--mongodb_stress_stress_ng_per_numa_node needs --mongodb_stress_hold_memory"
-        )
-    if _TLS.value and not shutil.which("openssl"):
-        raise errors.Setup.InvalidSetupError(
-            "--mongodb_stress_tls makes the run's certificates with the openssl command on the"
-            " PKB host; it is not on PATH (Debian/Ubuntu: apt-get install openssl)"
         )
 
 
