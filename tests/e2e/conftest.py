@@ -23,8 +23,13 @@ def pkb_python():
             " to run the end-to-end tests (see README: Tests)"
         )
     py = os.environ.get("PKB_PYTHON", "python3.12")
-    if subprocess.run([py, "-c", "import mongobench_pkb"], capture_output=True).returncode:
+    # Asked from outside the repo: from inside it, the checkout's own mongobench_pkb/ folder
+    # would answer although PKB's environment lacks the plugin.
+    installed = [py, "-c", "import mongobench_pkb, mongobench, hdrh"]
+    if subprocess.run(installed, capture_output=True, cwd=PKB_DIR).returncode:
+        # as the README says: pip install -e <repo> into PKB's environment
         subprocess.run([py, "-m", "pip", "install", "-q", "-e", str(REPO)], check=True)
+        subprocess.run(installed, check=True, cwd=PKB_DIR)
     return py
 
 
