@@ -110,6 +110,7 @@ final class StandinBackend extends MemoryBackend {
   private final PeerInstaller peers;
   private final Object initiateLock = new Object();
   private final Map<Channel, Session> sessions = new ConcurrentHashMap<>();
+  private final OpLatencies opLatencies = new OpLatencies();
 
   /**
    * @param users the users (possibly empty); createUser adds to them
@@ -213,6 +214,21 @@ final class StandinBackend extends MemoryBackend {
       return error(10107, "NotWritablePrimary", "not primary");
     }
     return null;
+  }
+
+  /** Filled by the wire layer ({@link WireServer}), which times every request. */
+  OpLatencies opLatencies() {
+    return opLatencies;
+  }
+
+  /** The library's serverStatus (host, version, uptime, connections, cursors) and opLatencies. */
+  @Override
+  public Document getServerStatus() {
+    Document status = super.getServerStatus();
+    Object ok = status.remove("ok"); // stays last, as in mongod's reply
+    status.put("opLatencies", opLatencies.toDocument());
+    status.put("ok", ok);
+    return status;
   }
 
   // Legacy OP_QUERY reads (drivers for wire version >= 6 use OP_MSG commands instead).

@@ -1,6 +1,7 @@
 package io.github.mongobench.standin;
 
-import de.bwaldvogel.mongo.MongoServer;
+import io.netty.handler.ssl.SslContext;
+import io.netty.handler.ssl.SslContextBuilder;
 import java.nio.file.Path;
 
 /**
@@ -146,20 +147,29 @@ public final class StandinServer {
       replSet.bound(options.port()); // before the first client can connect
     }
 
-    MongoServer server =
-        new MongoServer(
+    SslContext ssl = null;
+    if (tls != null) {
+      try {
+        ssl = SslContextBuilder.forServer(tls.key(), null, tls.chain()).build();
+      } catch (Exception e) { // SSLException: the key does not fit the certificate, or similar
+        System.err.println("cannot use the TLS certificate and key: " + e.getMessage());
+        System.exit(66);
+        return;
+      }
+    }
+    WireServer server =
+        new WireServer(
             new StandinBackend(
                 users,
                 options.usersFile() != null,
                 replSet,
                 options.mongos(),
                 options.configDb(),
-                tls != null));
-    if (tls != null) {
-      server.enableSsl(tls.key(), null, tls.chain());
-    }
+                tls != null),
+            ssl);
+    int port;
     try {
-      server.bind(options.host(), options.port());
+      port = server.bind(options.host(), options.port());
     } catch (Exception e) { // Netty rethrows the checked BindException undeclared.
       System.err.println("cannot bind " + options.host() + ":" + options.port() + ": " + e);
       // Netty's non-daemon event loop threads would otherwise keep the JVM alive.
@@ -167,7 +177,6 @@ public final class StandinServer {
       return;
     }
     Runtime.getRuntime().addShutdownHook(new Thread(server::shutdownNow, "standin-shutdown"));
-    int port = server.getLocalAddress().getPort();
     if (replSet != null && options.port() == 0) {
       replSet.bound(port);
     }
