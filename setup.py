@@ -10,7 +10,7 @@ import pathlib
 import shutil
 import zipfile
 
-from setuptools import setup
+from setuptools import find_packages, setup
 from setuptools.command.build_py import build_py
 from setuptools.command.editable_wheel import editable_wheel
 
@@ -85,8 +85,9 @@ setup(
     long_description_content_type="text/markdown",
     license="Apache-2.0",
     python_requires=">=3.10",
+    # the engine's sub-packages are found; the plugin's two are mapped by package_dir
     packages=[
-        "mongobench",
+        *find_packages(include=["mongobench", "mongobench.*"]),
         "mongobench_pkb",
         "mongobench_pkb.linux_benchmarks",
         "mongobench_pkb.linux_packages",
@@ -96,7 +97,7 @@ setup(
         "mongobench_pkb.linux_packages": "linux_packages",
     },
     package_data={"mongobench": ["*.txt", "experiments/*.yaml", "data/*"]},
-    # cryptography: the PKB host makes the run's TLS material (mongobench.tlscerts)
+    # cryptography: the PKB host makes the run's TLS material (mongobench.remote.tlscerts)
     install_requires=_requirements("client-requirements.txt")
     + ["matplotlib>=3.7", "cryptography>=41"],
     # build: scripts/check_install makes the sdist a user would install.

@@ -38,8 +38,12 @@ from perfkitbenchmarker.linux_packages import (
     mongobench_ycsb,
 )
 
-from mongobench import atlas, deploy, ossampler, results, topology
-from mongobench import experiments as exp_mod
+from mongobench.deploy import placement, topology
+from mongobench.deploy.atlas import api, cluster
+from mongobench.perftables import experiments as exp_mod
+from mongobench.perftables import ossampler
+from mongobench.remote import shipping
+from mongobench.reports import results
 
 BENCHMARK_NAME = "mongodb_perftables"
 BENCHMARK_CONFIG = """
@@ -290,7 +294,7 @@ def _Start(vm, server, index, port, data_processes, role="mongod", replset=None,
     )
     cache = _CACHE_GB.value
     if cache is None and role != "mongos" and server.kind == "mongod":
-        cache = topology.default_cache_gb(vm.total_memory_kb, data_processes)
+        cache = placement.default_cache_gb(vm.total_memory_kb, data_processes)
     config = mongobench_mongod.Config(server, inst, cache_gb=cache, config_db=config_db)
     mongobench_mongod.Start(vm, server, inst, config)
     return inst
@@ -299,7 +303,7 @@ def _Start(vm, server, index, port, data_processes, role="mongod", replset=None,
 def _Members(vms, count, taken, first_index):
     """Round-robin placement over `vms`: [(vm, instance index, port)]."""
     hosts = [vm.internal_ip for vm in vms]
-    placed = topology.place_round_robin(count, hosts, _PORT.value, taken)
+    placed = placement.place_round_robin(count, hosts, _PORT.value, taken)
     return [(vms[h], first_index + i, port) for i, (h, port) in enumerate(placed)]
 
 
@@ -349,7 +353,7 @@ def _StartSharded(servers_vms, state, client):
     shard_count, shard_members = _SHARDS.value, _SHARD_MEMBERS.value
     shard_placed = _Members(servers_vms, shard_count * shard_members, taken, 0)
     config_placed = _Members(servers_vms, _CONFIG_MEMBERS.value, taken, len(shard_placed))
-    mongos_port = topology.place_round_robin(1, [client.internal_ip], _PORT.value, taken)[0][1]
+    mongos_port = placement.place_round_robin(1, [client.internal_ip], _PORT.value, taken)[0][1]
     servers = _DeployServers([*servers_vms, client], state)
     per_host = _PerHost(shard_placed + config_placed)
     replsets = []
@@ -373,7 +377,7 @@ def _StartSharded(servers_vms, state, client):
         admin.append(topology.add_shard_command(name, addresses, name=name))
     admin.append(topology.enable_sharding_command(_DATABASE.value))
     _RunPlan(client, state, {"replsets": replsets})
-    config_db = topology.config_db_string_of(config_cfg)
+    config_db = placement.config_db_string_of(config_cfg)
     _Start(
         client,
         servers[client.name],
@@ -472,7 +476,7 @@ def _RunStep(benchmark_spec, step_index, overrides, extra_metadata):
     )
     remote_out = os.path.join(state["workdir"], name)
     client.RemoteCommand(f"rm -f {remote_out}")
-    command = deploy.perftables_command(
+    command = shipping.perftables_command(
         state["workdir"],
         state["uri_file"],
         remote_out,
@@ -570,10 +574,10 @@ def Run(benchmark_spec):
         if "atlas" in state:
             try:
                 extra = mongobench_atlas.Apply(state["atlas"], step)
-            except (atlas.AtlasError, ValueError) as e:
+            except (api.AtlasError, ValueError) as e:
                 failed.append({"experiment": "?", "label": "?", "error": f"Atlas step {i}: {e}"})
                 break
-            labels = atlas.step_labels(extra)
+            labels = cluster.step_labels(extra)
         else:
             labels = dict(state["labels"])
         if len(steps) > 1:

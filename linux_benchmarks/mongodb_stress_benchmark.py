@@ -45,7 +45,11 @@ from perfkitbenchmarker.linux_packages import (
     mongobench_ycsb,
 )
 
-from mongobench import mongod, stress, tlscerts
+from mongobench.core import units
+from mongobench.deploy import mongod
+from mongobench.remote import probes, tlscerts
+from mongobench.stress import placement, search, steps
+from mongobench.stress import sizing as stress_sizing
 
 BENCHMARK_NAME = "mongodb_stress"
 BENCHMARK_CONFIG = """
@@ -65,7 +69,7 @@ mongodb_stress:
 
 _TARGET_OPS = flags.DEFINE_integer(
     "mongodb_stress_target_ops_per_client",
-    stress.TARGET_PER_PROCESS,
+    steps.TARGET_PER_PROCESS,
     "Offered load of each YCSB process (ops/s).",
     lower_bound=1,
 )
@@ -77,7 +81,7 @@ _DURATION = flags.DEFINE_integer(
 )
 _SLA_MS = flags.DEFINE_float(
     "mongodb_stress_read_p99_sla_ms",
-    stress.READ_P99_SLA_MS,
+    search.READ_P99_SLA_MS,
     'Read p99 latency SLA (ms) for "Maximum Throughput for Latency SLA".',
     lower_bound=0.0,
 )
@@ -96,7 +100,7 @@ _MIN_INSTANCES = flags.DEFINE_integer(
 _SEARCH = flags.DEFINE_enum(
     "mongodb_stress_search",
     "bounded",
-    stress.SEARCHES,
+    search.SEARCHES,
     "bounded: skip only steps that cannot change a KPI (n processes cannot exceed n x"
     " target); linear: the anchor's schedule 1, 2, 3, ... until the peak rule stops it.",
 )
@@ -132,20 +136,20 @@ _DISK_GB = flags.DEFINE_float(
 )
 _FIRST_PORT = flags.DEFINE_integer(
     "mongodb_stress_first_port",
-    stress.FIRST_PORT,
+    mongod.FIRST_PORT,
     "Port of instance 0; instance i listens on first_port + i.",
     lower_bound=1,
     upper_bound=65535,
 )
 _RUN_THREADS = flags.DEFINE_integer(
     "mongodb_stress_run_threads",
-    stress.RUN_THREADS,
+    steps.RUN_THREADS,
     "Threads of each YCSB run process.",
     lower_bound=1,
 )
 _LOAD_THREADS = flags.DEFINE_integer(
     "mongodb_stress_load_threads",
-    stress.LOAD_THREADS,
+    steps.LOAD_THREADS,
     "Threads of each YCSB load process.",
     lower_bound=1,
 )
@@ -287,7 +291,7 @@ def CheckPrerequisites(benchmark_config):
 @dataclasses.dataclass
 class _State:
     server: mongobench_mongod.Server
-    sizing: stress.Sizing
+    sizing: stress_sizing.Sizing
     facts: dict
     hosts: tuple
     bind_ip: str
@@ -320,21 +324,21 @@ def _ServerFacts(vm, server):
         "ip -o addr show 2>/dev/null; true"
     )
     df, nodes, online, numactl, lscpu, ip_addr = out.split("---")
-    cpus = stress.parse_cpu_list(online)
-    numa = stress.parse_numactl_hardware(numactl) or (stress.NumaNode(0, tuple(cpus)),)
+    cpus = probes.parse_cpu_list(online)
+    numa = probes.parse_numactl_hardware(numactl) or (probes.NumaNode(0, tuple(cpus)),)
     facts = {
-        "memory_bytes": int(_MEMORY_GB.value * stress.GiB)
+        "memory_bytes": int(_MEMORY_GB.value * units.GiB)
         if _MEMORY_GB.value
         else vm.total_memory_kb * 1024,
         "vcpus": _VCPUS.value or vm.NumCpusForBenchmark(),
-        "disk_free_bytes": int(_DISK_GB.value * stress.GiB)
+        "disk_free_bytes": int(_DISK_GB.value * units.GiB)
         if _DISK_GB.value is not None
-        else stress.parse_df_avail(df),
+        else probes.parse_df_avail(df),
         "numa_nodes": max(1, int(nodes.strip() or 1)),
         "numa": numa,
-        "cores": stress.parse_lscpu_cores(lscpu),
+        "cores": probes.parse_lscpu_cores(lscpu),
         "cpus": cpus,
-        "interfaces": stress.parse_ip_addr(ip_addr) or None,  # None: no `ip`, no check
+        "interfaces": probes.parse_ip_addr(ip_addr) or None,  # None: no `ip`, no check
     }
     facts["sources"] = {
         "memory": "flag" if _MEMORY_GB.value else "server",
@@ -400,7 +404,7 @@ def Prepare(benchmark_spec):
 
     facts = _ServerFacts(server_vm, server)
     try:
-        sizing = stress.plan_sizing(
+        sizing = stress_sizing.plan_sizing(
             facts["memory_bytes"],
             facts["vcpus"],
             facts["disk_free_bytes"],
@@ -415,7 +419,7 @@ def Prepare(benchmark_spec):
             f"only {sizing.max_instances} instance(s) fit, below --mongodb_stress_min_instances"
         )
     try:
-        hosts = stress.resolve_server_addresses(
+        hosts = placement.resolve_server_addresses(
             _ADDRESSES.value,
             internal_ips=server_vm.GetInternalIPs(),
             interfaces=facts["interfaces"],
@@ -425,14 +429,14 @@ def Prepare(benchmark_spec):
     bind_ip = _BIND_IP.value or ",".join(dict.fromkeys([*hosts, "127.0.0.1"]))
     numa_meta = {}
     try:
-        numactl = stress.placement_prefixes(
+        numactl = placement.placement_prefixes(
             sizing.max_instances,
             facts["numa"],
             cpu=_NUMACTL_CPU.value,
             memory=_NUMACTL_MEMORY.value,
             cores=facts["cores"],
         )
-        placed = stress.instance_nodes(sizing.max_instances, facts["numa"])
+        placed = placement.instance_nodes(sizing.max_instances, facts["numa"])
     except ValueError as e:
         raise errors.Config.InvalidValue(f"--mongodb_stress_numactl_*: {e}") from e
     if _UsesNumactl():
@@ -453,9 +457,9 @@ def Prepare(benchmark_spec):
         "load_batch_size": _LOAD_BATCH.value,
         "workload": "90% read / 10% update, zipfian, 10 x 100 B fields",
         "client_vms": len(clients),
-        "server_memory_gib": round(facts["memory_bytes"] / stress.GiB, 2),
+        "server_memory_gib": round(facts["memory_bytes"] / units.GiB, 2),
         "server_vcpus": facts["vcpus"],
-        "server_disk_free_gib": round(facts["disk_free_bytes"] / stress.GiB, 2),
+        "server_disk_free_gib": round(facts["disk_free_bytes"] / units.GiB, 2),
         "server_numa_nodes": facts["numa_nodes"],
         "server_numa_cpu_nodes": sum(1 for n in facts["numa"] if n.cpus),
         "sizing_inputs": ",".join(f"{k}:{v}" for k, v in facts["sources"].items()),
@@ -512,7 +516,7 @@ def _EnsureInstances(vm, st, n):
 
     def start(index):
         inst = _Instance(st, index)
-        config = stress.instance_config(
+        config = mongod.instance_config(
             index,
             base_dir=st.server.instances_dir,
             cache_gb=st.sizing.cache_gb,
@@ -578,7 +582,7 @@ def _RunYcsb(clients, procs, props, timeout_s, expected_s):
 
 def _ReturnCode(state, output, what, timeout_s):
     if state.running:
-        raise stress.StepError(f"{what} did not finish within {timeout_s}s and was stopped")
+        raise steps.StepError(f"{what} did not finish within {timeout_s}s and was stopped")
     return output.returncode
 
 
@@ -586,7 +590,7 @@ def _Load(clients, st, plan):
     """Loads the instances of plan.load (those never loaded), in parallel over the clients."""
 
     def props(p, vm):
-        return stress.load_properties(
+        return steps.load_properties(
             p,
             threads=_LOAD_THREADS.value,
             batchsize=_LOAD_BATCH.value,
@@ -598,14 +602,14 @@ def _Load(clients, st, plan):
     for p in plan.load:
         state, out = results[p.stem]
         rc = _ReturnCode(state, out, f"loading instance {p.instance}", timeout)
-        stress.load_result(p, rc, out.text)
+        steps.load_result(p, rc, out.text)
         st.loaded.add(p.instance)
 
 
 def _HoldMemory(vm, st, n):
     """stress-ng holding what the n running instances must not have (per NUMA node when
     asked: for instances bound to their node, each node keeps its own instances' share)."""
-    fixed = int(_HOLD_GB.value * stress.GiB) if _HOLD_GB.value is not None else None
+    fixed = int(_HOLD_GB.value * units.GiB) if _HOLD_GB.value is not None else None
     common = {
         "name": f"step{n:03d}",
         "workers": _STRESS_NG_WORKERS.value or max(1, min(8, st.facts["vcpus"])),
@@ -615,9 +619,9 @@ def _HoldMemory(vm, st, n):
     if _STRESS_NG_NUMA.value:
         nodes = st.facts["numa"]
         if fixed is not None:
-            per_node = stress.split_by_node_size(fixed, nodes)
+            per_node = placement.split_by_node_size(fixed, nodes)
         else:
-            per_node = stress.hold_per_node(
+            per_node = placement.hold_per_node(
                 st.sizing.usable_memory,
                 nodes,
                 st.instance_nodes[:n],
@@ -629,7 +633,9 @@ def _HoldMemory(vm, st, n):
     amount = (
         fixed
         if fixed is not None
-        else stress.memory_to_hold_bytes(st.sizing.usable_memory, n, st.sizing.memory_per_instance)
+        else stress_sizing.memory_to_hold_bytes(
+            st.sizing.usable_memory, n, st.sizing.memory_per_instance
+        )
     )
     return mongobench_stress_ng.Start(vm, amount, **common)
 
@@ -638,7 +644,7 @@ def _Step(spec, n):
     """Runs step n; returns (StepResult, step metadata). Raises StepError."""
     st = spec.mongodb_stress
     server_vm, clients = _Vms(spec)
-    plan = stress.plan_step(
+    plan = steps.plan_step(
         n,
         loaded=st.loaded,
         clients=len(clients),
@@ -663,11 +669,11 @@ def _Step(spec, n):
     hold = None
     if _HOLD.value:
         hold = _HoldMemory(server_vm, st, n)
-        info["hold_gib"] = round((hold.hold_bytes if hold else 0) / stress.GiB, 3)
+        info["hold_gib"] = round((hold.hold_bytes if hold else 0) / units.GiB, 3)
     try:
 
         def props(p, vm):
-            return stress.run_properties(
+            return steps.run_properties(
                 p,
                 directory=mongobench_ycsb.RunDir(vm),
                 duration_s=_DURATION.value,
@@ -691,8 +697,8 @@ def _Step(spec, n):
         state, out = results[p.stem]
         rc = _ReturnCode(state, out, f"step {n}: YCSB for instance {p.instance}", timeout)
         hists = {op: out.histograms[op] for op in ("READ", "UPDATE") if op in out.histograms}
-        outputs.append(stress.ProcessOutput(p.instance, p.client, rc, out.text, hists))
-    result = stress.step_result(n, outputs, dead_instances=dead, first_port=_FIRST_PORT.value)
+        outputs.append(steps.ProcessOutput(p.instance, p.client, rc, out.text, hists))
+    result = steps.step_result(n, outputs, dead_instances=dead, first_port=_FIRST_PORT.value)
     return result, info
 
 
@@ -701,7 +707,7 @@ def Run(benchmark_spec):
     history, infos, samples = [], [], []
     t0 = time.time()
     while True:
-        n = stress.next_step(
+        n = search.next_step(
             history,
             st.sizing.max_instances,
             search=_SEARCH.value,
@@ -714,7 +720,7 @@ def Run(benchmark_spec):
         logging.info("mongodb_stress: step %d with %d instance(s)", len(history) + 1, n)
         try:
             result, info = _Step(benchmark_spec, n)
-        except stress.StepError as e:
+        except steps.StepError as e:
             st.failure = str(e)
             logging.error("mongodb_stress: %s", e)
             samples.append(
@@ -741,13 +747,13 @@ def Run(benchmark_spec):
         infos.append(info)
 
     common = {**st.metadata, "search_seconds": round(time.time() - t0, 1)}
-    for k in stress.step_kpis(history, common):
+    for k in search.step_kpis(history, common):
         meta = {**k.metadata, **infos[k.metadata["step"] - 1]}
         samples.append(sample.Sample(k.metric, k.value, k.unit, meta))
     records = st.sizing.records * len(st.loaded)
     samples.append(sample.Sample("Records Loaded", records, "records", common))
     if history and not st.failure:
-        for k in stress.select_kpis(
+        for k in search.select_kpis(
             history,
             sla_ms=_SLA_MS.value,
             mongodb_version=st.server.version,

@@ -26,7 +26,10 @@ from perfkitbenchmarker.linux_packages import (
     mongobench_ycsb,
 )
 
-from mongobench import redact, sweep
+from mongobench.core import redact, units
+from mongobench.remote import shipping
+from mongobench.sweep import plan, runner
+from mongobench.sweep import samples as sweep_samples
 
 BENCHMARK_NAME = "mongodb_ycsb_sweep"
 BENCHMARK_CONFIG = """
@@ -54,7 +57,7 @@ _URI_ENV = flags.DEFINE_string(
 )
 _SIZES = flags.DEFINE_list(
     "mongodb_ycsb_sweep_sizes_mb",
-    [str(s) for s in sweep.DEFAULT_SIZES_MB],
+    [str(s) for s in plan.DEFAULT_SIZES_MB],
     "Dataset sizes in MB of 1 KB records (1 MB = 1,000 records); fractions allowed.",
 )
 _PHASES = flags.DEFINE_list(
@@ -101,7 +104,7 @@ _LOAD_BATCHSIZE = flags.DEFINE_integer(
 )
 _TABLE = flags.DEFINE_string(
     "mongodb_ycsb_sweep_table",
-    sweep.DEFAULT_TABLE,
+    plan.DEFAULT_TABLE,
     "Collection the sweep drops and rebuilds at every size.",
 )
 _KEEP_DATA = flags.DEFINE_bool(
@@ -120,14 +123,14 @@ def CheckPrerequisites(benchmark_config):
     """Validates flags and the target before anything is provisioned."""
     del benchmark_config
     try:
-        sweep.parse_sizes(_SIZES.value)
-    except sweep.SweepError as e:
+        plan.parse_sizes(_SIZES.value)
+    except plan.SweepError as e:
         # An empty flag is no request for the default sweep (up to 10 GB): leave it out.
         raise errors.Config.InvalidValue(f"--mongodb_ycsb_sweep_sizes_mb: {e}") from None
     try:
-        sweep.plan(_SIZES.value, operation_count=_OPERATIONS.value)
-        sweep.parse_phases(_PHASES.value)
-    except sweep.SweepError as e:
+        plan.plan(_SIZES.value, operation_count=_OPERATIONS.value)
+        plan.parse_phases(_PHASES.value)
+    except plan.SweepError as e:
         raise errors.Config.InvalidValue(f"mongodb_ycsb_sweep: {e}") from None
     _ReadUri()
 
@@ -144,9 +147,9 @@ def _Drop(vm, state):
     """Drops the collection with the engine on the first client `vm`; returns the server's
     memory in bytes when its hostInfo says."""
     stdout, _ = vm.RobustRemoteCommand(
-        sweep.drop_command(state["engine_dir"], state["engine_uri_file"], _TABLE.value)
+        shipping.sweep_drop_command(state["engine_dir"], state["engine_uri_file"], _TABLE.value)
     )
-    return sweep.parse_drop_output(stdout)
+    return runner.parse_drop_output(stdout)
 
 
 def Prepare(benchmark_spec):
@@ -172,7 +175,7 @@ def Prepare(benchmark_spec):
     state.update(uri_files=uri_files, engine_dir=engine_dir, engine_uri_file=uri_files[0])
     server_memory = _Drop(first, state)  # also removes what an earlier run may have left
     if _MEMORY_MB.value:
-        state["memory"] = (_MEMORY_MB.value * sweep.MiB, "flag")
+        state["memory"] = (_MEMORY_MB.value * units.MiB, "flag")
     elif server_memory:
         state["memory"] = (server_memory, "server hostInfo")
     else:
@@ -206,7 +209,7 @@ def _RunPhase(clients, state, step, phase, base_md, local_dir):
             posixpath.join(mongobench_ycsb.RunDir(vm), name + "-")
             for vm, name in zip(clients, names, strict=True)
         ]
-    props = sweep.process_properties(
+    props = plan.process_properties(
         step,
         phase,
         n,
@@ -237,23 +240,23 @@ def _RunPhase(clients, state, step, phase, base_md, local_dir):
     uri = _ReadUri()
     texts = [redact.text(t, uri) for t, _ in results]
     hists = [h for _, h in results] if n > 1 else None
-    return sweep.measure_processes(step, phase, texts, base_md, hists)
+    return sweep_samples.measure_processes(step, phase, texts, base_md, hists)
 
 
 def Run(benchmark_spec):
     clients = _Clients(benchmark_spec)
     state = benchmark_spec.mongobench_sweep
     memory, source = state["memory"]
-    steps = sweep.plan(
+    steps = plan.plan(
         _SIZES.value,
         operation_count=_OPERATIONS.value,
         memory_bytes=memory,
         memory_source=source,
     )
-    phases = sweep.parse_phases(_PHASES.value)
+    phases = plan.parse_phases(_PHASES.value)
     base_md = {
         "threads": _THREADS.value,
-        "request_distribution": sweep.DISTRIBUTION,
+        "request_distribution": plan.DISTRIBUTION,
         "sweep_sizes_mb": ",".join(f"{s.size_mb:g}" for s in steps),
         "client_vms": len(clients),
         "table": _TABLE.value,
@@ -265,21 +268,21 @@ def Run(benchmark_spec):
             _Drop(clients[0], state)
         except (errors.VirtualMachine.RemoteCommandError, ValueError) as e:
             error = f"could not drop the collection before loading: {str(e)[-500:]}"
-            samples += [sweep.failure_sample(step, p, error, base_md) for p in phases]
+            samples += [sweep_samples.failure_sample(step, p, error, base_md) for p in phases]
             continue
         skip = []
         for phase in phases:
             if phase in skip:
                 samples.append(
-                    sweep.failure_sample(step, phase, "skipped: the load failed", base_md)
+                    sweep_samples.failure_sample(step, phase, "skipped: the load failed", base_md)
                 )
                 continue
             logging.info(
                 "mongodb_ycsb_sweep: %s (%d records): %s", step.label, step.records, phase.title
             )
             got = _RunPhase(clients, state, step, phase, base_md, local_dir)
-            for s in sweep.failed(got):
-                skip = sweep.skipped_phases(phases, phase)
+            for s in sweep_samples.failed(got):
+                skip = sweep_samples.skipped_phases(phases, phase)
                 logging.error(
                     "mongodb_ycsb_sweep: %s %s failed: %s",
                     step.label,
@@ -296,7 +299,7 @@ def Run(benchmark_spec):
     # Cleanup turns failures into a FAILED status after these samples are kept.
     state["failed"] = [
         f"{s['metadata']['size_label']} {s['metadata']['phase']}: {s['metadata']['error'][:300]}"
-        for s in sweep.failed(samples)
+        for s in sweep_samples.failed(samples)
     ]
     return [sample.Sample(s["metric"], s["value"], s["unit"], s["metadata"]) for s in samples]
 

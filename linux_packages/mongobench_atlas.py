@@ -20,7 +20,8 @@ import logging
 from absl import flags
 from perfkitbenchmarker import errors
 
-from mongobench import atlas
+from mongobench.deploy.atlas import api, cluster
+from mongobench.deploy.atlas import deployment as atlas_deployment
 
 _CLUSTER = flags.DEFINE_string(
     "mongobench_atlas_cluster",
@@ -71,7 +72,7 @@ _HARDWARE = flags.DEFINE_string(
 )
 _API_BASE = flags.DEFINE_string(
     "mongobench_atlas_api_base",
-    atlas.API_BASE,
+    api.API_BASE,
     "Atlas Admin API v2 base URL (e.g. Atlas for Government's).",
 )
 _CONNECTION = flags.DEFINE_enum(
@@ -99,7 +100,7 @@ _POLL = flags.DEFINE_float(
 def Steps():
     """The hardware matrix (parsed), or [None]: one step on the cluster as it is."""
     try:
-        return atlas.parse_hardware_steps(_HARDWARE.value) or [None]
+        return cluster.parse_hardware_steps(_HARDWARE.value) or [None]
     except ValueError as e:
         raise errors.Config.InvalidValue(f"--mongobench_atlas_hardware: {e}") from e
 
@@ -116,15 +117,15 @@ def CheckPrerequisites():
             "--mongobench_atlas_keep_cluster applies to created clusters, not with --mongobench_atlas_reuse"
         )
     try:
-        atlas.AtlasClient.from_env(base_url=_API_BASE.value)
+        api.AtlasClient.from_env(base_url=_API_BASE.value)
         if not _REUSE.value:
-            atlas.cluster_body(_Spec("pkb-check"))
+            cluster.cluster_body(_Spec("pkb-check"))
     except ValueError as e:
         raise errors.Config.InvalidValue(f"Atlas: {e}") from e
 
 
 def _Spec(name):
-    return atlas.ClusterSpec(
+    return cluster.ClusterSpec(
         name=name,
         instance_size=_TIER.value,
         disk_size_gb=_DISK_GB.value,
@@ -140,8 +141,8 @@ def NewDeployment(run_uri, client_vms):
     """The run's deployment, before anything exists: keep it where Cleanup finds it, then
     Provision it (Cleanup tears down whatever it records, also after a half-done Provision)."""
     name = _CLUSTER.value or f"pkb-{run_uri}"
-    return atlas.AtlasDeployment(
-        atlas.AtlasClient.from_env(base_url=_API_BASE.value),
+    return atlas_deployment.AtlasDeployment(
+        api.AtlasClient.from_env(base_url=_API_BASE.value),
         _Spec(name),
         reuse=_REUSE.value,
         keep=_KEEP.value,
@@ -163,7 +164,7 @@ def Provision(deployment):
     name = deployment.spec.name
     try:
         uri = deployment.provision()
-    except (atlas.AtlasError, ValueError) as e:
+    except (api.AtlasError, ValueError) as e:
         failures = deployment.teardown()
         raise errors.Resource.CreationError(
             f"Atlas cluster {name}: {e}"

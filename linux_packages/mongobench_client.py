@@ -14,7 +14,8 @@ import tempfile
 
 from perfkitbenchmarker import errors, vm_util
 
-from mongobench import deploy, redact
+from mongobench.core import redact
+from mongobench.remote import shipping
 
 WORKDIR_NAME = "mongobench"
 
@@ -48,10 +49,10 @@ def Deploy(vm):
         )
     local = os.path.join(vm_util.GetTempDir(), "mongobench-engine.tar.gz")
     with open(local, "wb") as f:
-        f.write(deploy.archive_bytes())
+        f.write(shipping.archive_bytes())
     remote_archive = posixpath.join(workdir, "mongobench-engine.tar.gz")
     vm.PushFile(local, remote_archive)
-    for cmd in deploy.setup_commands(workdir, remote_archive):
+    for cmd in shipping.setup_commands(workdir, remote_archive):
         vm.RemoteCommand(cmd)
     logging.info("mongobench client deployed on %s in %s", vm.name, workdir)
     return workdir
@@ -105,7 +106,7 @@ def StartSampler(vm, workdir, data_path):
     out = posixpath.join(workdir, "os-readings.jsonl")
     pid = posixpath.join(workdir, "ossampler.pid")
     vm.RemoteCommand(
-        f"cd {workdir} && rm -f {out} && (nohup venv/bin/python -m mongobench.ossampler"
+        f"cd {workdir} && rm -f {out} && (nohup venv/bin/python -m mongobench.perftables.ossampler"
         f" --path {data_path} --interval 1 --out {out} > ossampler.log 2>&1 &"
         f" echo $! > {pid})"
     )

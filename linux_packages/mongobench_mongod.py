@@ -46,7 +46,8 @@ from absl import flags
 from perfkitbenchmarker import errors, vm_util
 from perfkitbenchmarker.linux_packages import mongobench_ycsb
 
-from mongobench import javabuild, mongod, stress
+from mongobench.deploy import hostsettings, install, mongod
+from mongobench.remote import javabuild, probes, processes
 
 WORKDIR_NAME = "mongobench-mongod"
 ROLES = ("mongod", "shardsvr", "configsvr", "mongos")
@@ -100,18 +101,18 @@ def _Platform(vm):
     out, _ = vm.RemoteCommand("cat /etc/os-release; echo ---; uname -m")
     os_release, _, arch = out.partition("---")
     try:
-        return mongod.platform_from_os_release(os_release, arch.strip())
-    except mongod.UnsupportedPlatform as e:
+        return install.platform_from_os_release(os_release, arch.strip())
+    except install.UnsupportedPlatform as e:
         raise errors.Setup.InvalidSetupError(f"{vm.name}: {e}") from e
 
 
 def _InstallFromRepository(vm):
     plat = _Platform(vm)
     try:
-        cmds = mongod.repo_setup_commands(
+        cmds = install.repo_setup_commands(
             plat.family, plat.release, plat.arch, _VERSION.value
-        ) + mongod.install_packages_commands(plat.family, plat.release, plat.arch, _VERSION.value)
-    except mongod.UnsupportedPlatform as e:
+        ) + install.install_packages_commands(plat.family, plat.release, plat.arch, _VERSION.value)
+    except install.UnsupportedPlatform as e:
         raise errors.Setup.InvalidSetupError(
             f"{vm.name}: {e}; use --mongobench_mongod_tarball_url or --mongobench_mongod_bin_dir"
         ) from e
@@ -197,7 +198,7 @@ def Version(vm, server=None):
     if _SERVER.value == "standin":
         return STANDIN_DESCRIPTION
     out, _, rc = vm.RemoteCommandWithReturnCode(
-        mongod.bin_dir_check_command(_BinDir(vm)), ignore_failure=True
+        install.bin_dir_check_command(_BinDir(vm)), ignore_failure=True
     )
     if rc:
         raise errors.Setup.InvalidSetupError(
@@ -206,7 +207,7 @@ def Version(vm, server=None):
             " --mongobench_mongod_bin_dir (or --mongobench_mongod_server=standin for a test bed)."
         )
     try:
-        return mongod.version_from_output(out)
+        return install.version_from_output(out)
     except ValueError as e:
         raise errors.Setup.InvalidSetupError(f"{vm.name}: {e}: {out[:300]!r}") from e
 
@@ -216,15 +217,15 @@ def _DeployTarball(vm):
     if url == "auto":
         plat = _Platform(vm)
         try:
-            url = mongod.tarball_url(_VERSION.value, plat.family, plat.release, plat.arch)
-        except (ValueError, mongod.UnsupportedPlatform) as e:
+            url = install.tarball_url(_VERSION.value, plat.family, plat.release, plat.arch)
+        except (ValueError, install.UnsupportedPlatform) as e:
             raise errors.Setup.InvalidSetupError(f"{vm.name}: {e}") from e
     _, _, rc = vm.RemoteCommandWithReturnCode(
         "command -v curl && command -v tar", ignore_failure=True
     )
     if rc:
         raise errors.Setup.InvalidSetupError(f"{vm.name}: curl and tar are needed for the tarball")
-    for cmd in mongod.tarball_install_commands(url, posixpath.join(WorkDir(vm), "mongodb")):
+    for cmd in install.tarball_install_commands(url, posixpath.join(WorkDir(vm), "mongodb")):
         vm.RemoteCommand(cmd)
 
 
@@ -277,7 +278,7 @@ class Instance:
     bind_ip: str
     role: str
     replset: str | None
-    paths: stress.InstancePaths
+    paths: mongod.InstancePaths
     tls_pem: str | None = None
 
     @property
@@ -295,7 +296,7 @@ def NewInstance(
     host,
     bind_ip=None,
     port=None,
-    first_port=stress.FIRST_PORT,
+    first_port=mongod.FIRST_PORT,
     role="mongod",
     replset=None,
     tls_pem=None,
@@ -308,12 +309,12 @@ def NewInstance(
         raise ValueError(f"a {role} must be a replica set member (replset)")
     return Instance(
         index=index,
-        port=stress.instance_port(index, first_port) if port is None else int(port),
+        port=mongod.instance_port(index, first_port) if port is None else int(port),
         host=host,
         bind_ip=bind_ip or host,
         role=role,
         replset=replset,
-        paths=stress.instance_paths(index, server.instances_dir),
+        paths=mongod.instance_paths(index, server.instances_dir),
         tls_pem=tls_pem,
     )
 
@@ -388,10 +389,10 @@ def Start(vm, server, inst, config_text, *, numactl=(), timeout_s=None):
     mongobench_ycsb.WriteRemoteFile(vm, p.config, config_text)
     argv = _Argv(server, inst, list(numactl))
     if server.kind == "standin":
-        cmd = stress.background_command(argv, pid_file=p.pid_file, stdout=p.stdout)
+        cmd = processes.background_command(argv, pid_file=p.pid_file, stdout=p.stdout)
     else:
         # root only to raise the limits of this process (production notes), then the ssh user
-        cmd = stress.background_command(
+        cmd = processes.background_command(
             argv,
             pid_file=p.pid_file,
             stdout=p.stdout,
@@ -415,7 +416,7 @@ def Start(vm, server, inst, config_text, *, numactl=(), timeout_s=None):
     )
     timeout = timeout_s or _START_TIMEOUT.value
     _, stderr, rc = vm.RemoteCommandWithReturnCode(
-        stress.wait_ready_command(
+        processes.wait_ready_command(
             p.pid_file, inst.host, inst.port, marker=_Marker(server), timeout_s=timeout
         ),
         ignore_failure=True,
@@ -431,9 +432,9 @@ def Start(vm, server, inst, config_text, *, numactl=(), timeout_s=None):
 def Limits(vm, inst):
     """The running instance's soft limits: {'nofile': ..., 'nproc': ...} (/proc/PID/limits)."""
     out, _, rc = vm.RemoteCommandWithReturnCode(
-        mongod.process_limits_command(inst.paths.pid_file), ignore_failure=True
+        probes.process_limits_command(inst.paths.pid_file), ignore_failure=True
     )
-    return mongod.parse_process_limits(out) if not rc else {}
+    return probes.parse_process_limits(out) if not rc else {}
 
 
 def _Tail(vm, inst, lines=20):
@@ -451,10 +452,12 @@ def States(vm, server, instances):
         return {}
     entries = [(inst.name, inst.paths.pid_file, None) for inst in instances]
     out, _ = vm.RemoteCommand(
-        stress.process_states_command(entries, marker=_Marker(server)), should_pre_log=False
+        processes.process_states_command(entries, marker=_Marker(server)), should_pre_log=False
     )
-    states = stress.parse_process_states(out)
-    return {i.index: states.get(i.name, stress.ProcessState(stress.STATE_GONE)) for i in instances}
+    states = processes.parse_process_states(out)
+    return {
+        i.index: states.get(i.name, processes.ProcessState(processes.STATE_GONE)) for i in instances
+    }
 
 
 def DeadInstances(vm, server, instances):
@@ -472,7 +475,7 @@ def Stop(vm, server, instances, timeout_s=120):
     """Clean shutdown (SIGTERM, SIGKILL after `timeout_s`) of exactly these instances."""
     if instances:
         vm.RemoteCommand(
-            stress.stop_processes_command(
+            processes.stop_processes_command(
                 [i.paths.pid_file for i in instances],
                 marker=_Marker(server),
                 timeout_s=timeout_s,
@@ -485,12 +488,12 @@ def StopAll(vm, timeout_s=120):
     """Stops every instance whose PID file is in the work directory (Cleanup)."""
     workdir = WorkDir(vm)
     out, _ = vm.RemoteCommand(
-        stress.pid_files_command(posixpath.join(workdir, "instances")), ignore_failure=True
+        processes.pid_files_command(posixpath.join(workdir, "instances")), ignore_failure=True
     )
     files = out.split()
     if files:
         vm.RemoteCommand(
-            stress.stop_processes_command(files, marker=workdir, timeout_s=timeout_s, sudo=True),
+            processes.stop_processes_command(files, marker=workdir, timeout_s=timeout_s, sudo=True),
             ignore_failure=True,
         )
     return len(files)
@@ -523,10 +526,10 @@ def ApplyHostSettings(vm, server, data_dir):
     originals), applies the production-notes settings for the server's version, and returns
     sample metadata: the values now in force and any deviation (a knob the kernel refused)."""
     state = _SettingsFile(vm)
-    vm.RemoteCommand(mongod.record_settings_command(state, data_dir))
+    vm.RemoteCommand(hostsettings.record_settings_command(state, data_dir))
     recorded, _ = vm.RemoteCommand(f"cat {shlex.quote(state)}")
-    readings = mongod.parse_settings(recorded)
-    for cmd in mongod.apply_settings_commands(
+    readings = hostsettings.parse_settings(recorded)
+    for cmd in hostsettings.apply_settings_commands(
         server.config_version,
         readahead_sectors=_READAHEAD.value,
         data_device=readings.get("readahead_device"),
@@ -534,8 +537,10 @@ def ApplyHostSettings(vm, server, data_dir):
         _, stderr, rc = vm.RemoteCommandWithReturnCode(cmd, ignore_failure=True)
         if rc:
             logging.warning("%s: host setting not applied: %s: %s", vm.name, cmd, stderr.strip())
-    now, _ = vm.RemoteCommand(mongod.read_settings_command(data_dir))
-    meta = mongod.host_settings_metadata(mongod.parse_settings(now), server.config_version)
+    now, _ = vm.RemoteCommand(hostsettings.read_settings_command(data_dir))
+    meta = hostsettings.host_settings_metadata(
+        hostsettings.parse_settings(now), server.config_version
+    )
     meta["host_settings_applied"] = True
     return meta
 
@@ -546,7 +551,7 @@ def RestoreHostSettings(vm):
     out, _, rc = vm.RemoteCommandWithReturnCode(f"cat {shlex.quote(state)}", ignore_failure=True)
     if rc:
         return False
-    for cmd in mongod.restore_settings_commands(mongod.parse_settings(out)):
+    for cmd in hostsettings.restore_settings_commands(hostsettings.parse_settings(out)):
         vm.RemoteCommand(cmd, ignore_failure=True)
     vm.RemoteCommand(f"sudo rm -f {shlex.quote(state)}", ignore_failure=True)
     logging.info("%s: host settings restored", vm.name)

@@ -24,7 +24,9 @@ import time
 
 from perfkitbenchmarker import errors, vm_util
 
-from mongobench import stress
+from mongobench.core import units
+from mongobench.remote import processes
+from mongobench.stress import placement
 
 WORKDIR_NAME = "mongobench-stress-ng"
 MIB = 1024 * 1024
@@ -74,7 +76,7 @@ class Hold:
 
     def metadata(self):
         return {
-            "stress_ng_hold_gib": round(self.hold_bytes / stress.GiB, 3),
+            "stress_ng_hold_gib": round(self.hold_bytes / units.GiB, 3),
             "stress_ng_workers": self.workers,
             "stress_ng_per_numa_node": bool(self.node_bytes),
         }
@@ -96,7 +98,7 @@ def Start(
     if hold_bytes < MIB:
         return None
     workdir = WorkDir(vm)
-    cmds = stress.stress_ng_commands(
+    cmds = placement.stress_ng_commands(
         node_bytes if node_bytes is not None else hold_bytes,
         workers=workers,
         yaml_path=posixpath.join(workdir, f"{name}.yaml"),
@@ -110,7 +112,9 @@ def Start(
         outputs.append(base + ".out")
         # root: --vm-locked needs CAP_IPC_LOCK (or a large RLIMIT_MEMLOCK)
         stdout, _ = vm.RemoteCommand(
-            stress.background_command(cmd, pid_file=base + ".pid", stdout=base + ".out", sudo=True)
+            processes.background_command(
+                cmd, pid_file=base + ".pid", stdout=base + ".out", sudo=True
+            )
         )
         pids.append(int(stdout.split()[-1]))
         logging.info("mongobench: started stress-ng %s-%d pid %d on %s", name, k, pids[-1], vm.name)
@@ -135,10 +139,10 @@ def Start(
 def Held(vm, hold):
     """Bytes of memory the hold's processes have locked now."""
     stdout, _ = vm.RemoteCommand(
-        stress.locked_memory_command(list(hold.pid_files), marker=WorkDir(vm)),
+        processes.locked_memory_command(list(hold.pid_files), marker=WorkDir(vm)),
         should_pre_log=False,
     )
-    return stress.sum_kib(stdout)
+    return processes.sum_kib(stdout)
 
 
 def WaitHeld(vm, hold, timeout_s, poll_s=1.0):
@@ -150,9 +154,9 @@ def WaitHeld(vm, hold, timeout_s, poll_s=1.0):
         held = Held(vm, hold)
         if held >= want:
             return held
-        states = stress.parse_process_states(
+        states = processes.parse_process_states(
             vm.RemoteCommand(
-                stress.process_states_command(
+                processes.process_states_command(
                     [(f"p{k}", f, None) for k, f in enumerate(hold.pid_files)],
                     marker=WorkDir(vm),
                 ),
@@ -166,8 +170,8 @@ def WaitHeld(vm, hold, timeout_s, poll_s=1.0):
         "tail -n 5 " + " ".join(shlex.quote(o) for o in hold.outputs), ignore_failure=True
     )
     raise errors.Benchmarks.RunError(
-        f"{vm.name}: stress-ng did not hold {hold.hold_bytes / stress.GiB:.2f} GiB of locked "
-        f"memory (held {held / stress.GiB:.2f} GiB) within {timeout_s}s; its output:\n{tail}"
+        f"{vm.name}: stress-ng did not hold {hold.hold_bytes / units.GiB:.2f} GiB of locked "
+        f"memory (held {held / units.GiB:.2f} GiB) within {timeout_s}s; its output:\n{tail}"
     )
 
 
@@ -176,7 +180,7 @@ def Stop(vm, hold, timeout_s=30):
     if hold is None:
         return
     vm.RemoteCommand(
-        stress.stop_processes_command(
+        processes.stop_processes_command(
             list(hold.pid_files), marker=WorkDir(vm), timeout_s=timeout_s, sudo=True, session=True
         )
     )
@@ -185,11 +189,11 @@ def Stop(vm, hold, timeout_s=30):
 def StopAll(vm, timeout_s=30):
     """Stops every stress-ng process whose PID file is in the work directory (Cleanup)."""
     workdir = WorkDir(vm)
-    stdout, _ = vm.RemoteCommand(stress.pid_files_command(workdir), ignore_failure=True)
+    stdout, _ = vm.RemoteCommand(processes.pid_files_command(workdir), ignore_failure=True)
     files = stdout.split()
     if files:
         vm.RemoteCommand(
-            stress.stop_processes_command(
+            processes.stop_processes_command(
                 files, marker=workdir, timeout_s=timeout_s, sudo=True, session=True
             ),
             ignore_failure=True,

@@ -38,7 +38,8 @@ import time
 from absl import flags
 from perfkitbenchmarker import errors, vm_util
 
-from mongobench import javabuild, stress, ycsb
+from mongobench.remote import javabuild, probes, processes
+from mongobench.ycsb import properties as ycsb
 
 WORKDIR_NAME = "mongobench-ycsb"
 # The project's jars are compiled for Java 17 (java/pom.xml: maven.compiler.release 17).
@@ -93,7 +94,7 @@ def CheckJava(vm, minimum=MIN_JAVA):
         f"{shlex.quote(java)} -version", ignore_failure=True
     )
     try:
-        major = stress.java_major_version(stderr) if rc == 0 else None
+        major = probes.java_major_version(stderr) if rc == 0 else None
     except ValueError:
         major = None
     if major is None or major < minimum:
@@ -276,7 +277,7 @@ def Start(vm, specs, *, directory=None, jvm_args=None):
         base = posixpath.join(directory, spec.name)
         argv = ycsb.ycsb_command(classpath, spec.phase, base + ".properties", Java(), jvm)
         commands.append(
-            stress.background_command(
+            processes.background_command(
                 argv,
                 pid_file=base + ".pid",
                 stdout=base + ".out",
@@ -305,10 +306,10 @@ def States(vm, procs):
         return {}
     entries = [(p.name, p.pid_file, p.rc_file) for p in procs]
     stdout, _ = vm.RemoteCommand(
-        stress.process_states_command(entries, marker=WorkDir(vm)), should_pre_log=False
+        processes.process_states_command(entries, marker=WorkDir(vm)), should_pre_log=False
     )
-    states = stress.parse_process_states(stdout)
-    return {p.name: states.get(p.name, stress.ProcessState(stress.STATE_GONE)) for p in procs}
+    states = processes.parse_process_states(stdout)
+    return {p.name: states.get(p.name, processes.ProcessState(processes.STATE_GONE)) for p in procs}
 
 
 def Wait(vm, procs, timeout_s, *, poll_s=2.0, expected_s=0.0, gone_grace_s=5.0):
@@ -324,7 +325,7 @@ def Wait(vm, procs, timeout_s, *, poll_s=2.0, expected_s=0.0, gone_grace_s=5.0):
     while True:
         states = States(vm, procs)
         running = any(s.running for s in states.values())
-        gone = any(s.state == stress.STATE_GONE for s in states.values())
+        gone = any(s.state == processes.STATE_GONE for s in states.values())
         if not running and gone:
             gone_since = gone_since or time.time()
         if (not running and (not gone or time.time() - gone_since >= gone_grace_s)) or (
@@ -338,7 +339,7 @@ def Stop(vm, procs, timeout_s=30):
     """Stops exactly these processes (SIGTERM, SIGKILL after `timeout_s`), by PID."""
     if procs:
         vm.RemoteCommand(
-            stress.stop_processes_command(
+            processes.stop_processes_command(
                 [p.pid_file for p in procs], marker=WorkDir(vm), timeout_s=timeout_s
             )
         )
@@ -347,11 +348,11 @@ def Stop(vm, procs, timeout_s=30):
 def StopAll(vm, timeout_s=30):
     """Stops every YCSB process whose PID file is in the work directory (Cleanup)."""
     workdir = WorkDir(vm)
-    stdout, _ = vm.RemoteCommand(stress.pid_files_command(workdir), ignore_failure=True)
+    stdout, _ = vm.RemoteCommand(processes.pid_files_command(workdir), ignore_failure=True)
     files = stdout.split()
     if files:
         vm.RemoteCommand(
-            stress.stop_processes_command(files, marker=workdir, timeout_s=timeout_s),
+            processes.stop_processes_command(files, marker=workdir, timeout_s=timeout_s),
             ignore_failure=True,
         )
     return len(files)

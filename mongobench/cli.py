@@ -12,9 +12,28 @@ import argparse
 import json
 import os
 import sys
+import tempfile
+from collections.abc import Sequence
 
-from mongobench import experiments as exp_mod
-from mongobench import redact
+from pymongo import MongoClient
+
+from mongobench.core import files, redact
+from mongobench.core.pairs import parse_pairs
+from mongobench.core.units import MB, MiB
+from mongobench.deploy import topology
+from mongobench.perftables import experiments as exp_mod
+from mongobench.perftables import runner
+from mongobench.reports import report, results
+from mongobench.reports.compare import compare
+from mongobench.sweep.plan import DEFAULT_SIZES_MB, DEFAULT_TABLE, SweepError, plan
+from mongobench.sweep.runner import (
+    drop_collection,
+    host_memory_bytes,
+    run_sweep,
+    server_memory_bytes,
+)
+from mongobench.sweep.samples import failed, table_text
+from mongobench.testbed import bed as testbed
 
 
 def _csv(value: str | None) -> list[str] | None:
@@ -52,7 +71,6 @@ def cmd_perftables_list(args) -> int:
 
 
 def cmd_perftables_run(args) -> int:
-    from mongobench import perftables, report, results
 
     source = (
         f"--uri-file {args.uri_file}"
@@ -71,7 +89,7 @@ def cmd_perftables_run(args) -> int:
         _log("warning: a URI on the command line is visible to other users; prefer --uri-file")
     os_path = False if args.os_path == "none" else args.os_path
     try:
-        run = perftables.run(
+        run = runner.run(
             uri,
             _csv(args.experiments),
             args.scale,
@@ -90,7 +108,7 @@ def cmd_perftables_run(args) -> int:
         raise SystemExit(f"mongobench: {e}") from None
     samples = results.to_samples(run)
     if args.samples:
-        perftables.write_json_atomic(args.samples, samples)
+        files.write_json_atomic(args.samples, samples)
     print(report.render(samples, exp_mod.load(args.experiments_file or exp_mod.PERFTABLES_FILE)))
     bad = results.failed(run)
     for r in bad:
@@ -101,7 +119,6 @@ def cmd_perftables_run(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from mongobench import report
 
     samples = []
     try:
@@ -128,8 +145,6 @@ def cmd_report(args) -> int:
 
 
 def cmd_testbed(args) -> int:
-    from mongobench import testbed
-
     if args.action == "up":
         try:
             state = testbed.up(args.dir, with_ssh=not args.no_ssh, server=args.server)
@@ -144,10 +159,6 @@ def cmd_testbed(args) -> int:
 
 
 def cmd_topology_up(args) -> int:
-    from pymongo import MongoClient
-
-    from mongobench import topology
-
     with open(args.plan) as f:
         plan = json.load(f)
     _log(
@@ -219,11 +230,194 @@ def build_parser() -> argparse.ArgumentParser:
     tp = sub.add_parser("topology", help="initiate replica sets and shards from a plan (JSON)")
     tps = tp.add_subparsers(dest="action", required=True)
     up = tps.add_parser("up", help="initiate, wait for primaries, run mongos admin commands")
-    up.add_argument("--plan", required=True, help="plan file (see mongobench.topology.run_plan)")
+    up.add_argument(
+        "--plan", required=True, help="plan file (see mongobench.deploy.topology.run_plan)"
+    )
     up.add_argument("--timeout", type=float, default=300.0, help="seconds per replica set")
     up.set_defaults(func=cmd_topology_up)
-    for module in ("compare", "sweep"):  # subcommands wired in their own modules
-        __import__(f"mongobench.{module}", fromlist=["add_parser"]).add_parser(sub)
+    _add_compare(sub)
+    _add_sweep(sub)
+    return p
+
+
+def cmd_compare(args) -> int:
+    try:
+        labels = parse_pairs(args.label, "--label")
+        prices = parse_pairs(args.price, "--price", number=True)
+        _, plots = compare(args.pkb_results, args.out, args.plots_dir, labels, prices, args.title)
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"mongobench compare: {e}") from None
+    print(f"wrote {args.out} and {len(plots)} plot(s)", file=sys.stderr)
+    return 0
+
+
+def _add_compare(subparsers) -> argparse.ArgumentParser:
+    """`mongobench compare --pkb-results F1 F2 ... --out report.md`."""
+    p = subparsers.add_parser(
+        "compare", help="one markdown report with plots comparing several PKB results files"
+    )
+    p.add_argument("--pkb-results", nargs="+", required=True, metavar="FILE")
+    p.add_argument(
+        "--label",
+        action="append",
+        metavar="FILE=NAME",
+        help="name the run(s) of FILE (default: machine type / disk type / Atlas tier)",
+    )
+    p.add_argument(
+        "--price",
+        action="append",
+        metavar="NAME=USD",
+        help="hourly price of a run label, machine type or tier (ops per dollar)",
+    )
+    p.add_argument("--out", required=True, help="markdown report")
+    p.add_argument("--plots-dir", help="PNG plots (default: <out stem>-plots beside --out)")
+    p.add_argument("--title", default="MongoDB benchmark comparison")
+    p.set_defaults(func=cmd_compare)
+    return p
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def _metadata_pairs(pairs: Sequence[str] | None) -> dict:
+    out = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise SystemExit(f"--metadata takes key=value, not {pair!r}")
+        out[key.strip()] = value
+    return out
+
+
+def _memory_args(args) -> tuple[int | None, str | None]:
+    if args.memory_mb:
+        return int(args.memory_mb * MiB), "--memory-mb"
+    return None, None
+
+
+def cmd_plan(args) -> int:
+    memory, source = _memory_args(args)
+    if memory is None:
+        memory, source = host_memory_bytes(), "this host"
+    try:
+        steps = plan(args.sizes, operation_count=args.operations, memory_bytes=memory)
+    except SweepError as e:
+        raise SystemExit(f"mongobench: {e}") from None
+    print(f"memory: {round(memory / MiB) if memory else 'unknown'} MiB ({source})")
+    print("| Size | Records | Operations per run | Dataset (MB) | > memory |")
+    print("| --: | --: | --: | --: | :-- |")
+    for s in steps:
+        ex = s.exceeds_memory
+        print(
+            f"| {s.label} | {s.records} | {s.operations} | {s.dataset_bytes / MB:g} | "
+            f"{'n/a' if ex is None else ('yes' if ex else 'no')} |"
+        )
+    return 0
+
+
+def cmd_run(args) -> int:
+    memory, source = _memory_args(args)
+    uri_file = args.uri_file
+    tmp = None
+    if args.uri_env:
+        try:
+            value = redact.read_uri(env=args.uri_env)
+        except ValueError as e:
+            raise SystemExit(f"mongobench: {e}") from None
+        fd, tmp = tempfile.mkstemp(prefix="mongobench-uri-")  # 0600: YCSB reads the URI here
+        with os.fdopen(fd, "w") as f:
+            f.write(value + "\n")
+        uri_file = tmp
+    try:
+        samples = run_sweep(
+            uri_file,
+            args.sizes,
+            out=args.out,
+            phases=args.phases,
+            operation_count=args.operations,
+            threads=args.threads,
+            memory_bytes=memory,
+            memory_source=source,
+            max_seconds=args.max_seconds,
+            load_batchsize=args.load_batchsize,
+            table=args.table,
+            keep_data=args.keep_data,
+            raw_dir=args.raw_dir,
+            metadata=_metadata_pairs(args.metadata),
+            run_uri=args.run_uri,
+        )
+    except (SweepError, OSError, ValueError) as e:
+        raise SystemExit(f"mongobench: {e}") from None
+    finally:
+        if tmp:
+            os.remove(tmp)
+    print(table_text(samples))
+    if args.out:
+        print(f"wrote {args.out}", file=sys.stderr)
+    return 1 if failed(samples) else 0
+
+
+def cmd_drop(args) -> int:
+    try:
+        uri = redact.read_uri(uri_file=args.uri_file, env=args.uri_env)
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"mongobench: {e}") from None
+    drop_collection(uri, args.table)
+    memory = server_memory_bytes(uri)
+    print(
+        json.dumps(
+            {"dropped": args.table, "server_memory_mb": round(memory / MiB) if memory else None}
+        )
+    )
+    return 0
+
+
+def _add_sweep(subparsers) -> argparse.ArgumentParser:
+    """`mongobench sweep plan|run|drop`."""
+    p = subparsers.add_parser("sweep", help="YCSB dataset-size sweep (seed 002)")
+    sub = p.add_subparsers(dest="action", required=True)
+    sizes = argparse.ArgumentParser(add_help=False)
+    sizes.add_argument(
+        "--sizes",
+        default=",".join(str(s) for s in DEFAULT_SIZES_MB),
+        help="dataset sizes in MB of 1 KB records (default: %(default)s)",
+    )
+    sizes.add_argument(
+        "--operations", type=int, help="operations per workload (default: the record count)"
+    )
+    sizes.add_argument(
+        "--memory-mb",
+        type=float,
+        help="memory (MiB) of the machine holding the data, for exceeds_memory (default, run:"
+        " the server's hostInfo, else this host's; plan: this host's)",
+    )
+    pl = sub.add_parser("plan", parents=[sizes], help="sizes, record counts, memory flags")
+    pl.set_defaults(func=cmd_plan)
+
+    run = sub.add_parser("run", parents=[sizes], help="run the sweep here against a URI")
+    target = run.add_mutually_exclusive_group(required=True)
+    target.add_argument("--uri-file", help="file holding the connection string")
+    target.add_argument("--uri-env", help="environment variable holding the connection string")
+    run.add_argument("--out", help="results file (PKB results format, one JSON sample a line)")
+    run.add_argument("--phases", default="all", help="load,read_only,update_only,read_update")
+    run.add_argument("--threads", type=int, default=1, help="YCSB client threads")
+    run.add_argument("--max-seconds", type=int, help="cap on each phase (YCSB maxexecutiontime)")
+    run.add_argument("--load-batchsize", type=int, help="insert batch size of the load")
+    run.add_argument("--table", default=DEFAULT_TABLE, help="collection (dropped at each size)")
+    run.add_argument("--keep-data", action="store_true", help="leave the last size's data")
+    run.add_argument("--raw-dir", help="keep every YCSB output (redacted) here")
+    run.add_argument("--metadata", action="append", metavar="KEY=VALUE", help="add to every sample")
+    run.add_argument("--run-uri", help="run id written into the results (default: random)")
+    run.set_defaults(func=cmd_run)
+
+    dr = sub.add_parser(
+        "drop", help="drop the sweep's collection; print the server's memory (JSON)"
+    )
+    dtarget = dr.add_mutually_exclusive_group(required=True)
+    dtarget.add_argument("--uri-file")
+    dtarget.add_argument("--uri-env")
+    dr.add_argument("--table", default=DEFAULT_TABLE)
+    dr.set_defaults(func=cmd_drop)
     return p
 
 

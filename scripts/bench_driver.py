@@ -29,8 +29,11 @@ import time
 
 from pymongo import MongoClient
 
-from mongobench import experiments as exp_mod
-from mongobench import javabuild, perftables, testbed, ycsb
+from mongobench.perftables import experiments as exp_mod
+from mongobench.perftables import runner as perftables
+from mongobench.remote import javabuild
+from mongobench.testbed import bed as testbed
+from mongobench.ycsb import properties as ycsb
 
 TICKS = os.sysconf("SC_CLK_TCK")
 

@@ -24,9 +24,10 @@ import time
 
 from pymongo import MongoClient
 
-from mongobench import testbed
 from mongobench.driver import procs, sources
-from mongobench.workloads import WORKLOADS, ThreadStats
+from mongobench.driver.base import ThreadStats
+from mongobench.driver.catalog import WORKLOADS
+from mongobench.testbed import bed as testbed
 
 DB = "benchmx"
 SINGLE_US, BULK_US_PER_KB = 20.0, 2.0

@@ -19,29 +19,31 @@ import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from mongobench import stress
+from mongobench.core import units
+from mongobench.stress import sizing
+from mongobench.testbed import simulator
 
 NS = (4, 6, 8, 10, 12)
 TARGET_N, TARGET_RATIO = 8, 1 / 3
 MAX_INSTANCES = 16
-REFERENCE = (128 * stress.GiB, 32)  # memory, vCPUs of the reference server
+REFERENCE = (128 * units.GiB, 32)  # memory, vCPUs of the reference server
 NOISE_SIGMA, NOISE_SEEDS = 0.03, 200
 
 
-def model() -> stress.CostModel:
-    records = stress.plan_sizing(*REFERENCE, 10**13).records
-    return stress.CostModel(records_per_instance=records)
+def model() -> simulator.CostModel:
+    records = sizing.plan_sizing(*REFERENCE, 10**13).records
+    return simulator.CostModel(records_per_instance=records)
 
 
-def kpis(run: stress.SimRun) -> tuple[float, float]:
+def kpis(run: simulator.SimRun) -> tuple[float, float]:
     return run.kpis[0].value, run.kpis[1].value
 
 
-def compare(n: int, cost: stress.CostModel, noise: tuple[float, ...] = ()) -> dict:
+def compare(n: int, cost: simulator.CostModel, noise: tuple[float, ...] = ()) -> dict:
     """The three schedules on a server whose capacity peaks at n - 2 instances."""
-    server = stress.SimulatedServer(stress.peaked_capacity(n - 2, MAX_INSTANCES), noise=noise)
+    server = simulator.SimulatedServer(simulator.peaked_capacity(n - 2, MAX_INSTANCES), noise=noise)
     return {
-        s: stress.simulate(server, search=s, cost=cost) for s in ("anchor", "linear", "bounded")
+        s: simulator.simulate(server, search=s, cost=cost) for s in ("anchor", "linear", "bounded")
     }
 
 
@@ -55,7 +57,7 @@ def main() -> int:
     print("mongodb_stress search vs the anchor's schedule, simulated server")
     print(
         f"model: {cost.records_per_instance:,} records/instance (sizing of a "
-        f"{REFERENCE[0] // stress.GiB} GiB / {REFERENCE[1]} vCPU server); loads server-bound at "
+        f"{REFERENCE[0] // units.GiB} GiB / {REFERENCE[1]} vCPU server); loads server-bound at "
         f"{cost.load_capacity:,.0f} records/s, one loader {cost.loader_rate:,.0f}/s; "
         f"step {cost.step_seconds:.0f} s + {cost.step_overhead_seconds:.0f} s, "
         f"load phase + {cost.load_overhead_seconds:.0f} s; capacity peaks at N-2 instances "
@@ -86,7 +88,7 @@ def main() -> int:
     equal = higher = lower = steps_a = steps_b = 0
     for n in range(4, 13):
         for seed in range(NOISE_SEEDS):
-            r = compare(n, cost, stress.noise(MAX_INSTANCES, NOISE_SIGMA, seed))
+            r = compare(n, cost, simulator.noise(MAX_INSTANCES, NOISE_SIGMA, seed))
             a, b = kpis(r["anchor"]), kpis(r["bounded"])
             steps_a += len(r["anchor"].steps)
             steps_b += len(r["bounded"].steps)

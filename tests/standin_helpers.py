@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from mongobench import javabuild
+from mongobench.remote import javabuild
 
 
 def built_workdir(tmp_path_factory, name):

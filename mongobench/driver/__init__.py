@@ -1,1 +1,1 @@
-"""The multiplexed driver: many one-in-flight clients per process, over pre-encoded requests."""
+"""The Python driver of perftables: wire protocol, SCRAM, documents, workloads, multiplexed clients."""

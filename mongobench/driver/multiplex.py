@@ -36,8 +36,9 @@ import struct
 import time
 from collections.abc import Callable, Generator
 
-from mongobench import wire
-from mongobench.workloads import ThreadStats, split
+from mongobench.core.split import share
+from mongobench.driver import connection, protocol
+from mongobench.driver.base import ThreadStats
 
 BUF_BYTES = 16 << 10  # per-client receive buffer; grows for a larger reply
 _HDR = struct.Struct("<iii")
@@ -66,7 +67,7 @@ class Client:
         self.index = index  # among all clients of the variant (every process)
         self.clients = clients
         self.rid = index + 1  # request id of every request (one in flight: never ambiguous)
-        self.quota = split(int(total), clients, index) if total else None
+        self.quota = share(int(total), clients, index) if total else None
         self.run = run
         self.stats = stats
 
@@ -82,16 +83,16 @@ def count_error(stats: ThreadStats, op: str, kind: str, message, n: int = 1) -> 
     stats.error_samples.setdefault(key, str(message)[:300])
 
 
-def open_sockets(uri: str | wire.Options, n: int, timeout: float = 30.0) -> list:
+def open_sockets(uri: str | connection.Options, n: int, timeout: float = 30.0) -> list:
     """`n` connected, authenticated, non-blocking sockets to the deployment's primary
     (wire.connect finds it once; the others go straight there)."""
-    o = uri if isinstance(uri, wire.Options) else wire.options(uri)
-    first = wire.connect(o, timeout=timeout)
+    o = uri if isinstance(uri, connection.Options) else connection.options(uri)
+    first = connection.connect(o, timeout=timeout)
     host, port = first.address
     socks = [first.sock]
     try:
         for _ in range(n - 1):
-            conn = wire.Connection(host, port, o, timeout=timeout)
+            conn = connection.Connection(host, port, o, timeout=timeout)
             try:
                 hello = conn.hello(o)
                 conn.authenticate(o, hello.get("saslSupportedMechs"))
@@ -194,7 +195,7 @@ class Loop:
         while True:
             if got >= 16:
                 length = _HDR.unpack_from(c.buf)[0]
-                if not 21 <= length <= wire.MAX_MESSAGE:
+                if not 21 <= length <= protocol.MAX_MESSAGE:
                     self._fail(c, "ProtocolError", f"malformed reply (length {length})")
                     return -1
                 if got >= length:
@@ -317,7 +318,7 @@ class Loop:
 
 
 def run_clients(
-    uri: str | wire.Options,
+    uri: str | connection.Options,
     source: Source,
     indices: range,
     clients: int,

@@ -27,7 +27,7 @@ import time
 
 import bson
 
-from mongobench.docgen import DocFactory
+from mongobench.driver.docgen import DocFactory
 
 try:  # the codes pymongo turns into NotPrimaryError
     from pymongo.helpers_shared import _NOT_PRIMARY_CODES as NOT_PRIMARY_CODES

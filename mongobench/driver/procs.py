@@ -25,8 +25,9 @@ try:
     import resource
 except ImportError:  # not Unix
     resource = None
-from mongobench.latency import LatencyRecorder
-from mongobench.workloads import ThreadStats, split
+from mongobench.core.latency import LatencyRecorder
+from mongobench.core.split import share
+from mongobench.driver.base import ThreadStats
 
 START_MARGIN_S = 0.05  # from the last worker's "ready" to the common start
 READY_TIMEOUT_S = 120.0
@@ -141,9 +142,9 @@ def run(
     workers, pipes = [], []
     at = 0
     for p in range(procs_n):
-        share = split(clients, procs_n, p)
-        indices = range(at, at + share)
-        at += share
+        n = share(clients, procs_n, p)
+        indices = range(at, at + n)
+        at += n
         parent, child = ctx.Pipe()
         w = ctx.Process(
             target=_worker,

@@ -19,10 +19,13 @@ import time
 
 from bson.raw_bson import RawBSONDocument
 
+from mongobench.core.split import share
+from mongobench.core.units import KiB
 from mongobench.driver import ops
+from mongobench.driver.catalog import WORKLOADS
 from mongobench.driver.multiplex import Client, count_error
-from mongobench.workloads import KB, WORKLOADS, split
-from mongobench.workloads_keyed import _RANDINT, _RANDINTLIST, Zipfian
+from mongobench.driver.queries import _RANDINT, _RANDINTLIST
+from mongobench.driver.readupdate import Zipfian
 
 clock = time.perf_counter
 
@@ -209,7 +212,7 @@ def update_api(s, db, wc):
     n, upsert, pct, fn = (
         int(s["preload_docs"]), bool(s.get("upsert")), float(s["percent_new"]), s["function"],
     )  # fmt: skip
-    size = int(s["doc_size_kb"] * KB)
+    size = int(s["doc_size_kb"] * KiB)
     k0 = ops.sentinel(0)
 
     def source(c: Client):
@@ -295,7 +298,7 @@ def update_fields(s, db, wc):
 
 def replace(s, db, wc):
     coll = WORKLOADS["replace"].coll_name
-    size = int(s["doc_size_kb"] * KB)
+    size = int(s["doc_size_kb"] * KiB)
     rng_range = min(int(s["doc_range"]), int(s["preload_docs"]))
     k0 = ops.sentinel(0)
 
@@ -376,8 +379,8 @@ def delete(s, db, wc):
         run, stats = c.run, c.stats
         record, counts = stats.latency.record, stats.ops
         buf, check = t.buffer(), ops.WriteCheck(op)
-        start = sum(split(n, c.clients, k) for k in range(c.index))
-        end = start + split(n, c.clients, c.index)
+        start = sum(share(n, c.clients, k) for k in range(c.index))
+        end = start + share(n, c.clients, c.index)
         for lo in range(start, end, per):
             if run.stopped:
                 return
@@ -478,7 +481,7 @@ def regex_prefix(s, db, wc):
 
 def insert(s, db, wc):
     coll = "perftables"
-    size, batch = int(s["doc_size_kb"] * KB), int(s["batch_size"])
+    size, batch = int(s["doc_size_kb"] * KiB), int(s["batch_size"])
     total, n_idx = int(s["total_docs"]), int(s.get("secondary_indexes") or 0)
     bulk = ops.BulkInsert(db, coll, wc)
 
@@ -489,7 +492,7 @@ def insert(s, db, wc):
         checks = {True: ops.WriteCheck("insert", bulk=True), False: ops.WriteCheck("insert")}
         run, stats = c.run, c.stats
         record, counts = stats.latency.record, stats.ops
-        quota, done = split(total, c.clients, c.index), 0
+        quota, done = share(total, c.clients, c.index), 0
         serial = s["id_type"] == "serial"
         while done < quota and not run.stopped:
             n = min(batch, quota - done)
@@ -527,7 +530,7 @@ def mixed(s, db, wc):
     s = dict(s, query={"_id": "RANDINT(0,docs)"}, limit=1)
     finds = query(s, db, wc)
     inserts = int(s["insert_threads"])
-    size = int(s["doc_size_kb"] * KB)
+    size = int(s["doc_size_kb"] * KiB)
     bulk = ops.BulkInsert(db, "mixed_inserts", wc)
 
     def source(c: Client):

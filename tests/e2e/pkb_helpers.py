@@ -43,7 +43,7 @@ def two_group_config(tmp_path, benchmark, flags):
 
     import yaml
 
-    from mongobench import testbed
+    from mongobench.testbed import bed as testbed
 
     sshd = testbed.start_sshd(str(tmp_path / "tb"))
     scratch = tmp_path / "scratch"
@@ -73,7 +73,7 @@ def run_on_own_sshd(pkb_python, benchmark, config, temp_dir, sshd):
     import glob
     import json
 
-    from mongobench import testbed
+    from mongobench.testbed import bed as testbed
 
     before = dpkg_selections()
     try:

@@ -11,7 +11,7 @@ import json
 import pytest
 from pkb_helpers import dpkg_selections, helpmatch, run_pkb
 
-from mongobench import testbed
+from mongobench.testbed import bed as testbed
 
 pytestmark = pytest.mark.e2e
 
@@ -60,7 +60,7 @@ def test_perftables_on_the_test_bed(pkb_python, tmp_path, pkb_temp):
         assert s["unit"] == "docs/sec" and s["value"] > 0
         assert "|experiment:insert_docsize|" in s["labels"] and "|scale:smoke|" in s["labels"]
     # Every experiment, every variant but the ones the stand-in cannot run.
-    from mongobench import experiments as exp_mod
+    from mongobench.perftables import experiments as exp_mod
 
     plan = exp_mod.plan(exp_mod.load(), None, "smoke", skip=testbed.STANDIN_UNSUPPORTED)
     want = {(e.name, v.label) for e, vs in plan for v in vs}

@@ -16,7 +16,7 @@ import yaml
 from atlas_fake import PRIVATE, PROJECT, PUBLIC, serve
 from pkb_helpers import dpkg_selections, listening, run_pkb
 
-from mongobench import testbed
+from mongobench.testbed import bed as testbed
 
 pytestmark = pytest.mark.e2e
 

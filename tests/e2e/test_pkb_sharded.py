@@ -12,7 +12,7 @@ plumbing, not MongoDB's balancing. Runs when PKB_DIR names a PKB checkout.
 import pytest
 from pkb_helpers import listening, run_on_own_sshd, two_group_config
 
-from mongobench import testbed
+from mongobench.testbed import bed as testbed
 
 pytestmark = pytest.mark.e2e
 
@@ -31,7 +31,7 @@ def test_sharded_deployment_initiated_and_used(pkb_python, tmp_path, pkb_temp):
         },
     )
     run_dir, samples = run_on_own_sshd(pkb_python, "mongodb_perftables", path, pkb_temp, sshd)
-    from mongobench import experiments as exp_mod
+    from mongobench.perftables import experiments as exp_mod
 
     plan = exp_mod.plan(exp_mod.load(), ["insert_docsize", "query_fetch"], "smoke")
     tput = [s for s in samples if s["metric"] == "Operation Throughput"]

@@ -16,7 +16,9 @@ import pytest
 import yaml
 from pkb_helpers import dpkg_selections, helpmatch, run_pkb
 
-from mongobench import cli, report, testbed
+from mongobench import cli
+from mongobench.reports import report
+from mongobench.testbed import bed as testbed
 
 pytestmark = pytest.mark.e2e
 SIZES = "0.1,0.2"

@@ -15,9 +15,11 @@ from pymongo import MongoClient, monitoring
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 from standin_helpers import built_workdir, write_users_file
 
-from mongobench import testbed, tlscerts
 from mongobench.driver import multiplex, ops, procs, sources
-from mongobench.workloads import WORKLOADS, ThreadStats
+from mongobench.driver.base import ThreadStats
+from mongobench.driver.catalog import WORKLOADS
+from mongobench.remote import tlscerts
+from mongobench.testbed import bed as testbed
 
 pytestmark = pytest.mark.integration
 DB = "mbdriver"

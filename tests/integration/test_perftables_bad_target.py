@@ -11,8 +11,10 @@ import urllib.parse
 import pytest
 from standin_helpers import built_workdir, write_users_file
 
-from mongobench import perftables, report, results, testbed
-from mongobench.workloads import WORKLOADS
+from mongobench.driver.catalog import WORKLOADS
+from mongobench.perftables import runner as perftables
+from mongobench.reports import report, results
+from mongobench.testbed import bed as testbed
 
 pytestmark = pytest.mark.integration
 

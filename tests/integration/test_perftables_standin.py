@@ -7,8 +7,9 @@ import sys
 import pytest
 from pymongo import MongoClient
 
-from mongobench import experiments as exp_mod
-from mongobench import perftables, results
+from mongobench.perftables import experiments as exp_mod
+from mongobench.perftables import runner as perftables
+from mongobench.reports import results
 
 pytestmark = pytest.mark.integration
 
@@ -70,7 +71,7 @@ def test_every_experiment_runs_and_counts_what_it_did(server_uri, tmp_path):
     # The stand-in keeps no storage: the bucket test's size is missing, not 0.
     assert not any(s["metric"] == "Storage Size" for s in samples)
     # The report renders every section, with a plot per experiment.
-    from mongobench import report
+    from mongobench.reports import report
 
     text = report.render(samples, catalog, plots_dir=str(tmp_path / "plots"))
     for e in catalog.values():
@@ -114,7 +115,8 @@ def test_cli_prints_the_seed_table_and_fails_on_a_dead_server(uri_file, tmp_path
 
 def test_errors_are_counted_not_thrown_away(server_uri, tmp_path):
     """Duplicate keys: the failed inserts are errors, not throughput."""
-    from mongobench.workloads import InsertWorkload, ThreadStats
+    from mongobench.driver.base import ThreadStats
+    from mongobench.driver.insert import InsertWorkload
 
     with MongoClient(server_uri) as c:
         db = c["mb_err"]
@@ -170,7 +172,7 @@ def test_unknown_experiment_is_a_clear_error(uri_file):
 
 def test_pipelined_driver_reads_and_updates_for_real(server_uri):
     """Every pipelined operation hits the server: counters and documents agree."""
-    from mongobench import wire
+    from mongobench.driver import connection, protocol
 
     catalog = exp_mod.load()
     e = catalog["kv_read_update"]
@@ -186,9 +188,9 @@ def test_pipelined_driver_reads_and_updates_for_real(server_uri):
         # Updates set n0 to the request id: the documents really changed.
         assert c["mb_wire"]["kv"].count_documents({"n0": {"$gt": 0}}) > 100
     host, port = server_uri.split("//")[1].rstrip("/").split(":")
-    conn = wire.Connection(host, int(port))
+    conn = connection.Connection(host, int(port))
     try:
-        with pytest.raises(wire.WireError, match="failed"):
+        with pytest.raises(protocol.WireError, match="failed"):
             conn.command({"nosuchcommand": 1, "$db": "admin"})
         assert conn.command({"ping": 1, "$db": "admin"})["ok"] == 1
     finally:

@@ -18,7 +18,10 @@ from bson.binary import Binary
 from pymongo.errors import NotPrimaryError, OperationFailure
 from standin_helpers import built_workdir, write_users_file
 
-from mongobench import javabuild, testbed, topology, ycsb
+from mongobench.deploy import topology
+from mongobench.remote import javabuild
+from mongobench.testbed import bed as testbed
+from mongobench.ycsb import properties as ycsb
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,10 @@ import pytest
 from pymongo.errors import OperationFailure
 from standin_helpers import built_workdir
 
-from mongobench import javabuild, testbed, tlscerts, topology, ycsb
+from mongobench.deploy import placement, topology
+from mongobench.remote import javabuild, tlscerts
+from mongobench.testbed import bed as testbed
+from mongobench.ycsb import properties as ycsb
 
 pytestmark = pytest.mark.integration
 
@@ -80,7 +83,7 @@ def cluster(workdir):
     try:
         cfg = topology.replset_config("cfg", [_hp(servers["cfg"])], configsvr=True)
         servers["mongos"] = testbed.start_server(
-            str(workdir / "mongos"), mongos=True, config_db=topology.config_db_string_of(cfg)
+            str(workdir / "mongos"), mongos=True, config_db=placement.config_db_string_of(cfg)
         )
         replsets = [{"config": cfg, "seed": _hp(servers["cfg"])}]
         admin = []
@@ -312,7 +315,7 @@ def test_secure_cluster_with_the_java_driver(workdir, tmp_path):
         servers["smongos"] = testbed.start_server(
             str(workdir / "smongos"),
             mongos=True,
-            config_db=topology.config_db_string_of(cfg),
+            config_db=placement.config_db_string_of(cfg),
             **secure,
         )
         login = {"username": "admin", "password": PASSWORD, "tls": True, "tlsCAFile": tls.ca_cert}

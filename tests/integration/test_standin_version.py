@@ -8,7 +8,8 @@ import pymongo
 import pytest
 from standin_helpers import built_workdir
 
-from mongobench import testbed, wire
+from mongobench.driver import connection as wire
+from mongobench.testbed import bed as testbed
 
 pytestmark = pytest.mark.integration
 

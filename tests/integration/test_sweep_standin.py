@@ -11,7 +11,12 @@ import socket
 import pymongo
 import pytest
 
-from mongobench import cli, compare, javabuild, report, sweep
+from mongobench import cli
+from mongobench.core import pricing
+from mongobench.remote import javabuild
+from mongobench.reports import compare, report
+from mongobench.sweep import runner
+from mongobench.sweep import samples as sweep_samples
 
 pytestmark = pytest.mark.integration
 PHASES = ["load", "read_only", "update_only", "read_update"]
@@ -57,7 +62,7 @@ def swept(server_uri, tmp_path_factory):
 def test_every_size_and_phase_has_runtime_throughput_and_p99(swept):
     assert swept["rc"] == 0
     samples = report.load_pkb_results(str(swept["out"]))
-    assert not sweep.failed(samples)
+    assert not sweep_samples.failed(samples)
     assert {s["run_uri"] for s in samples} == {"standin1"}
     tput = {
         (s["metadata"]["size_mb"], s["metadata"]["phase"]): s
@@ -102,7 +107,7 @@ def test_unreachable_target_fails_every_phase_clearly(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     uri_file = write_uri(tmp_path / "uri", f"mongodb://127.0.0.1:{port}/x")
-    samples = sweep.run_sweep(
+    samples = runner.run_sweep(
         uri_file, [0.05], memory_bytes=10**9, connect_timeout_ms=500, log=lambda m: None
     )
     assert [s["metric"] for s in samples] == ["Phase Failed"] * 4
@@ -146,5 +151,5 @@ def test_compare_two_machine_types_from_the_standin_results(swept, tmp_path):
     assert b == pytest.approx(2 * a, rel=0.02)
     assert float(cells[-1]) == pytest.approx(b * 3600 / 0.2, rel=0.02)
     assert float(cells[-2]) == pytest.approx(
-        a * 3600 / compare.INSTANCE_PRICES["n2-standard-2"], rel=0.02
+        a * 3600 / pricing.INSTANCE_PRICES["n2-standard-2"], rel=0.02
     )

@@ -7,7 +7,7 @@ import pytest
 import yaml
 from pymongo import MongoClient
 
-from mongobench import testbed
+from mongobench.testbed import bed as testbed
 
 pytestmark = pytest.mark.integration
 

@@ -13,9 +13,13 @@ import pymongo
 import pytest
 from standin_helpers import built_workdir, write_users_file
 
-from mongobench import experiments as exp_mod
-from mongobench import perftables, testbed, tlscerts, topology, wire
-from mongobench.workloads_keyed import Zipfian
+from mongobench.deploy import topology
+from mongobench.driver import connection, protocol
+from mongobench.driver.readupdate import Zipfian
+from mongobench.perftables import experiments as exp_mod
+from mongobench.perftables import runner as perftables
+from mongobench.remote import tlscerts
+from mongobench.testbed import bed as testbed
 
 pytestmark = pytest.mark.integration
 
@@ -102,7 +106,7 @@ def test_auth_source_and_saslprep(auth_server):
             with_user(auth_server.uri, "bob", pw, authSource="app"),
             with_user(auth_server.uri.rstrip("/") + "/app", "bob", pw),  # the URI's database
         ):
-            with wire.connect(uri) as conn:
+            with connection.connect(uri) as conn:
                 status = conn.command({"connectionStatus": 1, "$db": "app"})
                 assert status["authInfo"]["authenticatedUsers"] == [{"user": "bob", "db": "app"}]
                 assert conn.command({"find": "c", "filter": {}, "$db": "app"})["ok"] == 1
@@ -110,8 +114,8 @@ def test_auth_source_and_saslprep(auth_server):
 
 def test_wrong_password_fails_clearly_without_the_password(auth_server):
     wrong = PASSWORD + "x"
-    with pytest.raises(wire.AuthError) as e:
-        wire.connect(with_user(auth_server.uri, "alice", wrong))
+    with pytest.raises(protocol.AuthError) as e:
+        connection.connect(with_user(auth_server.uri, "alice", wrong))
     msg = str(e.value)
     assert "authentication of user 'alice' on admin (SCRAM-SHA-256) failed" in msg
     assert wrong not in msg and PASSWORD not in msg
@@ -123,12 +127,14 @@ def test_wrong_password_fails_clearly_without_the_password(auth_server):
         )
     assert PASSWORD not in str(e.value)
     # Without credentials the server refuses the commands: counted as errors, not successes.
-    with wire.connect(auth_server.uri) as conn:
-        with pytest.raises(wire.WireError, match="requires authentication"):
+    with connection.connect(auth_server.uri) as conn:
+        with pytest.raises(protocol.WireError, match="requires authentication"):
             conn.command({"find": "kv", "filter": {}, "$db": DB})
     # A mechanism the server does not offer: its refusal, clearly.
-    with pytest.raises(wire.AuthError, match="SCRAM-SHA-1"):
-        wire.connect(with_user(auth_server.uri, "alice", PASSWORD, authMechanism="SCRAM-SHA-1"))
+    with pytest.raises(protocol.AuthError, match="SCRAM-SHA-1"):
+        connection.connect(
+            with_user(auth_server.uri, "alice", PASSWORD, authMechanism="SCRAM-SHA-1")
+        )
 
 
 def test_errors_are_counted_exactly(auth_server):
@@ -167,20 +173,20 @@ def test_tls_with_the_run_ca(tls_server, certs):
     uri = with_user(tls_server.uri, "alice", PASSWORD, tlsCAFile=certs.ca_cert)
     res = kv_pipelined(uri, total_ops=500)
     assert not res["errors"] and sum(res["ops"].values()) == 500
-    with wire.connect(uri.replace("127.0.0.1", "localhost")) as conn:  # DNS name in the SANs
+    with connection.connect(uri.replace("127.0.0.1", "localhost")) as conn:  # DNS name in the SANs
         assert conn.sock.version() in ("TLSv1.2", "TLSv1.3")
 
 
 def test_tls_failures_are_clear(tls_server, certs):
     creds = with_user(tls_server.uri, "alice", PASSWORD)
-    with pytest.raises(wire.WireError, match="CERTIFICATE_VERIFY_FAILED") as e:
-        wire.connect(creds)  # the system CAs do not know the run's CA
+    with pytest.raises(protocol.WireError, match="CERTIFICATE_VERIFY_FAILED") as e:
+        connection.connect(creds)  # the system CAs do not know the run's CA
     assert PASSWORD not in str(e.value)
-    with wire.connect(creds + "&tlsAllowInvalidCertificates=true") as conn:
+    with connection.connect(creds + "&tlsAllowInvalidCertificates=true") as conn:
         assert conn.command({"ping": 1, "$db": "admin"})["ok"] == 1
     plain = with_user(f"mongodb://127.0.0.1:{tls_server.port}/", "alice", PASSWORD)
-    with pytest.raises(wire.WireError, match="found none: 127.0.0.1"):
-        wire.connect(plain, timeout=5)
+    with pytest.raises(protocol.WireError, match="found none: 127.0.0.1"):
+        connection.connect(plain, timeout=5)
 
 
 # ---- replica sets ---------------------------------------------------------------------
@@ -210,12 +216,12 @@ def replset(workdir):
 def test_replica_set_writes_go_to_the_primary(replset):
     members, hosts = replset
     seed_secondary = f"mongodb://{hosts[0]}/?replicaSet=rsw"
-    with wire.connect(seed_secondary) as conn:
+    with connection.connect(seed_secondary) as conn:
         assert conn.address == ("127.0.0.1", members[1].port)
     res = kv_pipelined(seed_secondary, total_ops=300)
     assert not res["errors"] and sum(res["ops"].values()) == 300
     # Never a secondary: with directConnection the driver refuses instead of following.
-    with pytest.raises(wire.WireError, match=f"{hosts[0]} is a secondary"):
-        wire.connect(f"mongodb://{hosts[0]}/?directConnection=true")
-    with pytest.raises(wire.WireError, match="not a member of replica set other"):
-        wire.connect(f"mongodb://{hosts[0]}/?replicaSet=other")
+    with pytest.raises(protocol.WireError, match=f"{hosts[0]} is a secondary"):
+        connection.connect(f"mongodb://{hosts[0]}/?directConnection=true")
+    with pytest.raises(protocol.WireError, match="not a member of replica set other"):
+        connection.connect(f"mongodb://{hosts[0]}/?replicaSet=other")

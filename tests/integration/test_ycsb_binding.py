@@ -14,7 +14,7 @@ import urllib.parse
 import pymongo
 import pytest
 
-from mongobench import javabuild
+from mongobench.remote import javabuild
 
 pytestmark = pytest.mark.integration
 

@@ -10,7 +10,11 @@ import time
 
 import pytest
 
-from mongobench import javabuild, stress, testbed, ycsb
+from mongobench.deploy import mongod
+from mongobench.remote import javabuild, processes
+from mongobench.stress import steps
+from mongobench.testbed import bed as testbed
+from mongobench.ycsb import merge, parse, properties
 
 pytestmark = pytest.mark.integration
 
@@ -28,7 +32,7 @@ def write_uri(tmp_path: pathlib.Path, uri: str) -> str:
 def run_ycsb(phase: str, props: str, tmp_path: pathlib.Path) -> subprocess.CompletedProcess:
     path = tmp_path / f"{phase}.properties"
     path.write_text(props)
-    cmd = ycsb.ycsb_command(javabuild.ycsb_classpath(), phase, str(path))
+    cmd = properties.ycsb_command(javabuild.ycsb_classpath(), phase, str(path))
     return subprocess.run(
         cmd,
         stdin=subprocess.DEVNULL,
@@ -47,18 +51,18 @@ def test_mini_step_load_and_run(server_uri, tmp_path):
     urlfile = write_uri(tmp_path, server_uri.rstrip("/") + "/t_stress_step")
     load = run_ycsb(
         "load",
-        ycsb.workload_properties(
+        properties.workload_properties(
             recordcount=RECORDS, insertstart=0, insertcount=RECORDS, threadcount=2, urlfile=urlfile
         ),
         tmp_path,
     )
     assert load.returncode == 0, output(load)[-3000:]
-    loaded = ycsb.parse_output(output(load), required_ops=["INSERT"])
+    loaded = parse.parse_output(output(load), required_ops=["INSERT"])
     assert loaded.operations == RECORDS
 
     run = run_ycsb(
         "run",
-        ycsb.workload_properties(
+        properties.workload_properties(
             recordcount=RECORDS,
             insertstart=0,
             insertcount=RECORDS,
@@ -74,7 +78,7 @@ def test_mini_step_load_and_run(server_uri, tmp_path):
         tmp_path,
     )
     assert run.returncode == 0, output(run)[-3000:]
-    result = ycsb.parse_output(output(run), required_ops=["READ", "UPDATE"])
+    result = parse.parse_output(output(run), required_ops=["READ", "UPDATE"])
     assert result.throughput > 0
     assert result.operations == OPS
     assert result.ops["READ"].operations + result.ops["UPDATE"].operations == OPS
@@ -85,7 +89,7 @@ def test_mini_step_load_and_run(server_uri, tmp_path):
     assert result.throughput <= 500 * 1.05  # the target held
 
     # The same output through the engine: a one-instance step.
-    step = stress.step_result(1, [stress.ProcessOutput(0, 0, run.returncode, output(run))])
+    step = steps.step_result(1, [steps.ProcessOutput(0, 0, run.returncode, output(run))])
     assert step.throughput == result.throughput
     assert step.read_p99_ms == result.p99_ms("READ")
     assert step.update_p99_ms == result.p99_ms("UPDATE")
@@ -95,16 +99,16 @@ def test_dead_port_is_a_ycsb_error(tmp_path):
     uri = f"mongodb://127.0.0.1:{testbed.free_port()}/ycsb?serverSelectionTimeoutMS=1000"
     run = run_ycsb(
         "run",
-        ycsb.workload_properties(
+        properties.workload_properties(
             recordcount=RECORDS, operationcount=100, threadcount=2, maxexecutiontime=10, url=uri
         ),
         tmp_path,
     )
     text = output(run)
-    with pytest.raises(ycsb.YcsbError, match="cannot connect to mongodb://127.0.0.1"):
-        ycsb.parse_output(text)
-    with pytest.raises(stress.StepError, match="instance 0 on client 0: YCSB reported a failure"):
-        stress.step_result(1, [stress.ProcessOutput(0, 0, run.returncode, text)])
+    with pytest.raises(parse.YcsbError, match="cannot connect to mongodb://127.0.0.1"):
+        parse.parse_output(text)
+    with pytest.raises(steps.StepError, match="instance 0 on client 0: YCSB reported a failure"):
+        steps.step_result(1, [steps.ProcessOutput(0, 0, run.returncode, text)])
 
 
 def test_histogram_logs_per_process(server_uri, tmp_path):
@@ -113,24 +117,24 @@ def test_histogram_logs_per_process(server_uri, tmp_path):
     run must then fail clearly, not yield a number."""
     urlfile = write_uri(tmp_path, server_uri.rstrip("/") + "/t_stress_hist")
     base = {"recordcount": 200, "insertstart": 0, "insertcount": 200, "urlfile": urlfile}
-    load = run_ycsb("load", ycsb.workload_properties(**base), tmp_path)
+    load = run_ycsb("load", properties.workload_properties(**base), tmp_path)
     assert load.returncode == 0, output(load)[-3000:]
     prefix = str(tmp_path / "p0-")
     run = run_ycsb(
         "run",
-        ycsb.workload_properties(**base, operationcount=400, histogram_prefix=prefix),
+        properties.workload_properties(**base, operationcount=400, histogram_prefix=prefix),
         tmp_path,
     )
     jars = [p.name for p in javabuild.ycsb_lib_dir().glob("HdrHistogram-*.jar")]
     try:
-        result = ycsb.parse_output(output(run), required_ops=["READ", "UPDATE"])
-    except ycsb.YcsbError as exc:
+        result = parse.parse_output(output(run), required_ops=["READ", "UPDATE"])
+    except parse.YcsbError as exc:
         assert "NoClassDefFoundError" in str(exc), exc
         assert jars == ["HdrHistogram-2.1.4.jar"], jars
         return
-    hist = ycsb.merge_histogram_logs([pathlib.Path(prefix + "READ.hdr").read_text()])
+    hist = merge.merge_histogram_logs([pathlib.Path(prefix + "READ.hdr").read_text()])
     assert hist.get_total_count() == result.ops["READ"].operations
-    assert ycsb.histogram_percentile_ms(hist, 99) == result.p99_ms("READ")
+    assert merge.histogram_percentile_ms(hist, 99) == result.p99_ms("READ")
 
 
 # ----------------------------------------------------------------------------- a full step
@@ -145,8 +149,8 @@ def sh(cmd: str, check: bool = True) -> subprocess.CompletedProcess:
 def wait_exited(entries, marker, timeout=YCSB_TIMEOUT_S):
     deadline = time.time() + timeout
     while True:
-        states = stress.parse_process_states(
-            sh(stress.process_states_command(entries, marker=marker)).stdout
+        states = processes.parse_process_states(
+            sh(processes.process_states_command(entries, marker=marker)).stdout
         )
         if all(s.state == "exited" for s in states.values()) or time.time() > deadline:
             return states
@@ -159,9 +163,9 @@ def run_processes(procs, props, d):
     for p in procs:
         base = f"{d}/{p.stem}"
         pathlib.Path(base + ".properties").write_text(props(p))
-        argv = ycsb.ycsb_command(javabuild.ycsb_classpath(), p.phase, base + ".properties")
+        argv = properties.ycsb_command(javabuild.ycsb_classpath(), p.phase, base + ".properties")
         sh(
-            stress.background_command(
+            processes.background_command(
                 argv,
                 pid_file=base + ".pid",
                 stdout=base + ".out",
@@ -193,32 +197,36 @@ def test_two_instance_step_with_background_processes(tmp_path):
     pid_files = []
     try:
         for i in range(2):
-            paths = stress.instance_paths(i, d)
+            paths = mongod.instance_paths(i, d)
             os.makedirs(paths.root)
-            port = stress.instance_port(i, first)
+            port = mongod.instance_port(i, first)
             sh(
-                stress.background_command(
+                processes.background_command(
                     javabuild.standin_command("127.0.0.1", port),
                     pid_file=paths.pid_file,
                     stdout=paths.stdout,
                 )
             )
             pid_files.append(paths.pid_file)
-            sh(stress.wait_ready_command(paths.pid_file, "127.0.0.1", port, marker=server_marker))
+            sh(
+                processes.wait_ready_command(
+                    paths.pid_file, "127.0.0.1", port, marker=server_marker
+                )
+            )
 
-        plan = stress.plan_step(
+        plan = steps.plan_step(
             2, loaded=(), clients=2, records=300, hosts=("127.0.0.1",), first_port=first
         )
         assert [p.instance for p in plan.load] == [0, 1]
         states, texts = run_processes(
-            plan.load, lambda p: stress.load_properties(p, threads=2, batchsize=50), d
+            plan.load, lambda p: steps.load_properties(p, threads=2, batchsize=50), d
         )
         for p in plan.load:
-            assert stress.load_result(p, states[p.stem].value, texts[p.stem]).operations == 300
+            assert steps.load_result(p, states[p.stem].value, texts[p.stem]).operations == 300
 
         states, texts = run_processes(
             plan.run,
-            lambda p: stress.run_properties(
+            lambda p: steps.run_properties(
                 p, directory=d, duration_s=4, target=150, threads=2, histograms=True
             ),
             d,
@@ -229,30 +237,30 @@ def test_two_instance_step_with_background_processes(tmp_path):
                 op: pathlib.Path(f"{d}/{p.stem}-{op}.hdr").read_text() for op in ("READ", "UPDATE")
             }
             outputs.append(
-                stress.ProcessOutput(
+                steps.ProcessOutput(
                     p.instance, p.client, states[p.stem].value, texts[p.stem], hists
                 )
             )
-        result = stress.step_result(2, outputs, first_port=first)
+        result = steps.step_result(2, outputs, first_port=first)
         assert result.p99_source == "merged histograms"
         assert (result.processes, result.clients) == (2, 2)
         assert 0 < result.throughput <= 2 * 150 * 1.05
         assert result.read_p99_ms > 0 and result.update_p99_ms > 0
 
         # instance 1 dies: the step cannot be trusted, and says which instance
-        sh(stress.stop_processes_command([pid_files[1]], marker=server_marker, timeout_s=10))
-        entries = [(f"mongod-{i}", stress.instance_paths(i, d).pid_file, None) for i in range(2)]
-        alive = stress.parse_process_states(
-            sh(stress.process_states_command(entries, marker=server_marker)).stdout
+        sh(processes.stop_processes_command([pid_files[1]], marker=server_marker, timeout_s=10))
+        entries = [(f"mongod-{i}", mongod.instance_paths(i, d).pid_file, None) for i in range(2)]
+        alive = processes.parse_process_states(
+            sh(processes.process_states_command(entries, marker=server_marker)).stdout
         )
         dead = {i: "gone" for i in range(2) if not alive[f"mongod-{i}"].running}
         assert dead == {1: "gone"}
         with pytest.raises(
-            stress.StepError, match=f"not running after the step: 1 \\(port {first + 1}: gone\\)"
+            steps.StepError, match=f"not running after the step: 1 \\(port {first + 1}: gone\\)"
         ):
-            stress.step_result(2, outputs, dead_instances=dead, first_port=first)
+            steps.step_result(2, outputs, dead_instances=dead, first_port=first)
     finally:
         sh(
-            stress.stop_processes_command(pid_files, marker=server_marker, timeout_s=10),
+            processes.stop_processes_command(pid_files, marker=server_marker, timeout_s=10),
             check=False,
         )

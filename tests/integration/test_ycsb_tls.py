@@ -11,7 +11,10 @@ import subprocess
 
 import pytest
 
-from mongobench import javabuild, stress, testbed, tlscerts, ycsb
+from mongobench.remote import javabuild, tlscerts
+from mongobench.stress import steps as stress
+from mongobench.testbed import bed as testbed
+from mongobench.ycsb import parse, properties
 
 pytestmark = pytest.mark.integration
 YCSB_TIMEOUT_S = 180
@@ -32,7 +35,7 @@ def tls_server(tmp_path_factory):
 def run_ycsb(phase: str, props: str, path: pathlib.Path) -> tuple[int, str]:
     path.write_text(props)
     p = subprocess.run(
-        ycsb.ycsb_command(javabuild.ycsb_classpath(), phase, str(path)),
+        properties.ycsb_command(javabuild.ycsb_classpath(), phase, str(path)),
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
@@ -123,11 +126,11 @@ def test_a_certificate_for_another_address_is_refused(tmp_path):
         url = f"mongodb://127.0.0.1:{srv.port}/ycsb?tls=true&serverSelectionTimeoutMS=2000"
         rc, out = run_ycsb(
             "load",
-            ycsb.workload_properties(recordcount=10, url=url, tls_ca_file=material.ca_cert),
+            properties.workload_properties(recordcount=10, url=url, tls_ca_file=material.ca_cert),
             tmp_path / "wrong-name.properties",
         )
     finally:
         srv.stop()
-    with pytest.raises(ycsb.YcsbError, match="cannot connect"):
-        ycsb.parse_output(out)
+    with pytest.raises(parse.YcsbError, match="cannot connect"):
+        parse.parse_output(out)
     assert "No subject alternative names matching IP address 127.0.0.1" in out

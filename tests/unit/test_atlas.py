@@ -8,7 +8,10 @@ import socket
 import pytest
 from atlas_fake import CLIENT_ID, CLIENT_SECRET, CLOSE, PRIVATE, PROJECT, PUBLIC, serve
 
-from mongobench import atlas
+from mongobench.core import pricing
+from mongobench.deploy.atlas import api
+from mongobench.deploy.atlas import cluster as atlas_cluster
+from mongobench.deploy.atlas import deployment as atlas_deployment
 
 
 @pytest.fixture
@@ -19,7 +22,7 @@ def fake():
 
 def client(fake, **kw):
     kw.setdefault("sleep", no_sleep)  # retries do not wait in tests
-    return atlas.AtlasClient(PROJECT, PUBLIC, PRIVATE, base_url=fake.base, **kw)
+    return api.AtlasClient(PROJECT, PUBLIC, PRIVATE, base_url=fake.base, **kw)
 
 
 def no_sleep(_):
@@ -45,7 +48,7 @@ class Clock:
         self.now += seconds
 
 
-SPEC = atlas.ClusterSpec("bench-m30", "M30", disk_size_gb=100, mongodb_major_version="8.0")
+SPEC = atlas_cluster.ClusterSpec("bench-m30", "M30", disk_size_gb=100, mongodb_major_version="8.0")
 
 
 def test_digest_response_matches_rfc_2617_example():
@@ -56,7 +59,7 @@ def test_digest_response_matches_rfc_2617_example():
         "nonce": "dcd98b7102dd2f0e8b11d0f600bfb0c093",
         "opaque": "5ccc069c403ebaf9f0171e9517f40e41",
     }
-    header = atlas.digest_authorization(
+    header = api.digest_authorization(
         challenge, "Mufasa", "Circle Of Life", "GET", "/dir/index.html", 1, "0a4f113b"
     )
     assert 'response="6629fae49393a05397450978507c4ef1"' in header
@@ -65,7 +68,7 @@ def test_digest_response_matches_rfc_2617_example():
         and "nc=00000001" in header
         and 'opaque="5ccc069c403ebaf9f0171e9517f40e41"' in header
     )
-    parsed = atlas.parse_challenge(
+    parsed = api.parse_challenge(
         'Digest realm="MMS Public API", domain="", nonce="n1", algorithm=MD5, qop="auth", stale=false'
     )
     assert parsed == {
@@ -76,12 +79,14 @@ def test_digest_response_matches_rfc_2617_example():
         "qop": "auth",
         "stale": "false",
     }
-    with pytest.raises(atlas.AtlasAuthError):
-        atlas.parse_challenge('Basic realm="x"')
+    with pytest.raises(api.AtlasAuthError):
+        api.parse_challenge('Basic realm="x"')
 
 
 def test_cluster_body_follows_the_2024_08_05_schema():
-    body = atlas.cluster_body(atlas.ClusterSpec("bench-1", "m40", 200, 3000, region="us-east-1"))
+    body = atlas_cluster.cluster_body(
+        atlas_cluster.ClusterSpec("bench-1", "m40", 200, 3000, region="us-east-1")
+    )
     assert body == {
         "name": "bench-1",
         "clusterType": "REPLICASET",
@@ -105,14 +110,14 @@ def test_cluster_body_follows_the_2024_08_05_schema():
             }
         ],
     }
-    assert atlas.cluster_body(SPEC)["mongoDBMajorVersion"] == "8.0"
+    assert atlas_cluster.cluster_body(SPEC)["mongoDBMajorVersion"] == "8.0"
     with pytest.raises(ValueError, match="dedicated"):
-        atlas.cluster_body(atlas.ClusterSpec("x", "M0"))
+        atlas_cluster.cluster_body(atlas_cluster.ClusterSpec("x", "M0"))
     with pytest.raises(ValueError, match="name"):
-        atlas.cluster_body(atlas.ClusterSpec("bad name!", "M10"))
+        atlas_cluster.cluster_body(atlas_cluster.ClusterSpec("bad name!", "M10"))
     with pytest.raises(ValueError, match="AWS"):
-        atlas.cluster_body(
-            atlas.ClusterSpec("x", "M30", ebs_volume_type="STANDARD", provider="GCP")
+        atlas_cluster.cluster_body(
+            atlas_cluster.ClusterSpec("x", "M30", ebs_volume_type="STANDARD", provider="GCP")
         )
 
 
@@ -120,12 +125,12 @@ def test_lifecycle_create_wait_resize_delete(fake):
     c = client(fake)
     created = c.create_cluster(SPEC)
     assert created["stateName"] == "CREATING"
-    with pytest.raises(atlas.AtlasError, match="no standardSrv"):
-        atlas.connection_string(created)
+    with pytest.raises(api.AtlasError, match="no standardSrv"):
+        atlas_deployment.connection_string(created)
     idle = c.wait_for_idle("bench-m30", timeout=60, poll=1, sleep=no_sleep)
     assert idle["stateName"] == "IDLE"
-    assert atlas.connection_string(idle) == "mongodb+srv://bench-m30.ab1cd.mongodb.net"
-    meta = atlas.cluster_hardware(idle)
+    assert atlas_deployment.connection_string(idle) == "mongodb+srv://bench-m30.ab1cd.mongodb.net"
+    meta = atlas_cluster.cluster_hardware(idle)
     assert meta["atlas_tier"] == "M30" and meta["atlas_disk_size_gb"] == 100.0
     assert meta["atlas_price_per_hour_usd"] == 0.54 and meta["atlas_price_approximate"] is True
 
@@ -143,14 +148,14 @@ def test_lifecycle_create_wait_resize_delete(fake):
     }
     assert json.loads(raw)["replicationSpecs"][0]["id"] == "spec0"  # the shard keeps its id
     resized = c.wait_for_idle("bench-m30", timeout=60, poll=1, sleep=no_sleep)
-    assert atlas.cluster_hardware(resized)["atlas_tier"] == "M40"
+    assert atlas_cluster.cluster_hardware(resized)["atlas_tier"] == "M40"
 
     c.delete_cluster("bench-m30")
     assert fake.requests[-1][0] == "DELETE"
-    with pytest.raises(atlas.AtlasError, match="being deleted"):
+    with pytest.raises(api.AtlasError, match="being deleted"):
         c.wait_for_idle("bench-m30", timeout=60, poll=1, sleep=no_sleep)
     c.wait_until_deleted("bench-m30", timeout=60, poll=1, sleep=no_sleep)
-    with pytest.raises(atlas.AtlasNotFound) as exc:
+    with pytest.raises(api.AtlasNotFound) as exc:
         c.get_cluster("bench-m30")
     assert exc.value.status == 404 and exc.value.error_code == "CLUSTER_NOT_FOUND"
 
@@ -181,18 +186,18 @@ def test_stale_nonce_is_answered_once(fake):
 
 
 def test_wrong_key_duplicate_name_bad_version(fake):
-    bad = atlas.AtlasClient(PROJECT, PUBLIC, "wrong-" + PRIVATE, base_url=fake.base)
-    with pytest.raises(atlas.AtlasAuthError) as exc:
+    bad = api.AtlasClient(PROJECT, PUBLIC, "wrong-" + PRIVATE, base_url=fake.base)
+    with pytest.raises(api.AtlasAuthError) as exc:
         bad.get_cluster("x")
     assert exc.value.status == 401
     c = client(fake)
     c.create_cluster(SPEC)
-    with pytest.raises(atlas.AtlasConflict) as exc:
+    with pytest.raises(api.AtlasConflict) as exc:
         c.create_cluster(SPEC)
     assert exc.value.status == 409 and exc.value.error_code == "DUPLICATE_CLUSTER_NAME"
     assert "already present" in str(exc.value)
     old = client(fake, api_version="2019-01-01")
-    with pytest.raises(atlas.AtlasError) as exc:
+    with pytest.raises(api.AtlasError) as exc:
         old.get_cluster("bench-m30")
     assert exc.value.status == 406
 
@@ -207,7 +212,7 @@ def test_waiting_for_idle_times_out_with_a_clear_error(fake):
         now[0] += s
 
     with pytest.raises(
-        atlas.AtlasTimeout, match=r"bench-m30 still CREATING after 90s waiting for IDLE"
+        api.AtlasTimeout, match=r"bench-m30 still CREATING after 90s waiting for IDLE"
     ):
         c.wait_for_idle("bench-m30", timeout=90, poll=30, sleep=sleep, clock=lambda: now[0])
     assert now[0] == 90
@@ -217,11 +222,11 @@ def test_network_errors_are_reported_without_secrets():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again: nothing listens there
-    c = atlas.AtlasClient(
+    c = api.AtlasClient(
         PROJECT, PUBLIC, PRIVATE, base_url=f"http://127.0.0.1:{port}/api/atlas/v2", timeout=2,
         sleep=no_sleep,
     )  # fmt: skip
-    with pytest.raises(atlas.AtlasError, match="network error.*gave up after 5 attempts") as exc:
+    with pytest.raises(api.AtlasError, match="network error.*gave up after 5 attempts") as exc:
         c.get_cluster("x")
     assert PRIVATE not in str(exc.value) and exc.value.status is None
 
@@ -237,12 +242,12 @@ def test_private_key_never_in_logs_errors_or_repr(fake, caplog):
     for call in (
         lambda: c.create_cluster(SPEC),
         lambda: c.get_cluster("nope"),
-        lambda: atlas.AtlasClient(PROJECT, PUBLIC, PRIVATE + "x", base_url=fake.base).get_cluster(
+        lambda: api.AtlasClient(PROJECT, PUBLIC, PRIVATE + "x", base_url=fake.base).get_cluster(
             "x"
         ),
         lambda: client(fake, api_version="1999-01-01").get_cluster("x"),
     ):
-        with pytest.raises(atlas.AtlasError) as exc:
+        with pytest.raises(api.AtlasError) as exc:
             call()
         texts += [str(exc.value), repr(exc.value)]
     texts += [r.getMessage() for r in caplog.records]
@@ -256,7 +261,7 @@ def test_private_key_never_in_logs_errors_or_repr(fake, caplog):
 
 
 def test_service_account_token_flow(fake):
-    c = atlas.AtlasClient(
+    c = api.AtlasClient(
         PROJECT, client_id=CLIENT_ID, client_secret=CLIENT_SECRET, base_url=fake.base
     )
     c.create_cluster(SPEC)
@@ -271,26 +276,26 @@ def test_service_account_token_flow(fake):
     fake.tokens.clear()  # revoked / expired server-side: one refresh
     assert c.get_cluster("bench-m30")["name"] == "bench-m30"
     assert CLIENT_SECRET not in repr(c)
-    bad = atlas.AtlasClient(PROJECT, client_id=CLIENT_ID, client_secret="nope", base_url=fake.base)
-    with pytest.raises(atlas.AtlasAuthError, match="token request refused"):
+    bad = api.AtlasClient(PROJECT, client_id=CLIENT_ID, client_secret="nope", base_url=fake.base)
+    with pytest.raises(api.AtlasAuthError, match="token request refused"):
         bad.get_cluster("x")
 
 
 def test_from_env():
     env = {"ATLAS_PROJECT_ID": PROJECT, "ATLAS_PUBLIC_KEY": PUBLIC, "ATLAS_PRIVATE_KEY": PRIVATE}
-    c = atlas.AtlasClient.from_env(env)
+    c = api.AtlasClient.from_env(env)
     assert c.project_id == PROJECT and PRIVATE not in repr(c)
     with pytest.raises(ValueError, match="ATLAS_PROJECT_ID"):
-        atlas.AtlasClient.from_env({})
+        api.AtlasClient.from_env({})
     with pytest.raises(ValueError, match="ATLAS_PRIVATE_KEY") as exc:
-        atlas.AtlasClient.from_env({"ATLAS_PROJECT_ID": PROJECT, "ATLAS_PUBLIC_KEY": PUBLIC})
+        api.AtlasClient.from_env({"ATLAS_PROJECT_ID": PROJECT, "ATLAS_PUBLIC_KEY": PUBLIC})
     assert PUBLIC not in str(exc.value)
-    sa = atlas.AtlasClient.from_env(
+    sa = api.AtlasClient.from_env(
         {"ATLAS_PROJECT_ID": PROJECT, "ATLAS_CLIENT_ID": "i", "ATLAS_CLIENT_SECRET": "s"}
     )
     assert "service-account" in repr(sa)
     with pytest.raises(ValueError, match="24 hexadecimal"):
-        atlas.AtlasClient("not-a-project", PUBLIC, PRIVATE)
+        api.AtlasClient("not-a-project", PUBLIC, PRIVATE)
 
 
 def test_connection_string_never_carries_credentials():
@@ -298,9 +303,12 @@ def test_connection_string_never_carries_credentials():
         "name": "c",
         "connectionStrings": {"standardSrv": "mongodb+srv://u:p@c.ab1cd.mongodb.net"},
     }
-    assert atlas.connection_string(cluster) == "mongodb+srv://c.ab1cd.mongodb.net"
+    assert atlas_deployment.connection_string(cluster) == "mongodb+srv://c.ab1cd.mongodb.net"
     cluster["connectionStrings"]["standard"] = "mongodb://h1:27017,h2:27017/?ssl=true"
-    assert atlas.connection_string(cluster, srv=False) == "mongodb://h1:27017,h2:27017/?ssl=true"
+    assert (
+        atlas_deployment.connection_string(cluster, srv=False)
+        == "mongodb://h1:27017,h2:27017/?ssl=true"
+    )
 
 
 def test_resize_body_keeps_the_rest_and_needs_a_change():
@@ -326,7 +334,7 @@ def test_resize_body_keeps_the_rest_and_needs_a_change():
             }
         ]
     }
-    body = atlas.resize_body(cluster, disk_size_gb=80)
+    body = atlas_cluster.resize_body(cluster, disk_size_gb=80)
     rc = body["replicationSpecs"][0]["regionConfigs"][0]
     assert rc["electableSpecs"] == {"instanceSize": "M30", "nodeCount": 3, "diskSizeGB": 80.0}
     assert rc["readOnlySpecs"] == {
@@ -338,36 +346,36 @@ def test_resize_body_keeps_the_rest_and_needs_a_change():
         cluster["replicationSpecs"][0]["regionConfigs"][0]["electableSpecs"]["diskSizeGB"] == 40.0
     )
     with pytest.raises(ValueError, match="nothing to change"):
-        atlas.resize_body(cluster)
+        atlas_cluster.resize_body(cluster)
     with pytest.raises(ValueError, match="ebsVolumeType"):
-        atlas.resize_body(cluster, ebs_volume_type="gp3")
+        atlas_cluster.resize_body(cluster, ebs_volume_type="gp3")
 
 
 def test_prices():
-    assert atlas.price_per_hour("M10") == 0.08
-    assert atlas.price_per_hour("m80", "aws", "us-east-1") == 7.30
+    assert pricing.price_per_hour("M10") == 0.08
+    assert pricing.price_per_hour("m80", "aws", "us-east-1") == 7.30
     assert (
-        atlas.price_per_hour("M30", "AWS", "EU_WEST_1") is None
+        pricing.price_per_hour("M30", "AWS", "EU_WEST_1") is None
     )  # other regions cost more: unknown
-    assert atlas.price_per_hour("M30", "GCP") is None
-    assert atlas.price_per_hour("M200") is None
-    prices = [atlas.price_per_hour(t) for t in ("M10", "M20", "M30", "M40", "M50", "M60", "M80")]
+    assert pricing.price_per_hour("M30", "GCP") is None
+    assert pricing.price_per_hour("M200") is None
+    prices = [pricing.price_per_hour(t) for t in ("M10", "M20", "M30", "M40", "M50", "M60", "M80")]
     assert prices == sorted(prices)
-    assert atlas.price_metadata("M40")["atlas_price_as_of"] == atlas.PRICES_AS_OF
-    assert atlas.price_metadata("M40", "AZURE") == {}
+    assert pricing.price_metadata("M40")["atlas_price_as_of"] == pricing.PRICES_AS_OF
+    assert pricing.price_metadata("M40", "AZURE") == {}
 
 
 def test_hardware_steps_parse_and_label():
-    steps = atlas.parse_hardware_steps(
+    steps = atlas_cluster.parse_hardware_steps(
         "M30; m40:disk_iops=6000,ebs_volume_type=provisioned ;disk_gb=200;"
     )
     assert steps == [
-        atlas.Hardware("M30"),
-        atlas.Hardware("M40", disk_iops=6000, ebs_volume_type="provisioned"),
-        atlas.Hardware(None, disk_size_gb=200.0),
+        atlas_cluster.Hardware("M30"),
+        atlas_cluster.Hardware("M40", disk_iops=6000, ebs_volume_type="provisioned"),
+        atlas_cluster.Hardware(None, disk_size_gb=200.0),
     ]
     assert steps[1].label() == "M40, 6000 IOPS, provisioned"
-    assert atlas.parse_hardware_steps(None) == []
+    assert atlas_cluster.parse_hardware_steps(None) == []
     for bad, msg in [
         ("M30:iops=5", "not one of"),
         ("M30:disk_iops=lots", "bad value"),
@@ -375,8 +383,8 @@ def test_hardware_steps_parse_and_label():
         ("M30:ebs_volume_type=gp3", "ebsVolumeType"),
     ]:
         with pytest.raises(ValueError, match=msg):
-            atlas.parse_hardware_steps(bad)
-    labels = atlas.step_labels(
+            atlas_cluster.parse_hardware_steps(bad)
+    labels = atlas_cluster.step_labels(
         {
             "atlas_tier": "M40",
             "atlas_disk_size_gb": 80.0,
@@ -393,17 +401,21 @@ def test_hardware_steps_parse_and_label():
 
 
 def test_with_credentials_encodes_and_adds_auth_source():
-    uri = atlas.with_credentials("mongodb+srv://c.ab1cd.mongodb.net", "pkb-u", "p@ss/w:rd")
+    uri = atlas_deployment.with_credentials(
+        "mongodb+srv://c.ab1cd.mongodb.net", "pkb-u", "p@ss/w:rd"
+    )
     assert uri == "mongodb+srv://pkb-u:p%40ss%2Fw%3Ard@c.ab1cd.mongodb.net/?authSource=admin"
-    uri = atlas.with_credentials("mongodb://h1:1,h2:2/db?ssl=true&authSource=x", "u", "p")
+    uri = atlas_deployment.with_credentials(
+        "mongodb://h1:1,h2:2/db?ssl=true&authSource=x", "u", "p"
+    )
     assert uri == "mongodb://u:p@h1:1,h2:2/db?ssl=true&authSource=x"
     with pytest.raises(ValueError, match="without credentials"):
-        atlas.with_credentials("mongodb://a:b@h/", "u", "p")
+        atlas_deployment.with_credentials("mongodb://a:b@h/", "u", "p")
 
 
 def deployment(fake, spec=SPEC, **kw):
     kw.setdefault("username", "pkb-run1")
-    return atlas.AtlasDeployment(client(fake), spec, poll=1, sleep=no_sleep, **kw)
+    return atlas_deployment.AtlasDeployment(client(fake), spec, poll=1, sleep=no_sleep, **kw)
 
 
 def test_deployment_creates_resizes_and_removes_everything(fake):
@@ -418,11 +430,11 @@ def test_deployment_creates_resizes_and_removes_everything(fake):
     assert set(fake.access_list) == {"203.0.113.7", "198.51.100.0/24"}
 
     assert d.apply(None)["atlas_tier"] == "M30"
-    meta = d.apply(atlas.Hardware("M40", disk_iops=4000))
+    meta = d.apply(atlas_cluster.Hardware("M40", disk_iops=4000))
     assert meta["atlas_tier"] == "M40" and meta["atlas_disk_iops"] == 4000
     assert meta["atlas_price_per_hour_usd"] == 1.04
     patches = [r for r in fake.requests if r[0] == "PATCH"]
-    d.apply(atlas.Hardware("M40", disk_iops=4000))  # unchanged: no resize
+    d.apply(atlas_cluster.Hardware("M40", disk_iops=4000))  # unchanged: no resize
     assert len([r for r in fake.requests if r[0] == "PATCH"]) == len(patches) == 1
 
     assert d.teardown() == []
@@ -437,10 +449,10 @@ def test_deployment_reuses_and_restores_an_existing_cluster(fake):
     c.wait_for_idle("bench-m30", poll=1, sleep=no_sleep)
     d = deployment(fake, reuse=True, srv=False)
     assert d.provision().startswith("mongodb://pkb-run1:")
-    d.apply(atlas.Hardware("M50"))
+    d.apply(atlas_cluster.Hardware("M50"))
     assert d.teardown() == []
     cluster = c.wait_for_idle("bench-m30", poll=1, sleep=no_sleep)
-    assert atlas.cluster_hardware(cluster)["atlas_tier"] == "M30"  # back to what it was
+    assert atlas_cluster.cluster_hardware(cluster)["atlas_tier"] == "M30"  # back to what it was
     assert "bench-m30" in fake.clusters and fake.users == {}
 
 
@@ -470,7 +482,7 @@ def test_provision_refused_user_leaves_nothing_behind(fake):
     # The cluster and the access list exist when the user is refused: teardown removes them.
     fake.faults.append(("POST", "/databaseUsers", 400, False))
     d = deployment(fake, access_list=["203.0.113.7"])
-    with pytest.raises(atlas.AtlasError, match="HTTP 400"):
+    with pytest.raises(api.AtlasError, match="HTTP 400"):
         d.provision()
     assert fake.clusters and fake.access_list  # made before the refusal
     assert d.teardown() == []
@@ -484,7 +496,7 @@ def test_provision_lost_reply_is_undone_too(fake):
     fake.faults.append(("POST", "/databaseUsers", 503, True))
     fake.faults += [("POST", "/databaseUsers", 503, False)] * 4
     d = deployment(fake, access_list=["203.0.113.7"])
-    with pytest.raises(atlas.AtlasError, match="HTTP 503"):
+    with pytest.raises(api.AtlasError, match="HTTP 503"):
         d.provision()
     assert "pkb-run1" in fake.users  # the user exists although the reply was an error
     assert d.teardown() == []
@@ -495,12 +507,12 @@ def test_deployment_never_deletes_a_cluster_it_did_not_create(fake):
     c = client(fake)
     c.create_cluster(SPEC)
     d = deployment(fake)  # not reuse: creating the same name fails
-    with pytest.raises(atlas.AtlasConflict):
+    with pytest.raises(api.AtlasConflict):
         d.provision()
     assert d.teardown() == []
     assert "bench-m30" in fake.clusters
-    with pytest.raises(atlas.AtlasNotFound):
-        deployment(fake, atlas.ClusterSpec("missing", "M30"), reuse=True).provision()
+    with pytest.raises(api.AtlasNotFound):
+        deployment(fake, atlas_cluster.ClusterSpec("missing", "M30"), reuse=True).provision()
 
 
 def test_deployment_secret_stays_out_of_logs_and_errors(fake, caplog):
@@ -520,15 +532,15 @@ def test_pickled_client_holds_no_secret_and_reads_the_environment_again(fake, mo
     env = {"ATLAS_PROJECT_ID": PROJECT, "ATLAS_PUBLIC_KEY": PUBLIC, "ATLAS_PRIVATE_KEY": PRIVATE}
     for k, v in env.items():
         monkeypatch.setenv(k, v)
-    d = atlas.AtlasDeployment(
-        atlas.AtlasClient.from_env(base_url=fake.base), SPEC, username="u", poll=1, sleep=no_sleep
+    d = atlas_deployment.AtlasDeployment(
+        api.AtlasClient.from_env(base_url=fake.base), SPEC, username="u", poll=1, sleep=no_sleep
     )
     d.provision()
     blob = pickle.dumps(d)
     assert PRIVATE.encode() not in blob
     restored = pickle.loads(blob)  # e.g. PKB's --run_stage=cleanup in a later process
     assert restored.teardown() == [] and fake.clusters == {}
-    sa = atlas.AtlasClient(
+    sa = api.AtlasClient(
         PROJECT, client_id=CLIENT_ID, client_secret=CLIENT_SECRET, base_url=fake.base
     )
     blob = pickle.dumps(sa)
@@ -580,7 +592,7 @@ def test_exhausted_retries_name_the_attempts(fake):
     c = client(fake, sleep=clock.sleep, clock=clock)
     c.create_cluster(SPEC)
     fake.faults += [("GET", "/clusters/bench-m30", 502, False)] * 5
-    with pytest.raises(atlas.AtlasError) as exc:
+    with pytest.raises(api.AtlasError) as exc:
         c.get_cluster("bench-m30")
     assert exc.value.status == 502 and exc.value.attempts == 5
     assert "HTTP 502" in str(exc.value) and "gave up after 5 attempts" in str(exc.value)
@@ -591,17 +603,17 @@ def test_exhausted_retries_name_the_attempts(fake):
         assert full / 2 <= sleep <= full
     # network errors too, with the same count
     fake.faults += [("GET", "/clusters/bench-m30", CLOSE, False)] * 5
-    with pytest.raises(atlas.AtlasError, match=r"network error.*gave up after 5 attempts") as exc:
+    with pytest.raises(api.AtlasError, match=r"network error.*gave up after 5 attempts") as exc:
         c.get_cluster("bench-m30")
     assert exc.value.status is None
 
 
 def test_retries_stop_at_the_time_budget(fake, monkeypatch):
-    monkeypatch.setattr(atlas.random, "uniform", lambda a, b: b)  # no jitter: 2, 4, 8 s
+    monkeypatch.setattr(api.random, "uniform", lambda a, b: b)  # no jitter: 2, 4, 8 s
     clock = Clock()
     c = client(fake, sleep=clock.sleep, clock=clock, max_attempts=10, retry_budget=10)
     fake.faults += [("GET", "/clusters/x", 500, False)] * 10
-    with pytest.raises(atlas.AtlasError, match="gave up after 3 attempts") as exc:
+    with pytest.raises(api.AtlasError, match="gave up after 3 attempts") as exc:
         c.get_cluster("x")
     assert exc.value.attempts == 3 and clock.sleeps == [2, 4]  # a 4th try: after 14 s
 
@@ -610,11 +622,11 @@ def test_4xx_other_than_429_is_not_retried(fake):
     clock = Clock()
     c = client(fake, sleep=clock.sleep, clock=clock)
     fake.faults.append(("POST", "/clusters", 400, False))
-    with pytest.raises(atlas.AtlasError, match="HTTP 400") as exc:
+    with pytest.raises(api.AtlasError, match="HTTP 400") as exc:
         c.create_cluster(SPEC)
     assert exc.value.attempts == 1 and clock.sleeps == []
     assert len(sent(fake, "POST", "/clusters")) == 1 and not fake.clusters
-    with pytest.raises(atlas.AtlasNotFound):
+    with pytest.raises(api.AtlasNotFound):
         c.get_cluster("nope")
     assert clock.sleeps == []
 
@@ -639,7 +651,7 @@ def test_409_after_a_refusal_is_someone_elses_cluster(fake):
     c.create_cluster(SPEC)
     fake.faults.append(("POST", "/clusters", 429, False))
     d = deployment(fake)
-    with pytest.raises(atlas.AtlasConflict, match="already present"):
+    with pytest.raises(api.AtlasConflict, match="already present"):
         d.provision()
     assert not d.created
     assert d.teardown() == [] and "bench-m30" in fake.clusters
@@ -653,7 +665,7 @@ def test_delete_retried_after_a_lost_reply_counts_404_as_done(fake):
     fake.faults.append(("DELETE", "/clusters/bench-m30", 502, True))
     assert c.delete_cluster("bench-m30") is None
     assert len(sent(fake, "DELETE", "/clusters/bench-m30")) == 2
-    with pytest.raises(atlas.AtlasNotFound):  # without a lost reply, 404 is still an error
+    with pytest.raises(api.AtlasNotFound):  # without a lost reply, 404 is still an error
         c.delete_cluster("bench-m30")
 
 
@@ -671,5 +683,5 @@ def test_polls_go_on_through_failures_until_the_deadline(fake):
     def sleep(s):
         now[0] += s
 
-    with pytest.raises(atlas.AtlasTimeout, match=r"still unknown \(.*HTTP 503.*\) after 3s"):
+    with pytest.raises(api.AtlasTimeout, match=r"still unknown \(.*HTTP 503.*\) after 3s"):
         c.wait_for_idle("bench-m30", timeout=3, poll=1, sleep=sleep, clock=lambda: now[0])

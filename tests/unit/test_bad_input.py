@@ -5,7 +5,10 @@ import json
 
 import pytest
 
-from mongobench import cli, redact, report, sweep
+from mongobench import cli
+from mongobench.core import redact
+from mongobench.reports import report
+from mongobench.sweep import plan as sweep
 
 SECRET = "s3cr3t-Pass"
 

@@ -9,7 +9,15 @@ import struct
 
 import pytest
 
-from mongobench import cli, compare, stress, sweep, ycsb
+from mongobench import cli
+from mongobench.core import pairs, pricing
+from mongobench.reports import compare
+from mongobench.reports import plots as reports_plots
+from mongobench.reports import runs as reports_runs
+from mongobench.stress import search as stress
+from mongobench.sweep import plan
+from mongobench.sweep import samples as sweep_samples
+from mongobench.ycsb import parse as ycsb
 
 GiB = 1024**3
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -64,8 +72,8 @@ SEED = {
 def seed_samples(scale: float = 1.0, memory_gib: float = 8, skip=()) -> list[dict]:
     """The seed's sweep as our samples; `scale` multiplies throughput (a faster machine)."""
     out = []
-    for step in sweep.plan(memory_bytes=int(memory_gib * GiB), memory_source="flag"):
-        for phase in sweep.PHASES:
+    for step in plan.plan(memory_bytes=int(memory_gib * GiB), memory_source="flag"):
+        for phase in plan.PHASES:
             if (step.size_mb, phase.name) in skip:
                 continue
             runtime, tput, p99 = SEED[step.records][phase.name]
@@ -79,7 +87,7 @@ def seed_samples(scale: float = 1.0, memory_gib: float = 8, skip=()) -> list[dic
                 for op, v in p99.items()
             }
             res = ycsb.YcsbResult(runtime / scale, tput * scale, ops, {})
-            out += sweep.phase_samples(step, phase, res)
+            out += sweep_samples.phase_samples(step, phase, res)
     return out
 
 
@@ -178,7 +186,7 @@ def three_runs(tmp_path):
 
 
 def test_runs_are_labelled_by_machine_type_and_tier(three_runs):
-    runs = compare.load_runs(three_runs)
+    runs = reports_runs.load_runs(three_runs)
     assert [r.label for r in runs] == ["n2-standard-2", "n2-standard-4", "Atlas M30"]
     assert [r.run_uri for r in runs] == ["run-a", "run-b", "run-c"]
     assert runs[0].machine_type == "n2-standard-2" and runs[0].disk_type == "pd-ssd"
@@ -195,7 +203,7 @@ def test_disk_type_joins_the_label_when_it_differs(tmp_path):
             ("io2", {"data_disk_0_type": "io2"}),
         )
     ]
-    assert [r.label for r in compare.load_runs(files)] == ["m5.large / gp3", "m5.large / io2"]
+    assert [r.label for r in reports_runs.load_runs(files)] == ["m5.large / gp3", "m5.large / io2"]
 
 
 def test_same_machine_twice_is_told_apart_by_run_uri_and_user_labels_win(tmp_path):
@@ -204,61 +212,61 @@ def test_same_machine_twice_is_told_apart_by_run_uri_and_user_labels_win(tmp_pat
         write_results(tmp_path / f"{n}.json", s, f"{n}0000000xyz", {"machine_type": "m5.large"})
         for n in ("a", "b")
     ]
-    assert [r.label for r in compare.load_runs(files)] == [
+    assert [r.label for r in reports_runs.load_runs(files)] == [
         "m5.large (a0000000)",
         "m5.large (b0000000)",
     ]
     labels = {files[0]: "before", "b.json": "after"}  # by path or by file name
-    assert [r.label for r in compare.load_runs(files, labels)] == ["before", "after"]
+    assert [r.label for r in reports_runs.load_runs(files, labels)] == ["before", "after"]
     with pytest.raises(ValueError, match="names no --pkb-results file"):
-        compare.load_runs(files, {"other.json": "x"})
+        reports_runs.load_runs(files, {"other.json": "x"})
     with pytest.raises(ValueError, match="share the label"):
-        compare.load_runs(files, {files[0]: "same", files[1]: "same"})
+        reports_runs.load_runs(files, {files[0]: "same", files[1]: "same"})
 
 
 # ----------------------------------------------------------------------------- prices
 
 
 def test_prices_from_flag_atlas_table_and_instance_table(three_runs):
-    runs = compare.load_runs(three_runs)
-    compare.assign_prices(runs, {"n2-standard-4": 0.25})
-    assert runs[0].price == compare.INSTANCE_PRICES["n2-standard-2"]
+    runs = reports_runs.load_runs(three_runs)
+    reports_runs.assign_prices(runs, {"n2-standard-4": 0.25})
+    assert runs[0].price == pricing.INSTANCE_PRICES["n2-standard-2"]
     assert "built-in table" in runs[0].price_source and "approximate" in runs[0].price_source
     assert "clients VM only" in runs[0].price_source
     assert (runs[1].price, runs[1].price_source) == (0.25, "--price")
     assert runs[2].price == 0.54  # mongobench.atlas: M30 on AWS us-east-1
     assert runs[2].price_source.startswith("Atlas list price")
     with pytest.raises(ValueError, match="names no run"):
-        compare.assign_prices(compare.load_runs(three_runs), {"m9.huge": 1.0})
+        reports_runs.assign_prices(reports_runs.load_runs(three_runs), {"m9.huge": 1.0})
 
 
 def test_unknown_machine_has_no_price(tmp_path):
     f = write_results(tmp_path / "x.json", perftables_samples({"1": 1.0}), "r", {"x": 1})
-    [run] = compare.load_runs([f])
-    compare.assign_prices([run])
+    [run] = reports_runs.load_runs([f])
+    reports_runs.assign_prices([run])
     assert run.price is None and run.price_source is None
 
 
 def test_ops_per_dollar_arithmetic():
-    assert compare.ops_per_dollar(1000.0, 0.5) == 7_200_000.0  # 1000 ops/s x 3600 s / $0.5
-    assert compare.ops_per_dollar(250.0, 0.0971) == pytest.approx(9_268_795.06, rel=1e-9)
-    assert compare.ops_per_dollar(None, 0.5) is None
-    assert compare.ops_per_dollar(1000.0, None) is None
+    assert reports_runs.ops_per_dollar(1000.0, 0.5) == 7_200_000.0  # 1000 ops/s x 3600 s / $0.5
+    assert reports_runs.ops_per_dollar(250.0, 0.0971) == pytest.approx(9_268_795.06, rel=1e-9)
+    assert reports_runs.ops_per_dollar(None, 0.5) is None
+    assert reports_runs.ops_per_dollar(1000.0, None) is None
 
 
 def test_pairs_parsing():
-    assert compare.parse_pairs(["a=b=c"], "--label") == {"a": "b=c"}
-    assert compare.parse_pairs(["n2 / x=y=$1.5"], "--price", number=True) == {"n2 / x=y": 1.5}
+    assert pairs.parse_pairs(["a=b=c"], "--label") == {"a": "b=c"}
+    assert pairs.parse_pairs(["n2 / x=y=$1.5"], "--price", number=True) == {"n2 / x=y": 1.5}
     for bad in (["noequals"], ["x="], ["x=abc"], ["x=0"]):
         with pytest.raises(ValueError):
-            compare.parse_pairs(bad, "--price", number=True)
+            pairs.parse_pairs(bad, "--price", number=True)
 
 
 def test_linear_sizes_are_the_seeds_linear_prefix():
-    assert compare.linear_sizes([1, 2, 3, 10, 100, 1000, 10000]) == [1, 2, 3]
-    assert compare.linear_sizes([0.1, 0.2]) == [0.1, 0.2]
-    assert compare.linear_sizes([1, 10, 100]) == [1, 10]
-    assert compare.linear_sizes([5]) == [5]
+    assert reports_plots.linear_sizes([1, 2, 3, 10, 100, 1000, 10000]) == [1, 2, 3]
+    assert reports_plots.linear_sizes([0.1, 0.2]) == [0.1, 0.2]
+    assert reports_plots.linear_sizes([1, 10, 100]) == [1, 10]
+    assert reports_plots.linear_sizes([5]) == [5]
 
 
 # ----------------------------------------------------------------------------- report
@@ -317,7 +325,7 @@ def test_report_tables_plots_and_na(three_runs, tmp_path):
     ]
     assert load[1][1:7] == ["1.21", "0.606", "826", "1652", "1.96", "1.96"]
     tput_a = SEED[1000]["load"][1]
-    assert load[1][7] == f"{tput_a * 3600 / compare.INSTANCE_PRICES['n2-standard-2']:.0f}"
+    assert load[1][7] == f"{tput_a * 3600 / pricing.INSTANCE_PRICES['n2-standard-2']:.0f}"
     assert load[1][8] == f"{tput_a * 2 * 3600 / 0.25:.0f}"
     # 10 GB exceeds the 8 GiB machine only; the marker says which.
     assert load[7][3] == "5080 †" and load[7][4] == "10160"
@@ -397,9 +405,11 @@ def test_cli_compare(three_runs, tmp_path, capsys):
 
 
 def test_failed_phase_shows_as_failed_and_is_listed(tmp_path):
-    step = sweep.plan([1])[0]
+    step = plan.plan([1])[0]
     samples = seed_samples(skip={(1, "load")})
-    samples.append(sweep.failure_sample(step, sweep.PHASES[0], "YCSB reported a failure: boom"))
+    samples.append(
+        sweep_samples.failure_sample(step, plan.PHASES[0], "YCSB reported a failure: boom")
+    )
     f = write_results(tmp_path / "f.json", samples, "rf", {"machine_type": "m5.large"})
     text, _ = compare.compare([f], str(tmp_path / "r.md"))
     load = table_rows(text, "### Load")

@@ -4,7 +4,7 @@ import uuid
 import bson
 import pytest
 
-from mongobench.docgen import DocFactory, business_id
+from mongobench.driver.docgen import DocFactory, business_id
 
 
 @pytest.mark.parametrize("kb", [1, 4, 32, 256, 2048])

@@ -11,10 +11,10 @@ import bson
 import pytest
 from bson.raw_bson import RawBSONDocument
 
-from mongobench.docgen import DocFactory
 from mongobench.driver import multiplex, ops, sources
-from mongobench.workloads import ThreadStats
-from mongobench.workloads_keyed import compile_template
+from mongobench.driver.base import ThreadStats
+from mongobench.driver.docgen import DocFactory
+from mongobench.driver.queries import compile_template
 
 
 def message(doc: dict, response_to: int = 1) -> bytearray:

@@ -1,6 +1,6 @@
 import pytest
 
-from mongobench import experiments as exp_mod
+from mongobench.perftables import experiments as exp_mod
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +52,8 @@ def test_unknown_names_are_reported(catalog):
 
 
 def test_every_experiment_names_a_registered_workload_and_known_columns(catalog):
-    from mongobench.results import COLUMNS
-    from mongobench.workloads import WORKLOADS
+    from mongobench.driver.catalog import WORKLOADS
+    from mongobench.reports.results import COLUMNS
 
     for e in catalog.values():
         assert e.workload in WORKLOADS, e.name

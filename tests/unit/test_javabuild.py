@@ -5,7 +5,7 @@ import stat
 
 import pytest
 
-from mongobench import javabuild
+from mongobench.remote import javabuild
 
 FAKE_MVN = """#!/bin/sh
 # Records the call, then lays out what `mvn package` leaves in each module.

@@ -26,7 +26,8 @@ import time
 import pytest
 import yaml
 
-from mongobench import mongod as m
+from mongobench.deploy import hostsettings, install, mongod
+from mongobench.remote import probes, processes
 
 PLATFORMS = [
     ("ubuntu", "22.04", "x86_64", "jammy"),
@@ -45,7 +46,7 @@ def bash_syntax_ok(cmd):
 
 @pytest.mark.parametrize("family,release,arch,codename", PLATFORMS)
 def test_repo_commands_follow_the_documented_layout(family, release, arch, codename):
-    cmds = m.repo_setup_commands(family, release, arch, "8.0")
+    cmds = install.repo_setup_commands(family, release, arch, "8.0")
     joined = "\n".join(cmds)
     assert all(bash_syntax_ok(c) for c in cmds)
     if family == "ubuntu":
@@ -82,7 +83,7 @@ def test_repo_commands_follow_the_documented_layout(family, release, arch, coden
 
 
 def test_repo_series_follows_the_version_and_sudo_is_optional():
-    cmds = m.repo_setup_commands("ubuntu", "22.04", "x86_64", "7.0.14", sudo=False)
+    cmds = install.repo_setup_commands("ubuntu", "22.04", "x86_64", "7.0.14", sudo=False)
     assert any("jammy/mongodb-org/7.0 multiverse" in c for c in cmds)
     assert any("server-7.0.asc" in c for c in cmds)
     assert not any("sudo" in c for c in cmds)
@@ -106,23 +107,25 @@ def test_repo_series_follows_the_version_and_sudo_is_optional():
     ],
 )
 def test_unpublished_combinations_are_refused_clearly(family, release, arch, version, why):
-    with pytest.raises(m.UnsupportedPlatform, match=why):
-        m.repo_setup_commands(family, release, arch, version)
+    with pytest.raises(install.UnsupportedPlatform, match=why):
+        install.repo_setup_commands(family, release, arch, version)
 
 
 def test_install_pins_full_versions_per_package_manager():
-    apt = m.install_packages_commands("ubuntu", "24.04", "x86_64", "8.0.4")
+    apt = install.install_packages_commands("ubuntu", "24.04", "x86_64", "8.0.4")
     assert apt[0] == (
         "sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q"
         " mongodb-org-server=8.0.4 mongodb-org-mongos=8.0.4"
     )
-    dnf = m.install_packages_commands("rhel", "9", "x86_64", "7.0.12", with_shell=True)
+    dnf = install.install_packages_commands("rhel", "9", "x86_64", "7.0.12", with_shell=True)
     assert dnf[0] == (
         "sudo dnf install -y mongodb-org-server-7.0.12 mongodb-org-mongos-7.0.12 mongodb-mongosh"
     )
-    series_only = m.install_packages_commands("debian", "12", "x86_64", "8.0", with_mongos=False)
+    series_only = install.install_packages_commands(
+        "debian", "12", "x86_64", "8.0", with_mongos=False
+    )
     assert series_only[0].endswith("apt-get install -y -q mongodb-org-server")
-    # the packaged service would occupy 27017: ours are started by start_command
+    # the packaged service would occupy 27017: ours are started by background_command
     assert "systemctl disable --now mongod" in series_only[1]
     assert all(bash_syntax_ok(c) for c in apt + dnf)
 
@@ -141,15 +144,16 @@ def test_install_pins_full_versions_per_package_manager():
 )
 def test_tarball_urls(version, family, release, arch, name):
     assert (
-        m.tarball_url(version, family, release, arch) == f"https://fastdl.mongodb.org/linux/{name}"
+        install.tarball_url(version, family, release, arch)
+        == f"https://fastdl.mongodb.org/linux/{name}"
     )
 
 
 def test_tarball_needs_full_version_and_a_published_platform():
     with pytest.raises(ValueError, match="full version"):
-        m.tarball_url("8.0", "ubuntu", "22.04", "x86_64")
-    with pytest.raises(m.UnsupportedPlatform):
-        m.tarball_url("8.0.4", "debian", "12", "arm64")
+        install.tarball_url("8.0", "ubuntu", "22.04", "x86_64")
+    with pytest.raises(install.UnsupportedPlatform):
+        install.tarball_url("8.0.4", "debian", "12", "arm64")
 
 
 def _fake_mongodb_tree(tmp_path, version="8.0.4"):
@@ -176,47 +180,52 @@ def test_tarball_install_unpacks_and_reports_the_version(tmp_path):
     src = _fake_mongodb_tree(tmp_path)
     dest = tmp_path / "opt mongo"  # a space, to prove the quoting
     out = ""
-    for cmd in m.tarball_install_commands(f"file://{src}", str(dest)):
+    for cmd in install.tarball_install_commands(f"file://{src}", str(dest)):
         res = subprocess.run(cmd, shell=True, capture_output=True, text=True, check=True)
         out = res.stdout
-    assert m.version_from_output(out) == "8.0.4"
+    assert install.version_from_output(out) == "8.0.4"
     assert (dest / "bin" / "mongod").exists() and not (dest / "mongodb.tgz").exists()
     check = subprocess.run(
-        m.bin_dir_check_command(str(dest / "bin") + "/"), shell=True, capture_output=True, text=True
+        install.bin_dir_check_command(str(dest / "bin") + "/"),
+        shell=True,
+        capture_output=True,
+        text=True,
     )
     assert check.returncode == 0 and "v8.0.4" in check.stdout
-    missing = subprocess.run(m.bin_dir_check_command(str(tmp_path / "none")), shell=True)
+    missing = subprocess.run(install.bin_dir_check_command(str(tmp_path / "none")), shell=True)
     assert missing.returncode != 0
 
 
 def test_version_parsing():
-    assert m.parse_version("8.0") == (8, 0)
-    assert m.parse_version("v7.0.12-rc1") == (7, 0, 12)
-    assert m.series("8.0.4") == "8.0"
+    assert install.parse_version("8.0") == (8, 0)
+    assert install.parse_version("v7.0.12-rc1") == (7, 0, 12)
+    assert install.series("8.0.4") == "8.0"
     with pytest.raises(ValueError):
-        m.parse_version("latest")
+        install.parse_version("latest")
     with pytest.raises(ValueError):
-        m.version_from_output("mongos version v8.0.4")
+        install.version_from_output("mongos version v8.0.4")
 
 
 def test_platform_detection_from_os_release():
     ubuntu = 'NAME="Ubuntu"\nVERSION_ID="24.04"\nID=ubuntu\nID_LIKE=debian\n'
-    assert m.platform_from_os_release(ubuntu, "aarch64") == m.Platform("ubuntu", "24.04", "aarch64")
+    assert install.platform_from_os_release(ubuntu, "aarch64") == install.Platform(
+        "ubuntu", "24.04", "aarch64"
+    )
     rocky = 'NAME="Rocky Linux"\nID="rocky"\nID_LIKE="rhel centos fedora"\nVERSION_ID="9.4"\n'
-    plat = m.platform_from_os_release(rocky, "x86_64")
-    assert plat == m.Platform("rhel", "9", "x86_64") and plat.package_manager == "yum"
+    plat = install.platform_from_os_release(rocky, "x86_64")
+    assert plat == install.Platform("rhel", "9", "x86_64") and plat.package_manager == "yum"
     debian = 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nVERSION_ID="12"\nID=debian\n'
-    assert m.platform_from_os_release(debian, "x86_64").package_manager == "apt"
-    with pytest.raises(m.UnsupportedPlatform):
-        m.platform_from_os_release('ID=pop\nVERSION_ID="22.04"\n', "x86_64")
+    assert install.platform_from_os_release(debian, "x86_64").package_manager == "apt"
+    with pytest.raises(install.UnsupportedPlatform):
+        install.platform_from_os_release('ID=pop\nVERSION_ID="22.04"\n', "x86_64")
 
 
 @pytest.mark.parametrize("version", ["6.0", "7.0", "7.0.12", "8.0", "8.0.4"])
 def test_mongod_config_is_valid_for_the_version(version):
-    cfg = m.mongod_config(
+    cfg = mongod.mongod_config(
         2, 27019, "/data/db2", "/data/log/m2.log", 1.5, "127.0.0.1,10.0.0.5", version=version
     )
-    text = m.render_config(cfg, instance=2)
+    text = mongod.render_config(cfg, instance=2)
     assert text.startswith("# mongobench instance 2\n")
     doc = yaml.safe_load(text)
     assert doc == {
@@ -229,37 +238,39 @@ def test_mongod_config_is_valid_for_the_version(version):
 
 
 def test_replica_set_and_sharding_roles():
-    shard = m.mongod_config(0, 27018, "/d", "/l", 2, "0.0.0.0", "shard0", "shardsvr", version="8.0")
+    shard = mongod.mongod_config(
+        0, 27018, "/d", "/l", 2, "0.0.0.0", "shard0", "shardsvr", version="8.0"
+    )
     assert shard["replication"] == {"replSetName": "shard0"}
     assert shard["sharding"] == {"clusterRole": "shardsvr"}
-    cfgsvr = m.mongod_config(
+    cfgsvr = mongod.mongod_config(
         0, 27019, "/d", "/l", 0.25, "0.0.0.0", "cfg", "configsvr", version="7.0"
     )
     assert cfgsvr["sharding"] == {"clusterRole": "configsvr"}
     with pytest.raises(ValueError, match="replica sets"):
-        m.mongod_config(0, 27018, "/d", "/l", 1, "0.0.0.0", None, "shardsvr", version="8.0")
+        mongod.mongod_config(0, 27018, "/d", "/l", 1, "0.0.0.0", None, "shardsvr", version="8.0")
     with pytest.raises(ValueError, match="configsvr or shardsvr"):
-        m.mongod_config(0, 27018, "/d", "/l", 1, "0.0.0.0", "rs", "arbiter", version="8.0")
+        mongod.mongod_config(0, 27018, "/d", "/l", 1, "0.0.0.0", "rs", "arbiter", version="8.0")
     with pytest.raises(ValueError, match="0.25"):
-        m.mongod_config(3, 27018, "/d", "/l", 0.1, "0.0.0.0", version="8.0")
+        mongod.mongod_config(3, 27018, "/d", "/l", 0.1, "0.0.0.0", version="8.0")
 
 
 def test_removed_options_are_refused_per_version():
     journal = {"storage": {"journal": {"enabled": True}}}
     # accepted by 6.0, removed in 6.1
-    cfg = m.mongod_config(0, 1, "/d", "/l", 1, "h", version="6.0", extra=journal)
+    cfg = mongod.mongod_config(0, 1, "/d", "/l", 1, "h", version="6.0", extra=journal)
     assert cfg["storage"]["journal"] == {"enabled": True}
     assert cfg["storage"]["dbPath"] == "/d"  # extra merges, it does not replace the section
     for version in ("7.0", "8.0.4"):
         with pytest.raises(ValueError, match="removed in MongoDB 6.1"):
-            m.mongod_config(0, 1, "/d", "/l", 1, "h", version=version, extra=journal)
+            mongod.mongod_config(0, 1, "/d", "/l", 1, "h", version=version, extra=journal)
     with pytest.raises(ValueError, match="fork"):
-        m.mongod_config(
+        mongod.mongod_config(
             0, 1, "/d", "/l", 1, "h", version="8.0", extra={"processManagement": {"fork": True}}
         )
     with pytest.raises(ValueError, match="serviceExecutor"):
-        m.validate_config({"net": {"serviceExecutor": "adaptive"}}, "7.0")
-    ok = m.mongod_config(
+        mongod.validate_config({"net": {"serviceExecutor": "adaptive"}}, "7.0")
+    ok = mongod.mongod_config(
         0,
         1,
         "/d",
@@ -274,16 +285,16 @@ def test_removed_options_are_refused_per_version():
 
 @pytest.mark.parametrize("version", ["6.0", "7.0.12", "8.0.4"])
 def test_tls_config_uses_the_net_tls_names(version):
-    tls = m.tls_settings("/w/tls/server.pem")
-    cfg = m.mongod_config(0, 27017, "/d", "/l", 1, "10.0.0.5", version=version, tls=tls)
-    doc = yaml.safe_load(m.render_config(cfg))
+    tls = mongod.tls_settings("/w/tls/server.pem")
+    cfg = mongod.mongod_config(0, 27017, "/d", "/l", 1, "10.0.0.5", version=version, tls=tls)
+    doc = yaml.safe_load(mongod.render_config(cfg))
     # requireTLS: plain connections are refused; no CAFile: no client certificates asked for
     assert doc["net"] == {
         "port": 27017,
         "bindIp": "10.0.0.5",
         "tls": {"mode": "requireTLS", "certificateKeyFile": "/w/tls/server.pem"},
     }
-    with_ca = m.tls_settings("/w/s.pem", ca_file="/w/ca.pem")["tls"]
+    with_ca = mongod.tls_settings("/w/s.pem", ca_file="/w/ca.pem")["tls"]
     # a CAFile alone would make mongod refuse every client without a certificate
     assert with_ca == {
         "mode": "requireTLS",
@@ -291,12 +302,12 @@ def test_tls_config_uses_the_net_tls_names(version):
         "CAFile": "/w/ca.pem",
         "allowConnectionsWithoutCertificates": True,
     }
-    strict = m.tls_settings(
+    strict = mongod.tls_settings(
         "/w/s.pem", ca_file="/w/ca.pem", allow_connections_without_certificates=False
     )
     assert strict["tls"]["allowConnectionsWithoutCertificates"] is False
     # extra still merges into net without dropping tls
-    cfg = m.mongod_config(
+    cfg = mongod.mongod_config(
         0,
         1,
         "/d",
@@ -312,16 +323,18 @@ def test_tls_config_uses_the_net_tls_names(version):
 
 def test_tls_config_is_refused_where_mongod_would_refuse_it():
     with pytest.raises(ValueError, match="new in MongoDB 4.2"):
-        m.validate_config(
+        mongod.validate_config(
             {"net": {"tls": {"mode": "requireTLS", "certificateKeyFile": "/p"}}}, "4.0"
         )
-    m.validate_config({"net": {"tls": {"mode": "requireTLS", "certificateKeyFile": "/p"}}}, "4.2")
+    mongod.validate_config(
+        {"net": {"tls": {"mode": "requireTLS", "certificateKeyFile": "/p"}}}, "4.2"
+    )
     with pytest.raises(ValueError, match="must be one of"):
-        m.tls_settings("/p", mode="requireSSL")  # the net.ssl spelling
+        mongod.tls_settings("/p", mode="requireSSL")  # the net.ssl spelling
     with pytest.raises(ValueError, match="needs net.tls.certificateKeyFile"):
-        m.tls_settings("")
+        mongod.tls_settings("")
     with pytest.raises(ValueError, match="must not be mixed"):
-        m.mongod_config(
+        mongod.mongod_config(
             0,
             1,
             "/d",
@@ -329,14 +342,14 @@ def test_tls_config_is_refused_where_mongod_would_refuse_it():
             1,
             "h",
             version="8.0",
-            tls=m.tls_settings("/p"),
+            tls=mongod.tls_settings("/p"),
             extra={"net": {"ssl": {"mode": "requireSSL"}}},
         )
-    assert m.tls_settings("/p", mode="disabled")["tls"]["mode"] == "disabled"
+    assert mongod.tls_settings("/p", mode="disabled")["tls"]["mode"] == "disabled"
 
 
 def test_mongos_config_has_no_storage():
-    cfg = m.mongos_config(
+    cfg = mongod.mongos_config(
         27017, "cfg/a:27019,b:27019,c:27019", "/l/mongos.log", "0.0.0.0", version="8.0"
     )
     assert cfg["sharding"] == {"configDB": "cfg/a:27019,b:27019,c:27019"}
@@ -367,10 +380,16 @@ def test_start_and_stop_by_pid(tmp_path):
         ["tar", "-xzf", str(src), "-C", str(tmp_path / "bin"), "--strip-components=2"], check=True
     )
     conf, pid_file, out = tmp_path / "c.yaml", tmp_path / "m.pid", tmp_path / "m.out"
-    conf.write_text(m.render_config(m.mongod_config(0, 1, "/d", "/l", 1, "h", version="8.0")))
+    conf.write_text(
+        mongod.render_config(mongod.mongod_config(0, 1, "/d", "/l", 1, "h", version="8.0"))
+    )
     nofile, nproc = _limits()
-    cmd = m.start_command(
-        str(bin_dir), str(conf), str(pid_file), str(out), nofile=nofile, nproc=nproc, sudo=False
+    cmd = processes.background_command(
+        [f"{bin_dir}/mongod", "--config", str(conf)],
+        pid_file=str(pid_file),
+        stdout=str(out),
+        nofile=nofile,
+        nproc=nproc,
     )
     assert bash_syntax_ok(cmd) and cmd.startswith("bash -c ")
     subprocess.run(cmd, shell=True, check=True, timeout=10)
@@ -386,17 +405,24 @@ def test_start_and_stop_by_pid(tmp_path):
             break
         assert time.time() < deadline, f"PID {pid} never became the server: {argv}"
         time.sleep(0.02)
-    limits = m.parse_process_limits(open(f"/proc/{pid}/limits").read())
+    limits = probes.parse_process_limits(open(f"/proc/{pid}/limits").read())
     assert limits["nofile"] == nofile and limits["nproc"] == nproc
     subprocess.run(
-        m.stop_command(str(pid_file), timeout_s=5, sudo=False), shell=True, check=True, timeout=15
+        processes.stop_processes_command([str(pid_file)], marker=str(tmp_path), timeout_s=5),
+        shell=True,
+        check=True,
+        timeout=15,
     )
     deadline = time.time() + 5
     while _alive(pid) and time.time() < deadline:
         time.sleep(0.05)
     assert not _alive(pid) and not pid_file.exists()
     # idempotent: no PID file, nothing to do
-    subprocess.run(m.stop_command(str(pid_file), sudo=False), shell=True, check=True)
+    subprocess.run(
+        processes.stop_processes_command([str(pid_file)], marker=str(tmp_path)),
+        shell=True,
+        check=True,
+    )
 
 
 def test_stop_never_kills_a_process_that_is_not_ours(tmp_path):
@@ -405,7 +431,9 @@ def test_stop_never_kills_a_process_that_is_not_ours(tmp_path):
         pid_file = tmp_path / "stale.pid"
         pid_file.write_text(str(other.pid))  # a stale PID file now naming another program
         subprocess.run(
-            m.stop_command(str(pid_file), timeout_s=1, sudo=False), shell=True, check=True
+            processes.stop_processes_command([str(pid_file)], marker=str(tmp_path), timeout_s=1),
+            shell=True,
+            check=True,
         )
         assert other.poll() is None and not pid_file.exists()
     finally:
@@ -414,37 +442,55 @@ def test_stop_never_kills_a_process_that_is_not_ours(tmp_path):
 
 
 def test_wait_for_port(tmp_path):
+    # a live process of ours stands for the server (without one the wait fails at once)
+    marked = subprocess.Popen(["bash", "-c", "sleep 30; true", str(tmp_path)])
+    pid_file = tmp_path / "s.pid"
+    pid_file.write_text(str(marked.pid))
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen()
     port = srv.getsockname()[1]
     try:
-        assert (
-            subprocess.run(m.wait_for_port_command("127.0.0.1", port, 5), shell=True).returncode
-            == 0
+        try:
+            assert (
+                subprocess.run(
+                    processes.wait_ready_command(
+                        str(pid_file), "127.0.0.1", port, marker=str(tmp_path), timeout_s=5
+                    ),
+                    shell=True,
+                ).returncode
+                == 0
+            )
+        finally:
+            srv.close()
+        res = subprocess.run(
+            processes.wait_ready_command(
+                str(pid_file), "127.0.0.1", port, marker=str(tmp_path), timeout_s=1
+            ),
+            shell=True,
+            capture_output=True,
+            text=True,
         )
+        assert res.returncode == 1 and "nothing listens" in res.stderr
     finally:
-        srv.close()
-    res = subprocess.run(
-        m.wait_for_port_command("127.0.0.1", port, 1), shell=True, capture_output=True, text=True
-    )
-    assert res.returncode == 1 and "nothing listens" in res.stderr
+        marked.kill()
+        marked.wait()
 
 
 def test_process_limits_parser_on_real_proc_file():
-    limits = m.parse_process_limits(open("/proc/self/limits").read())
+    limits = probes.parse_process_limits(open("/proc/self/limits").read())
     assert limits["nofile"] == resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
 def test_host_settings_follow_the_version():
-    old = {s.name: s.value for s in m.host_settings("7.0")}
+    old = {s.name: s.value for s in hostsettings.host_settings("7.0")}
     assert old == {
         "thp_enabled": "never",
         "thp_defrag": "never",
         "swappiness": "1",
         "zone_reclaim_mode": "0",
     }
-    new = {s.name: s.value for s in m.host_settings("8.0.4")}
+    new = {s.name: s.value for s in hostsettings.host_settings("8.0.4")}
     assert new == {
         "thp_enabled": "always",
         "thp_defrag": "defer+madvise",
@@ -482,8 +528,8 @@ def test_record_apply_restore_round_trip(tmp_path, version):
     state = tmp_path / "state" / "host-settings.prev"
     state.parent.mkdir()
     prefix = str(root)
-    _sh(m.record_settings_command(str(state), root=prefix, sudo=False))
-    recorded = m.parse_settings(state.read_text())
+    _sh(hostsettings.record_settings_command(str(state), root=prefix, sudo=False))
+    recorded = hostsettings.parse_settings(state.read_text())
     assert recorded == {
         "thp_enabled": "madvise",
         "thp_defrag": "madvise",
@@ -491,26 +537,30 @@ def test_record_apply_restore_round_trip(tmp_path, version):
         "swappiness": 60,
         "overcommit_memory": 0,
     }
-    for cmd in m.apply_settings_commands(version, root=prefix, sudo=False):
+    for cmd in hostsettings.apply_settings_commands(version, root=prefix, sudo=False):
         _sh(cmd)
-    after = m.parse_settings(_sh(m.read_settings_command(root=prefix, sudo=False)))
-    want = {s.name: s.value for s in m.host_settings(version)}
+    after = hostsettings.parse_settings(
+        _sh(hostsettings.read_settings_command(root=prefix, sudo=False))
+    )
+    want = {s.name: s.value for s in hostsettings.host_settings(version)}
     assert {k: str(v) for k, v in after.items() if k in want} == {
         k: v for k, v in want.items() if k != "zone_reclaim_mode"
     }
-    meta = m.host_settings_metadata(after, version)
+    meta = hostsettings.host_settings_metadata(after, version)
     assert meta["host_settings_as_recommended"] is True
     # a second record (re-run, or a run after a crash) must keep the original values
-    _sh(m.record_settings_command(str(state), root=prefix, sudo=False))
-    assert m.parse_settings(state.read_text()) == recorded
-    for cmd in m.restore_settings_commands(recorded, root=prefix, sudo=False):
+    _sh(hostsettings.record_settings_command(str(state), root=prefix, sudo=False))
+    assert hostsettings.parse_settings(state.read_text()) == recorded
+    for cmd in hostsettings.restore_settings_commands(recorded, root=prefix, sudo=False):
         _sh(cmd)
-    restored = m.parse_settings(_sh(m.read_settings_command(root=prefix, sudo=False)))
+    restored = hostsettings.parse_settings(
+        _sh(hostsettings.read_settings_command(root=prefix, sudo=False))
+    )
     assert restored == recorded
 
 
 def test_host_settings_commands_record_before_applying():
-    cmds = m.host_settings_commands(
+    cmds = hostsettings.host_settings_commands(
         "8.0", "/var/tmp/mb.prev", "/data", "/dev/nvme1n1", readahead_sectors=16
     )
     assert cmds[0].startswith("test -e /var/tmp/mb.prev || ")
@@ -518,7 +568,7 @@ def test_host_settings_commands_record_before_applying():
     assert cmds[-1] == "sudo blockdev --setra 16 /dev/nvme1n1"
     assert "echo always | sudo tee /sys/kernel/mm/transparent_hugepage/enabled" in "\n".join(cmds)
     assert all(bash_syntax_ok(c) for c in cmds)
-    restore = m.restore_settings_commands(
+    restore = hostsettings.restore_settings_commands(
         {"readahead_device": "/dev/nvme1n1", "readahead_sectors": 256, "swappiness": 60}
     )
     assert restore == [
@@ -534,7 +584,7 @@ def test_host_settings_metadata_reports_deviations():
         "swappiness": 60,
         "readahead_sectors": 256,
     }
-    meta = m.host_settings_metadata(readings, "7.0", limits={"nofile": 64000})
+    meta = hostsettings.host_settings_metadata(readings, "7.0", limits={"nofile": 64000})
     assert meta["host_thp_enabled"] == "always" and meta["host_swappiness"] == 60
     assert meta["mongod_ulimit_nofile"] == 64000
     assert meta["host_settings_as_recommended"] is False
@@ -542,12 +592,12 @@ def test_host_settings_metadata_reports_deviations():
     assert "thp_enabled=always(want never)" in dev and "swappiness=60(want 1)" in dev
     assert "readahead_sectors=256(want 8..32)" in dev
     assert "zone_reclaim_mode" not in dev  # absent knob is not a deviation
-    assert m.host_settings_metadata({"swappiness": 1}) == {"host_swappiness": 1}
+    assert hostsettings.host_settings_metadata({"swappiness": 1}) == {"host_swappiness": 1}
 
 
 def test_read_settings_runs_on_this_host():
     # read-only; proves the script is valid sh and the parser understands real sysfs
-    out = m.parse_settings(_sh(m.read_settings_command("/", sudo=False)))
+    out = hostsettings.parse_settings(_sh(hostsettings.read_settings_command("/", sudo=False)))
     if os.path.exists("/sys/kernel/mm/transparent_hugepage/enabled"):
         assert out["thp_enabled"] in ("always", "madvise", "never")
     assert isinstance(out["swappiness"], int)

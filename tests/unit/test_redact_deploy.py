@@ -5,7 +5,8 @@ import tarfile
 
 import pytest
 
-from mongobench import deploy, redact
+from mongobench.core import redact
+from mongobench.remote import shipping as deploy
 
 URI = "mongodb+srv://alice:s%40cret!x@cluster0.example.net/db?retryWrites=true"
 
@@ -40,7 +41,7 @@ def test_read_uri_sources(tmp_path, monkeypatch):
 def test_archive_holds_the_engine_and_no_caches():
     with tarfile.open(fileobj=io.BytesIO(deploy.archive_bytes())) as tar:
         names = tar.getnames()
-    assert "mongobench/perftables.py" in names
+    assert "mongobench/perftables/runner.py" in names
     assert "mongobench/experiments/perftables.yaml" in names
     assert "mongobench/client-requirements.txt" in names
     assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
@@ -89,4 +90,4 @@ def test_setup_commands_build_a_working_client(tmp_path):
     ]
     for c in cmds:
         subprocess.run(c, shell=True, check=True)
-    assert (workdir / "mongobench" / "workloads.py").exists()
+    assert (workdir / "mongobench" / "driver" / "base.py").exists()

@@ -2,8 +2,9 @@ import json
 
 import pytest
 
-from mongobench import experiments as exp_mod
-from mongobench import latency, report, results
+from mongobench.core import latency
+from mongobench.perftables import experiments as exp_mod
+from mongobench.reports import report, results
 
 
 def raw_result(label="4", docs=1000, duration=2.0, errors=None, server=True):

@@ -3,8 +3,8 @@
 
 import pytest
 
-from mongobench import docgen
-from mongobench import experiments as exp_mod
+from mongobench.driver import docgen
+from mongobench.perftables import experiments as exp_mod
 
 FLAG = "--mongodb_perftables_set"
 

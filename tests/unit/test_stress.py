@@ -13,9 +13,15 @@ import time
 import pytest
 import yaml
 
-from mongobench import stress
+from mongobench.core import split as core_split
+from mongobench.core import units
+from mongobench.deploy import mongod
+from mongobench.remote import probes, processes
+from mongobench.stress import placement, sizing, steps
+from mongobench.stress import search as stress_search
+from mongobench.testbed import simulator
 
-GiB = stress.GiB
+GiB = units.GiB
 DATA = pathlib.Path(__file__).resolve().parent.parent / "data" / "ycsb"
 R = 10_000_000
 
@@ -29,82 +35,82 @@ def props_dict(text: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("vcpus,expected", [(1, 1), (2, 1), (16, 7), (32, 11), (64, 14), (96, 16)])
 def test_estimated_instances(vcpus, expected):
-    assert stress.estimated_instances(vcpus) == expected
+    assert sizing.estimated_instances(vcpus) == expected
     assert expected == max(1, math.ceil(16 * (1 - math.exp(-0.032 * vcpus))))
 
 
 def test_records_per_instance_follows_the_anchor_formula():
-    usable = stress.usable_memory_bytes(128 * GiB)
+    usable = sizing.usable_memory_bytes(128 * GiB)
     assert usable == 128 * GiB - 1_000_000 * 1024
     raw = usable / 11 / 1256  # 11 = ceil(16 (1 - e^(-0.032 x 32)))
     assert 9.5e6 < raw < 10.5e6
-    assert stress.records_per_instance(usable, 32) == 10_000_000
+    assert sizing.records_per_instance(usable, 32) == 10_000_000
     # Constants are arguments: 2 x the bytes per record halves the count (rounded to millions).
-    assert stress.records_per_instance(usable, 32, record_bytes=2512) == 5_000_000
+    assert sizing.records_per_instance(usable, 32, record_bytes=2512) == 5_000_000
 
 
 def test_records_are_clamped_and_rounded_half_up():
-    assert stress.records_per_instance(4 * GiB, 16) == 2_000_000  # below the 2M floor
-    usable = stress.usable_memory_bytes(24 * GiB)
-    assert stress.records_per_instance(usable, 2) == 20_000_000  # 19.7M -> 20M
-    assert stress.records_per_instance(usable, 2, max_records=50_000_000) == 20_000_000
-    assert stress.records_per_instance(4 * usable, 2) == 20_000_000  # 78.8M: the ceiling
-    assert stress.records_per_instance(2_500_000 * 1256, 1, min_records=0) == 3_000_000
-    assert stress.records_per_instance(2_499_999 * 1256, 1, min_records=0) == 2_000_000
+    assert sizing.records_per_instance(4 * GiB, 16) == 2_000_000  # below the 2M floor
+    usable = sizing.usable_memory_bytes(24 * GiB)
+    assert sizing.records_per_instance(usable, 2) == 20_000_000  # 19.7M -> 20M
+    assert sizing.records_per_instance(usable, 2, max_records=50_000_000) == 20_000_000
+    assert sizing.records_per_instance(4 * usable, 2) == 20_000_000  # 78.8M: the ceiling
+    assert sizing.records_per_instance(2_500_000 * 1256, 1, min_records=0) == 3_000_000
+    assert sizing.records_per_instance(2_499_999 * 1256, 1, min_records=0) == 2_000_000
 
 
 def test_cache_and_memory_per_instance():
-    assert stress.database_bytes(R) == 10_000_000_000
-    assert stress.cache_size_gb(R) == round(0.25 * 1e10 / GiB, 2) == 2.33
-    assert stress.cache_size_gb(2_000_000) == 1.0  # 0.47 GiB -> the 1 GB minimum
-    assert stress.cache_size_gb(R, fraction=0.5, min_gb=3) == 4.66
-    mem = stress.memory_per_instance_bytes(R, 2.33)
+    assert sizing.database_bytes(R) == 10_000_000_000
+    assert sizing.cache_size_gb(R) == round(0.25 * 1e10 / GiB, 2) == 2.33
+    assert sizing.cache_size_gb(2_000_000) == 1.0  # 0.47 GiB -> the 1 GB minimum
+    assert sizing.cache_size_gb(R, fraction=0.5, min_gb=3) == 4.66
+    mem = sizing.memory_per_instance_bytes(R, 2.33)
     assert mem == 2 * int(2.33 * GiB) + GiB + 256 * R
-    assert stress.memory_per_instance_bytes(R, 2.33, file_cache_bytes=0) == mem - int(2.33 * GiB)
+    assert sizing.memory_per_instance_bytes(R, 2.33, file_cache_bytes=0) == mem - int(2.33 * GiB)
 
 
 def test_max_instances_is_the_tightest_limit():
-    assert stress.max_instances(100, 1000, 10, 10) == 10  # memory
-    assert stress.max_instances(1000, 55, 10, 10) == 5  # disk
-    assert stress.max_instances(1000, 1000, 10, 10, cap=3) == 3  # cap
-    assert stress.max_instances(5, 1000, 10, 10) == 0
+    assert sizing.max_instances(100, 1000, 10, 10) == 10  # memory
+    assert sizing.max_instances(1000, 55, 10, 10) == 5  # disk
+    assert sizing.max_instances(1000, 1000, 10, 10, cap=3) == 3  # cap
+    assert sizing.max_instances(5, 1000, 10, 10) == 0
 
 
 def test_plan_sizing_and_overrides():
-    s = stress.plan_sizing(128 * GiB, 32, 2000 * GiB)
+    s = sizing.plan_sizing(128 * GiB, 32, 2000 * GiB)
     assert (s.records, s.cache_gb) == (10_000_000, 2.33)
-    assert s.memory_per_instance == stress.memory_per_instance_bytes(s.records, s.cache_gb)
+    assert s.memory_per_instance == sizing.memory_per_instance_bytes(s.records, s.cache_gb)
     assert s.fits_memory == s.usable_memory // s.memory_per_instance == 15
     assert s.fits_disk == 2000 * GiB // 10**10
     assert s.max_instances == 15
     assert s.metadata()["records_per_instance"] == 10_000_000
 
-    forced = stress.plan_sizing(
+    forced = sizing.plan_sizing(
         128 * GiB, 32, 50 * GiB, records=4_000_000, cache_gb=2.0, max_instances_cap=12
     )
     assert (forced.records, forced.cache_gb) == (4_000_000, 2.0)
     assert forced.max_instances == min(forced.fits_memory, forced.fits_disk, 12) == 12
-    assert stress.plan_sizing(128 * GiB, 32, 25 * GiB).max_instances == 2  # 10 GB per instance
+    assert sizing.plan_sizing(128 * GiB, 32, 25 * GiB).max_instances == 2  # 10 GB per instance
 
 
 def test_plan_sizing_fails_clearly_when_nothing_fits():
     with pytest.raises(ValueError, match="no mongod instance fits.*GiB of disk"):
-        stress.plan_sizing(128 * GiB, 32, 5 * GiB)
+        sizing.plan_sizing(128 * GiB, 32, 5 * GiB)
     with pytest.raises(ValueError, match="of memory"):
-        stress.plan_sizing(4 * GiB, 2, 1000 * GiB, records=20_000_000)
+        sizing.plan_sizing(4 * GiB, 2, 1000 * GiB, records=20_000_000)
 
 
 # ----------------------------------------------------------------------------- stress-ng
 
 
 def test_memory_to_hold_is_never_negative():
-    assert stress.memory_to_hold_bytes(100 * GiB, 3, 20 * GiB) == 40 * GiB
-    assert stress.memory_to_hold_bytes(100 * GiB, 6, 20 * GiB) == 0
-    assert stress.split_evenly(10, 3) == [4, 3, 3]
+    assert sizing.memory_to_hold_bytes(100 * GiB, 3, 20 * GiB) == 40 * GiB
+    assert sizing.memory_to_hold_bytes(100 * GiB, 6, 20 * GiB) == 0
+    assert core_split.split_evenly(10, 3) == [4, 3, 3]
 
 
 def test_stress_ng_command_single_node():
-    cmds = stress.stress_ng_commands(40 * GiB, workers=8, yaml_path="/r/sng.yaml", timeout_s=900)
+    cmds = placement.stress_ng_commands(40 * GiB, workers=8, yaml_path="/r/sng.yaml", timeout_s=900)
     assert cmds == [
         [
             "stress-ng",
@@ -122,11 +128,11 @@ def test_stress_ng_command_single_node():
             "900s",
         ]
     ]
-    assert stress.stress_ng_commands(0, workers=8, yaml_path="/r/s.yaml") == []
+    assert placement.stress_ng_commands(0, workers=8, yaml_path="/r/s.yaml") == []
 
 
 def test_stress_ng_commands_per_numa_node():
-    cmds = stress.stress_ng_commands(
+    cmds = placement.stress_ng_commands(
         {0: 3 * GiB // 2 + 1023, 1: 3 * GiB // 2}, workers=5, yaml_path="/r/sng.yaml"
     )
     assert [c[:5] for c in cmds] == [
@@ -139,7 +145,7 @@ def test_stress_ng_commands_per_numa_node():
     assert [c[c.index("--yaml") + 1] for c in cmds] == ["/r/sng-node0.yaml", "/r/sng-node1.yaml"]
     # a memory-only node (CXL) has no CPUs to bind stress-ng's workers to; nothing to hold
     # on a node: no process there
-    cmds = stress.stress_ng_commands(
+    cmds = placement.stress_ng_commands(
         {0: 0, 1: GiB, 2: GiB}, workers=2, yaml_path="/r/s.yaml", cpu_nodes={0, 1}
     )
     assert [c[:4] for c in cmds] == [
@@ -150,7 +156,7 @@ def test_stress_ng_commands_per_numa_node():
 
 @pytest.mark.skipif(not shutil.which("stress-ng"), reason="stress-ng not installed")
 def test_stress_ng_accepts_the_generated_command(tmp_path):
-    (cmd,) = stress.stress_ng_commands(
+    (cmd,) = placement.stress_ng_commands(
         32 * 1024 * 1024, workers=2, yaml_path=str(tmp_path / "m.yaml"), timeout_s=2
     )
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
@@ -163,7 +169,7 @@ def test_stress_ng_accepts_the_generated_command(tmp_path):
 
 @pytest.mark.parametrize("version", ["6.0.19", "7.0.14", "8.0.4"])
 def test_instance_config_valid_for_version(version):
-    text = stress.instance_config(
+    text = mongod.instance_config(
         3, base_dir="/data/mb/", cache_gb=2.33, version=version, bind_ip="0.0.0.0"
     )
     conf = yaml.safe_load(text)
@@ -177,7 +183,7 @@ def test_instance_config_valid_for_version(version):
 
 def test_instance_config_tls_and_extra():
     conf = yaml.safe_load(
-        stress.instance_config(
+        mongod.instance_config(
             0,
             base_dir="/d",
             cache_gb=1,
@@ -189,7 +195,7 @@ def test_instance_config_tls_and_extra():
     assert conf["net"]["tls"] == {"mode": "requireTLS", "certificateKeyFile": "/d/server.pem"}
     assert conf["net"]["maxIncomingConnections"] == 2000 and conf["net"]["port"] == 27017
     with pytest.raises(ValueError, match="removed in MongoDB 6.1"):
-        stress.instance_config(
+        mongod.instance_config(
             0,
             base_dir="/d",
             cache_gb=1,
@@ -199,7 +205,7 @@ def test_instance_config_tls_and_extra():
 
 
 def test_instance_paths_are_per_instance():
-    a, b = stress.instance_paths(0, "/x"), stress.instance_paths(1, "/x")
+    a, b = mongod.instance_paths(0, "/x"), mongod.instance_paths(1, "/x")
     assert {a.dbpath, a.log, a.pid_file}.isdisjoint({b.dbpath, b.log, b.pid_file})
 
 
@@ -211,21 +217,21 @@ def host_file(name: str) -> str:
 
 
 def test_numactl_hardware_recordings_parse():
-    split = stress.parse_numactl_hardware(host_file("numactl-2node-split.txt"))
+    split = probes.parse_numactl_hardware(host_file("numactl-2node-split.txt"))
     assert [(n.id, n.size_mb, len(n.cpus)) for n in split] == [(0, 191297, 48), (1, 191383, 48)]
     assert split[0].cpus == tuple(range(24)) + tuple(range(48, 72))
-    inter = stress.parse_numactl_hardware(host_file("numactl-2node-interleaved.txt"))
+    inter = probes.parse_numactl_hardware(host_file("numactl-2node-interleaved.txt"))
     assert inter[0].cpus == tuple(range(0, 64, 2)) and inter[1].cpus == tuple(range(1, 64, 2))
-    cxl = stress.parse_numactl_hardware(host_file("numactl-cxl-memory-node.txt"))
+    cxl = probes.parse_numactl_hardware(host_file("numactl-cxl-memory-node.txt"))
     assert [(n.id, n.cpus, n.size_mb) for n in cxl] == [
         (0, tuple(range(17)), 63678),
         (1, (), 16122),
     ]
-    assert stress.parse_numactl_hardware("No NUMA available on this system\n") == ()
-    cores = stress.parse_lscpu_cores(host_file("lscpu-1socket-ht.txt"))
+    assert probes.parse_numactl_hardware("No NUMA available on this system\n") == ()
+    cores = probes.parse_lscpu_cores(host_file("lscpu-1socket-ht.txt"))
     assert cores[0] == cores[4] == (0, 0) and cores[3] == cores[7] == (0, 3)
-    assert stress.parse_lscpu_cores("# CPU,Core,Socket\n0,0,0\n1,-,0\n") == {0: (0, 0)}
-    assert stress.format_cpu_list([11, 0, 1, 2, 3, 8, 10]) == "0-3,8,10-11"
+    assert probes.parse_lscpu_cores("# CPU,Core,Socket\n0,0,0\n1,-,0\n") == {0: (0, 0)}
+    assert probes.format_cpu_list([11, 0, 1, 2, 3, 8, 10]) == "0-3,8,10-11"
 
 
 def _two_socket_cores():
@@ -235,9 +241,11 @@ def _two_socket_cores():
 
 
 def test_two_node_placement_keeps_cpus_and_memory_on_one_node():
-    nodes = stress.parse_numactl_hardware(host_file("numactl-2node-split.txt"))
-    assert stress.instance_nodes(5, nodes) == [0, 1, 0, 1, 0]
-    pre = stress.placement_prefixes(4, nodes, cpu="cpus", memory="bind", cores=_two_socket_cores())
+    nodes = probes.parse_numactl_hardware(host_file("numactl-2node-split.txt"))
+    assert placement.instance_nodes(5, nodes) == [0, 1, 0, 1, 0]
+    pre = placement.placement_prefixes(
+        4, nodes, cpu="cpus", memory="bind", cores=_two_socket_cores()
+    )
     assert pre == [
         ["numactl", "--physcpubind=0-11,48-59", "--membind=0", "--"],
         ["numactl", "--physcpubind=24-35,72-83", "--membind=1", "--"],
@@ -245,17 +253,17 @@ def test_two_node_placement_keeps_cpus_and_memory_on_one_node():
         ["numactl", "--physcpubind=36-47,84-95", "--membind=1", "--"],
     ]
     # without core ids: still the node's own CPUs, in id order
-    plain = stress.split_node_cpus(4, nodes)
+    plain = placement.split_node_cpus(4, nodes)
     assert plain[0] == list(range(24)) and plain[2] == list(range(48, 72))
     # every CPU used once, and each instance's CPUs all on its memory's node
-    groups = stress.split_node_cpus(3, nodes, _two_socket_cores())
+    groups = placement.split_node_cpus(3, nodes, _two_socket_cores())
     assert sorted(c for g in groups for c in g) == list(range(96))
     for i, g in enumerate(groups):
-        assert set(g) <= set(nodes[stress.instance_nodes(3, nodes)[i]].cpus)
+        assert set(g) <= set(nodes[placement.instance_nodes(3, nodes)[i]].cpus)
     assert [len(g) for g in groups] == [24, 48, 24]
 
-    inter = stress.parse_numactl_hardware(host_file("numactl-2node-interleaved.txt"))
-    pre = stress.placement_prefixes(2, inter, cpu="cpus", memory="bind")
+    inter = probes.parse_numactl_hardware(host_file("numactl-2node-interleaved.txt"))
+    pre = placement.placement_prefixes(2, inter, cpu="cpus", memory="bind")
     # the anchor's split of all CPU ids (0-31, 32-63) would have mixed both nodes here
     assert pre[0] == [
         "numactl",
@@ -264,87 +272,87 @@ def test_two_node_placement_keeps_cpus_and_memory_on_one_node():
         "--",
     ]
     assert pre[1][1] == "--physcpubind=" + ",".join(map(str, range(1, 64, 2)))
-    assert stress.placement_prefixes(3, inter, cpu="node", memory="interleave") == [
+    assert placement.placement_prefixes(3, inter, cpu="node", memory="interleave") == [
         ["numactl", "--cpunodebind=0", "--interleave=all", "--"],
         ["numactl", "--cpunodebind=1", "--interleave=all", "--"],
         ["numactl", "--cpunodebind=0", "--interleave=all", "--"],
     ]
-    assert stress.placement_prefixes(2, inter) == [[], []]
+    assert placement.placement_prefixes(2, inter) == [[], []]
 
 
 def test_placement_skips_memory_only_nodes_and_sibling_threads_stay_together():
-    cxl = stress.parse_numactl_hardware(host_file("numactl-cxl-memory-node.txt"))
+    cxl = probes.parse_numactl_hardware(host_file("numactl-cxl-memory-node.txt"))
     # no instance on the CPU-less node 1: --cpunodebind=1 would fail to start mongod
-    assert stress.instance_nodes(3, cxl) == [0, 0, 0]
-    assert stress.placement_prefixes(2, cxl, cpu="node", memory="bind")[1] == [
+    assert placement.instance_nodes(3, cxl) == [0, 0, 0]
+    assert placement.placement_prefixes(2, cxl, cpu="node", memory="bind")[1] == [
         "numactl",
         "--cpunodebind=0",
         "--membind=0",
         "--",
     ]
-    one = (stress.NumaNode(0, tuple(range(8))),)
-    cores = stress.parse_lscpu_cores(host_file("lscpu-1socket-ht.txt"))
-    assert stress.split_node_cpus(2, one, cores) == [[0, 1, 4, 5], [2, 3, 6, 7]]
-    assert stress.split_node_cpus(2, one) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    one = (probes.NumaNode(0, tuple(range(8))),)
+    cores = probes.parse_lscpu_cores(host_file("lscpu-1socket-ht.txt"))
+    assert placement.split_node_cpus(2, one, cores) == [[0, 1, 4, 5], [2, 3, 6, 7]]
+    assert placement.split_node_cpus(2, one) == [[0, 1, 2, 3], [4, 5, 6, 7]]
     with pytest.raises(ValueError, match="own CPUs on NUMA node 0"):
-        stress.split_node_cpus(9, one)
+        placement.split_node_cpus(9, one)
     with pytest.raises(ValueError, match="no NUMA node with CPUs"):
-        stress.instance_nodes(1, (stress.NumaNode(0, ()),))
+        placement.instance_nodes(1, (probes.NumaNode(0, ()),))
 
 
 def test_numactl_prefix_validates():
-    assert stress.numactl_prefix() == []
-    assert stress.numactl_prefix(node=3, cpu="cpus", cpus=[4, 5, 6], memory="bind") == [
+    assert placement.numactl_prefix() == []
+    assert placement.numactl_prefix(node=3, cpu="cpus", cpus=[4, 5, 6], memory="bind") == [
         "numactl",
         "--physcpubind=4-6",
         "--membind=3",
         "--",
     ]
     with pytest.raises(ValueError, match="CPU ids"):
-        stress.numactl_prefix(node=0, cpu="cpus")
+        placement.numactl_prefix(node=0, cpu="cpus")
     with pytest.raises(ValueError, match="NUMA node"):
-        stress.numactl_prefix(memory="bind")
+        placement.numactl_prefix(memory="bind")
     with pytest.raises(ValueError, match="unknown"):
-        stress.numactl_prefix(node=0, memory="local")
+        placement.numactl_prefix(node=0, memory="local")
 
 
 def test_memory_hold_per_node():
-    nodes = stress.parse_numactl_hardware(host_file("numactl-2node-split.txt"))
+    nodes = probes.parse_numactl_hardware(host_file("numactl-2node-split.txt"))
     usable, m = 360 * GiB, 40 * GiB
     # unbound: the total to hold (360 - 3 x 40 GiB) split by node size; nothing is lost
-    free = stress.hold_per_node(usable, nodes, [0, 1, 0], m, bound=False)
+    free = placement.hold_per_node(usable, nodes, [0, 1, 0], m, bound=False)
     assert sum(free.values()) == 240 * GiB
     assert free[0] < free[1] and free[1] - free[0] < 100 * 2**20  # 191297 vs 191383 MB
     # bound: node 0 carries two instances and must keep memory for two
-    bound = stress.hold_per_node(usable, nodes, [0, 1, 0], m, bound=True)
-    share = stress.split_by_node_size(usable, nodes)
+    bound = placement.hold_per_node(usable, nodes, [0, 1, 0], m, bound=True)
+    share = placement.split_by_node_size(usable, nodes)
     assert bound == {0: share[0] - 2 * m, 1: share[1] - m}
     # a node that cannot even fit its instances holds nothing
-    assert stress.hold_per_node(usable, nodes, [0] * 6, m, bound=True)[0] == 0
+    assert placement.hold_per_node(usable, nodes, [0] * 6, m, bound=True)[0] == 0
     # a memory-only node keeps none for bound instances, part of the total for unbound ones
-    cxl = stress.parse_numactl_hardware(host_file("numactl-cxl-memory-node.txt"))
+    cxl = probes.parse_numactl_hardware(host_file("numactl-cxl-memory-node.txt"))
     assert (
-        stress.hold_per_node(70 * GiB, cxl, [0], 10 * GiB, bound=True)[1]
-        == (stress.split_by_node_size(70 * GiB, cxl)[1])
+        placement.hold_per_node(70 * GiB, cxl, [0], 10 * GiB, bound=True)[1]
+        == (placement.split_by_node_size(70 * GiB, cxl)[1])
     )
-    assert stress.split_by_node_size(10, (stress.NumaNode(0, (0,)), stress.NumaNode(2, ()))) == {
+    assert placement.split_by_node_size(10, (probes.NumaNode(0, (0,)), probes.NumaNode(2, ()))) == {
         0: 5,
         2: 5,
     }
     with pytest.raises(ValueError, match="unknown NUMA node"):
-        stress.hold_per_node(usable, nodes, [3], m, bound=True)
-    cmds = stress.stress_ng_commands(bound, workers=8, yaml_path="/r/h.yaml", cpu_nodes={0, 1})
+        placement.hold_per_node(usable, nodes, [3], m, bound=True)
+    cmds = placement.stress_ng_commands(bound, workers=8, yaml_path="/r/h.yaml", cpu_nodes={0, 1})
     assert [c[1] for c in cmds] == ["--membind=0", "--membind=1"]
 
 
 def test_server_addresses_one_per_nic():
-    two = stress.parse_ip_addr(host_file("ip-o-addr-2nic.txt"))
+    two = probes.parse_ip_addr(host_file("ip-o-addr-2nic.txt"))
     assert [(a.interface, a.address, a.prefixlen, a.scope) for a in two] == [
         ("lo", "127.0.0.1", 8, "host"),
         ("eth0", "10.0.0.2", 24, "global"),
         ("eth1", "172.18.0.2", 16, "global"),
     ]
-    resolve = stress.resolve_server_addresses
+    resolve = placement.resolve_server_addresses
     ips = ["10.0.0.2", "172.18.0.2"]
     assert resolve([], internal_ips=ips, interfaces=two) == ("10.0.0.2",)
     assert resolve(["all"], internal_ips=ips, interfaces=two) == ("10.0.0.2", "172.18.0.2")
@@ -362,7 +370,7 @@ def test_server_addresses_one_per_nic():
     with pytest.raises(ValueError, match="interfaces: eth0, eth1, lo"):
         resolve(["eth2"], internal_ips=ips, interfaces=two)
 
-    one = stress.parse_ip_addr(host_file("ip-o-addr-1nic-ipv6.txt"))
+    one = probes.parse_ip_addr(host_file("ip-o-addr-1nic-ipv6.txt"))
     assert [a.version for a in one] == [4, 6, 4, 6, 6]
     assert resolve(["eth0"], internal_ips=["192.0.2.2"], interfaces=one) == ("192.0.2.2",)
     with pytest.raises(ValueError, match="IPv6"):
@@ -374,7 +382,7 @@ def test_server_addresses_one_per_nic():
     with pytest.raises(ValueError, match="cannot resolve interface"):
         resolve(["eth0"], internal_ips=ips)
     assert (
-        stress.parse_ip_addr("5: eth0@if6    inet 10.1.0.4/16 scope global eth0\\ x")[0].interface
+        probes.parse_ip_addr("5: eth0@if6    inet 10.1.0.4/16 scope global eth0\\ x")[0].interface
         == "eth0"
     )  # containers name veth peers eth0@ifN
 
@@ -383,7 +391,7 @@ def test_server_addresses_one_per_nic():
 
 
 def test_plan_step_loads_only_new_instances_and_spreads_processes():
-    plan = stress.plan_step(
+    plan = steps.plan_step(
         5, loaded={0, 1, 2}, clients=2, records=R, hosts=["10.0.0.5", "10.0.1.5"]
     )
     assert plan.instances == (0, 1, 2, 3, 4)
@@ -402,19 +410,17 @@ def test_plan_step_loads_only_new_instances_and_spreads_processes():
 
 def test_plan_step_rejects_nonsense():
     with pytest.raises(ValueError):
-        stress.plan_step(0, loaded=(), clients=1, records=R, hosts=["h"])
+        steps.plan_step(0, loaded=(), clients=1, records=R, hosts=["h"])
     with pytest.raises(ValueError):
-        stress.plan_step(2, loaded=(), clients=1, records=R, hosts=[])
+        steps.plan_step(2, loaded=(), clients=1, records=R, hosts=[])
 
 
 def test_run_and_load_properties():
-    plan = stress.plan_step(3, loaded=(), clients=2, records=R, hosts=["srv"])
+    plan = steps.plan_step(3, loaded=(), clients=2, records=R, hosts=["srv"])
     proc = plan.run[2]
-    assert "hdrhistogram.fileoutput" not in stress.run_properties(
-        proc, directory="/c", duration_s=1
-    )
+    assert "hdrhistogram.fileoutput" not in steps.run_properties(proc, directory="/c", duration_s=1)
     p = props_dict(
-        stress.run_properties(proc, directory="/c/run1/", duration_s=180, histograms=True)
+        steps.run_properties(proc, directory="/c/run1/", duration_s=180, histograms=True)
     )
     assert (p["insertstart"], p["insertcount"], p["recordcount"]) == (
         "20000000",
@@ -431,14 +437,14 @@ def test_run_and_load_properties():
     assert p["mongodb.url"] == "mongodb://srv:27019/ycsb"
     assert p["hdrhistogram.percentiles"] == "50,95,99,99.9"
     p2 = props_dict(
-        stress.run_properties(
+        steps.run_properties(
             plan.run[1], directory="/c/run1", duration_s=180, urlfile="/c/u1", histograms=True
         )
     )
     assert p2["hdrhistogram.output.path"] != p["hdrhistogram.output.path"]
     assert p2["mongodb.urlfile"] == "/c/u1" and "mongodb.url" not in p2
 
-    lp = props_dict(stress.load_properties(plan.load[1], batchsize=100))
+    lp = props_dict(steps.load_properties(plan.load[1], batchsize=100))
     assert (lp["insertstart"], lp["insertcount"], lp["operationcount"]) == (
         "10000000",
         "10000000",
@@ -448,22 +454,22 @@ def test_run_and_load_properties():
 
 
 def test_tls_properties_turn_tls_on_with_the_ca():
-    plan = stress.plan_step(2, loaded=(), clients=1, records=R, hosts=["10.0.0.5", "10.0.1.5"])
+    plan = steps.plan_step(2, loaded=(), clients=1, records=R, hosts=["10.0.0.5", "10.0.1.5"])
     ca = "/scratch/mongobench-ycsb/tls/ca.pem"
     run = props_dict(
-        stress.run_properties(plan.run[1], directory="/c", duration_s=9, tls_ca_file=ca)
+        steps.run_properties(plan.run[1], directory="/c", duration_s=9, tls_ca_file=ca)
     )
     assert run["mongodb.url"] == "mongodb://10.0.1.5:27018/ycsb?tls=true"
     assert run["mongodb.tlsCAFile"] == ca
-    load = props_dict(stress.load_properties(plan.load[0], tls_ca_file=ca))
+    load = props_dict(steps.load_properties(plan.load[0], tls_ca_file=ca))
     assert load["mongodb.url"] == "mongodb://10.0.0.5:27017/ycsb?tls=true"
     assert load["mongodb.tlsCAFile"] == ca
     # without a CA: plain connections, no TLS property
-    plain = props_dict(stress.load_properties(plan.load[0]))
+    plain = props_dict(steps.load_properties(plan.load[0]))
     assert plain["mongodb.url"] == "mongodb://10.0.0.5:27017/ycsb"
     assert "mongodb.tlsCAFile" not in plain
     # a given URI (file) is used as it is: its tls option is the caller's
-    own = props_dict(stress.load_properties(plan.load[0], urlfile="/u", tls_ca_file=ca))
+    own = props_dict(steps.load_properties(plan.load[0], urlfile="/u", tls_ca_file=ca))
     assert own["mongodb.urlfile"] == "/u" and "mongodb.url" not in own
     assert own["mongodb.tlsCAFile"] == ca
 
@@ -471,16 +477,16 @@ def test_tls_properties_turn_tls_on_with_the_ca():
 # ----------------------------------------------------------------------------- step results
 
 
-def outputs(n: int, text: str, **kw) -> list[stress.ProcessOutput]:
+def outputs(n: int, text: str, **kw) -> list[steps.ProcessOutput]:
     return [
-        stress.ProcessOutput(instance=i, client=i % 2, returncode=0, output=text, **kw)
+        steps.ProcessOutput(instance=i, client=i % 2, returncode=0, output=text, **kw)
         for i in range(n)
     ]
 
 
 def test_step_result_from_real_ycsb_outputs():
     text = (DATA / "standin_run_ok.txt").read_text()
-    r = stress.step_result(3, outputs(3, text))
+    r = steps.step_result(3, outputs(3, text))
     assert r.throughput == pytest.approx(3 * 429.36882782310005)
     assert r.operations == 3000
     assert (r.read_p99_ms, r.update_p99_ms) == (10.263, 21.887)
@@ -492,7 +498,7 @@ def test_step_result_from_real_ycsb_outputs():
 def test_step_result_merges_histogram_logs_when_every_process_has_them():
     text = (DATA / "standin_run_hdr212.txt").read_text()
     hists = {op: (DATA / f"standin_hdr212_{op}.hdr").read_text() for op in ("READ", "UPDATE")}
-    r = stress.step_result(2, outputs(2, text, histograms=hists))
+    r = steps.step_result(2, outputs(2, text, histograms=hists))
     assert r.p99_source == "merged histograms"
     assert r.read_p99_ms == 5.851  # same data twice: the merged p99 equals the printed one
     assert r.update_p99_ms == 11.927
@@ -504,36 +510,36 @@ def test_step_errors_are_clear():
     no_p99 = "\n".join(line for line in ok.splitlines() if "[READ], 99thPercentile" not in line)
 
     with pytest.raises(
-        stress.StepError,
+        steps.StepError,
         match=r"step 2: mongod instance\(s\) not running.*1 \(port 27018: exit 137\)",
     ):
-        stress.step_result(2, outputs(2, ok), dead_instances={1: "exit 137"})
+        steps.step_result(2, outputs(2, ok), dead_instances={1: "exit 137"})
     with pytest.raises(
-        stress.StepError, match="instance 1 on client 1: YCSB reported a failure: .*cannot connect"
+        steps.StepError, match="instance 1 on client 1: YCSB reported a failure: .*cannot connect"
     ):
-        stress.step_result(2, [outputs(2, ok)[0], stress.ProcessOutput(1, 1, 0, dead)])
-    with pytest.raises(stress.StepError, match="99th percentile latency of READ"):
-        stress.step_result(1, outputs(1, no_p99))
-    with pytest.raises(stress.StepError, match="exited with 1; output ends"):
-        stress.step_result(1, [stress.ProcessOutput(0, 0, 1, ok)])
-    with pytest.raises(stress.StepError, match=r"one YCSB output per instance 0..2, got \[0, 1\]"):
-        stress.step_result(3, outputs(2, ok))
+        steps.step_result(2, [outputs(2, ok)[0], steps.ProcessOutput(1, 1, 0, dead)])
+    with pytest.raises(steps.StepError, match="99th percentile latency of READ"):
+        steps.step_result(1, outputs(1, no_p99))
+    with pytest.raises(steps.StepError, match="exited with 1; output ends"):
+        steps.step_result(1, [steps.ProcessOutput(0, 0, 1, ok)])
+    with pytest.raises(steps.StepError, match=r"one YCSB output per instance 0..2, got \[0, 1\]"):
+        steps.step_result(3, outputs(2, ok))
     missing = ok.replace(
         "[READ], Return=OK, 881", "[READ], Return=OK, 800\n[READ], Return=NOT_FOUND, 81"
     )
-    with pytest.raises(stress.StepError, match="81 operations found no document; instance 0 lacks"):
-        stress.step_result(1, outputs(1, missing))
+    with pytest.raises(steps.StepError, match="81 operations found no document; instance 0 lacks"):
+        steps.step_result(1, outputs(1, missing))
 
 
 # ----------------------------------------------------------------------------- search
 
 
 def test_anchor_stop_rule():
-    assert not stress.anchor_should_stop([10, 5])  # fewer than 3 steps
-    assert not stress.anchor_should_stop([10, 20, 15])  # only one step below the best
-    assert stress.anchor_should_stop([10, 20, 15, 12])
-    assert not stress.anchor_should_stop([10, 20, 15, 20])  # a tie is not beaten
-    assert stress.anchor_should_stop([30, 20, 10])
+    assert not stress_search.anchor_should_stop([10, 5])  # fewer than 3 steps
+    assert not stress_search.anchor_should_stop([10, 20, 15])  # only one step below the best
+    assert stress_search.anchor_should_stop([10, 20, 15, 12])
+    assert not stress_search.anchor_should_stop([10, 20, 15, 20])  # a tie is not beaten
+    assert stress_search.anchor_should_stop([30, 20, 10])
 
 
 # A server whose throughput rises to a peak at n = 5 then falls (ops/s per instance count).
@@ -541,13 +547,13 @@ PEAK5 = (25_000, 50_000, 74_000, 92_000, 100_000, 96_000, 90_000, 84_000, 78_000
 P99_PEAK5 = (0.9, 1.0, 1.4, 2.6, 3.4, 5.0, 7.0, 9.0, 11.0, 13.0)
 
 
-def measure_peak5(n: int) -> stress.StepResult:
-    return stress.StepResult(n, min(0.995 * 25_000 * n, PEAK5[n - 1]), P99_PEAK5[n - 1], 2.0)
+def measure_peak5(n: int) -> steps.StepResult:
+    return steps.StepResult(n, min(0.995 * 25_000 * n, PEAK5[n - 1]), P99_PEAK5[n - 1], 2.0)
 
 
 def run(search: str, measure=measure_peak5, max_instances: int = len(PEAK5), **kw):
     history = []
-    while (n := stress.next_step(history, max_instances, search=search, **kw)) is not None:
+    while (n := stress_search.next_step(history, max_instances, search=search, **kw)) is not None:
         history.append(measure(n))
     return history
 
@@ -555,7 +561,7 @@ def run(search: str, measure=measure_peak5, max_instances: int = len(PEAK5), **k
 def test_linear_search_is_the_anchors_schedule():
     h = run("linear")
     assert [r.instances for r in h] == [1, 2, 3, 4, 5, 6, 7]
-    top, sla = stress.select_kpis(h, sla_ms=3.0, mongodb_version="8.0.4")
+    top, sla = stress_search.select_kpis(h, sla_ms=3.0, mongodb_version="8.0.4")
     assert (top.metric, top.value, top.unit) == ("Maximum Throughput", 100_000, "ops/sec")
     assert top.metadata["instances"] == 5 and top.metadata["step"] == 5
     assert (
@@ -571,21 +577,21 @@ def test_bounded_search_finds_the_same_kpis_in_fewer_steps():
     # 1 cannot beat 2's 49,750 ops/s, 3 (<= 76,500) cannot beat 4's 92,000 within the SLA.
     assert [r.instances for r in bounded] == [2, 4, 5, 6, 7]
     assert len(bounded) < len(linear)
-    assert [k.value for k in stress.select_kpis(bounded)] == [
-        k.value for k in stress.select_kpis(linear)
+    assert [k.value for k in stress_search.select_kpis(bounded)] == [
+        k.value for k in stress_search.select_kpis(linear)
     ]
-    assert stress.select_kpis(bounded)[0].metadata["instances"] == 5
+    assert stress_search.select_kpis(bounded)[0].metadata["instances"] == 5
 
 
 def test_bounded_search_measures_a_skipped_step_when_it_could_hold_the_sla_kpi():
     p99 = dict(enumerate(P99_PEAK5, 1)) | {4: 3.5}  # 4 now misses the SLA, 3 may meet it
 
     def measure(n):
-        return stress.StepResult(n, min(0.995 * 25_000 * n, PEAK5[n - 1]), p99[n])
+        return steps.StepResult(n, min(0.995 * 25_000 * n, PEAK5[n - 1]), p99[n])
 
     linear, bounded = run("linear", measure=measure), run("bounded", measure=measure)
     assert [r.instances for r in bounded] == [2, 4, 5, 6, 7, 3]
-    sla_linear, sla_bounded = (stress.select_kpis(h)[1] for h in (linear, bounded))
+    sla_linear, sla_bounded = (stress_search.select_kpis(h)[1] for h in (linear, bounded))
     assert sla_linear.value == sla_bounded.value == 74_000
     assert sla_bounded.metadata["instances"] == 3
 
@@ -593,17 +599,17 @@ def test_bounded_search_measures_a_skipped_step_when_it_could_hold_the_sla_kpi()
 def test_bounded_search_needs_a_target():
     assert [r.instances for r in run("bounded", target_per_process=None)] == [1, 2, 3, 4, 5, 6, 7]
     with pytest.raises(ValueError, match="search must be"):
-        stress.next_step([], 4, search="binary")
+        stress_search.next_step([], 4, search="binary")
 
 
 def test_search_stops_at_the_instance_limit_and_warns():
     def rising(n):
-        return stress.StepResult(n, 0.995 * 25_000 * n, 1.0)
+        return steps.StepResult(n, 0.995 * 25_000 * n, 1.0)
 
     for search in ("linear", "bounded"):
         h = run(search, measure=rising, max_instances=6)
         assert max(r.instances for r in h) == 6
-        top = stress.select_kpis(h, max_instances=6)[0]
+        top = stress_search.select_kpis(h, max_instances=6)[0]
         assert top.metadata["instances"] == 6
         assert "largest instance count tried, 6 (the instance limit)" in top.metadata["warning"]
     assert [r.instances for r in run("bounded", measure=rising, max_instances=6)] == [2, 4, 6]
@@ -611,19 +617,19 @@ def test_search_stops_at_the_instance_limit_and_warns():
 
 def test_sla_kpi_is_zero_with_a_reason_when_no_step_meets_it():
     h = run("linear")
-    top, sla = stress.select_kpis(h, sla_ms=0.5)
+    top, sla = stress_search.select_kpis(h, sla_ms=0.5)
     assert sla.value == 0 and sla.unit == "ops/sec"
     assert sla.metadata["reason"] == (
         "no step met read p99 <= 0.5 ms; the lowest read p99 was 0.9 ms with 1 instance(s)"
     )
     assert top.value == 100_000
     with pytest.raises(ValueError):
-        stress.select_kpis([])
+        stress_search.select_kpis([])
 
 
 def test_step_kpis():
     h = run("linear")[:2]
-    names = [k.metric for k in stress.step_kpis(h)]
+    names = [k.metric for k in stress_search.step_kpis(h)]
     assert names == ["Step Throughput", "Step Read p99 Latency", "Step Update p99 Latency"] * 2
 
 
@@ -632,10 +638,10 @@ def test_step_kpis():
 
 @pytest.mark.parametrize("peak", range(1, 12))
 def test_simulated_peaks_found_with_load_once(peak):
-    server = stress.SimulatedServer(stress.peaked_capacity(peak, 16))
-    anchor = stress.simulate(server, search="anchor")
-    linear = stress.simulate(server, search="linear")
-    bounded = stress.simulate(server, search="bounded")
+    server = simulator.SimulatedServer(simulator.peaked_capacity(peak, 16))
+    anchor = simulator.simulate(server, search="anchor")
+    linear = simulator.simulate(server, search="linear")
+    bounded = simulator.simulate(server, search="bounded")
     assert anchor.peak == linear.peak == bounded.peak == peak
     assert anchor.sla_peak == linear.sla_peak == bounded.sla_peak
     n = len(anchor.steps)
@@ -649,10 +655,10 @@ def test_simulated_peaks_found_with_load_once(peak):
 
 
 def test_wall_time_at_eight_steps_within_a_third_of_the_anchor():
-    server = stress.SimulatedServer(stress.peaked_capacity(6, 16))  # anchor: steps 1..8
-    cost = stress.CostModel()
-    anchor = stress.simulate(server, search="anchor", cost=cost)
-    bounded = stress.simulate(server, search="bounded", cost=cost)
+    server = simulator.SimulatedServer(simulator.peaked_capacity(6, 16))  # anchor: steps 1..8
+    cost = simulator.CostModel()
+    anchor = simulator.simulate(server, search="anchor", cost=cost)
+    bounded = simulator.simulate(server, search="bounded", cost=cost)
     assert anchor.steps == tuple(range(1, 9))
     # Wall time by hand: anchor step n loads n instances (server-bound) then runs.
     step = cost.step_seconds + cost.step_overhead_seconds
@@ -667,11 +673,11 @@ def test_noisy_server_same_kpis_unless_the_anchor_stopped_early(sigma):
     steps_anchor = steps_bounded = differ = 0
     for peak in (3, 5, 6, 8):
         for seed in range(40):
-            server = stress.SimulatedServer(
-                stress.peaked_capacity(peak, 16), noise=stress.noise(16, sigma, seed)
+            server = simulator.SimulatedServer(
+                simulator.peaked_capacity(peak, 16), noise=simulator.noise(16, sigma, seed)
             )
-            a = stress.simulate(server, search="anchor")
-            b = stress.simulate(server, search="bounded")
+            a = simulator.simulate(server, search="anchor")
+            b = simulator.simulate(server, search="bounded")
             steps_anchor += len(a.steps)
             steps_bounded += len(b.steps)
             if a.kpis[0].value != b.kpis[0].value:
@@ -689,16 +695,16 @@ def test_noisy_server_same_kpis_unless_the_anchor_stopped_early(sigma):
 
 def test_load_result_checks_the_key_range():
     text = (DATA / "seed002_load_100000.txt").read_text()
-    (proc,) = stress.plan_step(1, loaded=(), clients=1, records=100_000, hosts=("h",)).load
-    assert stress.load_result(proc, 0, text).ops["INSERT"].operations == 100_000
-    (short,) = stress.plan_step(1, loaded=(), clients=1, records=200_000, hosts=("h",)).load
-    with pytest.raises(stress.StepError, match="100000 records inserted, expected 200000"):
-        stress.load_result(short, 0, text)
-    with pytest.raises(stress.StepError, match="loading instance 0 .*exited with 1"):
-        stress.load_result(proc, 1, text)
+    (proc,) = steps.plan_step(1, loaded=(), clients=1, records=100_000, hosts=("h",)).load
+    assert steps.load_result(proc, 0, text).ops["INSERT"].operations == 100_000
+    (short,) = steps.plan_step(1, loaded=(), clients=1, records=200_000, hosts=("h",)).load
+    with pytest.raises(steps.StepError, match="100000 records inserted, expected 200000"):
+        steps.load_result(short, 0, text)
+    with pytest.raises(steps.StepError, match="loading instance 0 .*exited with 1"):
+        steps.load_result(proc, 1, text)
     dead = (DATA / "standin_dead_port.txt").read_text()
-    with pytest.raises(stress.StepError, match="loading instance 0 .*YCSB"):
-        stress.load_result(proc, 0, dead)
+    with pytest.raises(steps.StepError, match="loading instance 0 .*YCSB"):
+        steps.load_result(proc, 0, dead)
 
 
 # ----------------------------------------------------------------------------- remote processes
@@ -723,8 +729,8 @@ def sh(cmd: str, check: bool = True) -> subprocess.CompletedProcess:
 
 
 def states(entries, marker):
-    return stress.parse_process_states(
-        sh(stress.process_states_command(entries, marker=marker)).stdout
+    return processes.parse_process_states(
+        sh(processes.process_states_command(entries, marker=marker)).stdout
     )
 
 
@@ -732,7 +738,7 @@ def test_background_process_pid_state_and_stop(tmp_path):
     d = str(tmp_path)
     pid_file, out = f"{d}/sleep.pid", f"{d}/sleep.out"
     # the marker is a path of this run: it must be on the command line of the process
-    cmd = stress.background_command(sleeper(d), pid_file=pid_file, stdout=out)
+    cmd = processes.background_command(sleeper(d), pid_file=pid_file, stdout=out)
     p = sh(cmd)  # returns at once, prints the PID
     pid = int(p.stdout.strip())
     assert int(pathlib.Path(pid_file).read_text()) == pid
@@ -740,10 +746,10 @@ def test_background_process_pid_state_and_stop(tmp_path):
         "time.sleep(30)\0" in pathlib.Path(f"/proc/{pid}/cmdline").read_text()
     )  # the process itself
     assert sh(f"ps -o sid= -p {pid}").stdout.strip() == str(pid)  # its own session
-    assert states([("s", pid_file, None)], d) == {"s": stress.ProcessState("running", pid)}
+    assert states([("s", pid_file, None)], d) == {"s": processes.ProcessState("running", pid)}
     # another run's marker does not match: a reused PID is never taken for ours
     assert states([("s", pid_file, None)], "/elsewhere")["s"].state == "gone"
-    sh(stress.stop_processes_command([pid_file], marker=d, timeout_s=5))
+    sh(processes.stop_processes_command([pid_file], marker=d, timeout_s=5))
     assert live_members(pid) == []
     assert not pathlib.Path(pid_file).exists()
     assert states([("s", pid_file, None)], d)["s"].state == "gone"
@@ -754,7 +760,7 @@ def test_background_limits_fall_back_to_the_hard_limit(tmp_path):
     pid_file = f"{d}/l.pid"
     # above fs.nr_open: not even root may set it, so the hard limit is used and said
     p = sh(
-        stress.background_command(
+        processes.background_command(
             sleeper(d), pid_file=pid_file, stdout=f"{d}/o", nofile=10**9, nproc=100
         )
     )
@@ -766,7 +772,7 @@ def test_background_limits_fall_back_to_the_hard_limit(tmp_path):
     assert nofile.split()[3] == hard
     nproc = next(line for line in limits.splitlines() if line.startswith("Max processes"))
     assert nproc.split()[2] == "100"  # a limit that can be set is set
-    sh(stress.stop_processes_command([pid_file], marker=d))
+    sh(processes.stop_processes_command([pid_file], marker=d))
 
 
 def test_background_process_exit_status(tmp_path):
@@ -776,7 +782,7 @@ def test_background_process_exit_status(tmp_path):
         pid_file, rc = f"{d}/{name}.pid", f"{d}/{name}.rc"
         argv = ["bash", "-c", f"echo out-{name}; echo err-{name} >&2; exit {code}", d]
         sh(
-            stress.background_command(
+            processes.background_command(
                 argv,
                 pid_file=pid_file,
                 stdout=f"{d}/{name}.out",
@@ -790,7 +796,10 @@ def test_background_process_exit_status(tmp_path):
         if all(s.state == "exited" for s in got.values()):
             break
         time.sleep(0.1)
-    assert got == {"ok": stress.ProcessState("exited", 0), "bad": stress.ProcessState("exited", 3)}
+    assert got == {
+        "ok": processes.ProcessState("exited", 0),
+        "bad": processes.ProcessState("exited", 3),
+    }
     assert (tmp_path / "bad.out").read_text() == "out-bad\n"
     assert (tmp_path / "bad.err").read_text() == "err-bad\n"
 
@@ -798,8 +807,8 @@ def test_background_process_exit_status(tmp_path):
 def test_stopped_process_reports_its_signal(tmp_path):
     d = str(tmp_path)
     pid_file, rc = f"{d}/s.pid", f"{d}/s.rc"
-    sh(stress.background_command(sleeper(d, 60), pid_file=pid_file, stdout=f"{d}/o", rc_file=rc))
-    sh(stress.stop_processes_command([pid_file], marker=d, timeout_s=5))
+    sh(processes.background_command(sleeper(d, 60), pid_file=pid_file, stdout=f"{d}/o", rc_file=rc))
+    sh(processes.stop_processes_command([pid_file], marker=d, timeout_s=5))
     for _ in range(50):
         if (tmp_path / "s.rc").exists() and (tmp_path / "s.rc").read_text().strip():
             break
@@ -812,11 +821,11 @@ def test_stop_kills_the_whole_session_only_when_asked(tmp_path):
     pid_file = f"{d}/tree.pid"
     # a parent that ignores SIGTERM and has a child: like stress-ng and its workers
     script = "trap '' TERM; sleep 60 & wait"
-    sh(stress.background_command(["bash", "-c", script, d], pid_file=pid_file, stdout=f"{d}/o"))
+    sh(processes.background_command(["bash", "-c", script, d], pid_file=pid_file, stdout=f"{d}/o"))
     pid = int((tmp_path / "tree.pid").read_text())
     time.sleep(0.3)
     assert len(live_members(pid)) == 2
-    sh(stress.stop_processes_command([pid_file], marker=d, timeout_s=1, session=True))
+    sh(processes.stop_processes_command([pid_file], marker=d, timeout_s=1, session=True))
     time.sleep(0.2)
     assert live_members(pid) == []
 
@@ -824,10 +833,16 @@ def test_stop_kills_the_whole_session_only_when_asked(tmp_path):
 def test_wait_ready_fails_fast_when_the_server_died(tmp_path):
     d = str(tmp_path)
     pid_file = f"{d}/srv.pid"
-    sh(stress.background_command(["bash", "-c", "exit 1", d], pid_file=pid_file, stdout=f"{d}/o"))
+    sh(
+        processes.background_command(
+            ["bash", "-c", "exit 1", d], pid_file=pid_file, stdout=f"{d}/o"
+        )
+    )
     time.sleep(0.2)
     t0 = time.time()
-    p = sh(stress.wait_ready_command(pid_file, "127.0.0.1", 9, marker=d, timeout_s=30), check=False)
+    p = sh(
+        processes.wait_ready_command(pid_file, "127.0.0.1", 9, marker=d, timeout_s=30), check=False
+    )
     assert p.returncode == 2 and "exited" in p.stderr
     assert time.time() - t0 < 5
 
@@ -837,14 +852,14 @@ def test_wait_ready_sees_a_listening_port(tmp_path):
 
     d = str(tmp_path)
     pid_file = f"{d}/srv.pid"
-    sh(stress.background_command(sleeper(d), pid_file=pid_file, stdout=f"{d}/o"))
+    sh(processes.background_command(sleeper(d), pid_file=pid_file, stdout=f"{d}/o"))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        p = sh(stress.wait_ready_command(pid_file, "127.0.0.1", port, marker=d, timeout_s=5))
+        p = sh(processes.wait_ready_command(pid_file, "127.0.0.1", port, marker=d, timeout_s=5))
         assert p.returncode == 0
-    sh(stress.stop_processes_command([pid_file], marker=d))
+    sh(processes.stop_processes_command([pid_file], marker=d))
 
 
 def test_pid_files_listing(tmp_path):
@@ -852,9 +867,9 @@ def test_pid_files_listing(tmp_path):
     (tmp_path / "a" / "x.pid").write_text("1")
     (tmp_path / "y.pid").write_text("1")
     (tmp_path / "z.rc").write_text("0")
-    listed = sh(stress.pid_files_command(str(tmp_path))).stdout.split()
+    listed = sh(processes.pid_files_command(str(tmp_path))).stdout.split()
     assert sorted(listed) == sorted([str(tmp_path / "a" / "x.pid"), str(tmp_path / "y.pid")])
-    assert sh(stress.pid_files_command(str(tmp_path / "missing"))).stdout == ""
+    assert sh(processes.pid_files_command(str(tmp_path / "missing"))).stdout == ""
 
 
 @pytest.mark.skipif(not shutil.which("stress-ng"), reason="stress-ng not installed")
@@ -863,28 +878,28 @@ def test_stress_ng_hold_is_measured_and_stopped(tmp_path):
         pytest.skip("--vm-locked needs root")
     d = str(tmp_path)
     hold = 32 * 1024 * 1024
-    (cmd,) = stress.stress_ng_commands(hold, workers=2, yaml_path=f"{d}/h.yaml", timeout_s=60)
+    (cmd,) = placement.stress_ng_commands(hold, workers=2, yaml_path=f"{d}/h.yaml", timeout_s=60)
     pid_file = f"{d}/h.pid"
-    sh(stress.background_command(cmd, pid_file=pid_file, stdout=f"{d}/h.out"))
+    sh(processes.background_command(cmd, pid_file=pid_file, stdout=f"{d}/h.out"))
     held = 0
     for _ in range(100):
-        held = stress.sum_kib(sh(stress.locked_memory_command([pid_file], marker=d)).stdout)
+        held = processes.sum_kib(sh(processes.locked_memory_command([pid_file], marker=d)).stdout)
         if held >= hold:
             break
         time.sleep(0.1)
     assert hold <= held < hold + 8 * 1024 * 1024
     pid = int((tmp_path / "h.pid").read_text())
-    sh(stress.stop_processes_command([pid_file], marker=d, timeout_s=10, session=True))
+    sh(processes.stop_processes_command([pid_file], marker=d, timeout_s=10, session=True))
     time.sleep(0.2)
     assert live_members(pid) == []
 
 
 def test_command_helpers_reject_bad_input():
     with pytest.raises(ValueError):
-        stress.process_states_command([("a b", "/p", None)], marker="/m")
+        processes.process_states_command([("a b", "/p", None)], marker="/m")
     with pytest.raises(ValueError):
-        stress.locked_memory_command(["/p"], marker="/m", field="x; rm")
-    assert stress.stop_processes_command([], marker="/m") == "true"
+        processes.locked_memory_command(["/p"], marker="/m", field="x; rm")
+    assert processes.stop_processes_command([], marker="/m") == "true"
 
 
 @pytest.mark.parametrize(
@@ -897,20 +912,20 @@ def test_command_helpers_reject_bad_input():
     ],
 )
 def test_java_major_version(text, major):
-    assert stress.java_major_version(text) == major
+    assert probes.java_major_version(text) == major
 
 
 def test_java_major_version_rejects_other_output():
     with pytest.raises(ValueError, match="no version"):
-        stress.java_major_version("bash: java: command not found")
+        probes.java_major_version("bash: java: command not found")
 
 
 def test_host_fact_parsers():
-    assert stress.parse_cpu_list("0-3,8,10-11\n") == [0, 1, 2, 3, 8, 10, 11]
-    assert stress.parse_cpu_list("0") == [0]
+    assert probes.parse_cpu_list("0-3,8,10-11\n") == [0, 1, 2, 3, 8, 10, 11]
+    assert probes.parse_cpu_list("0") == [0]
     with pytest.raises(ValueError):
-        stress.parse_cpu_list("0-x")
-    assert stress.parse_df_avail("   Avail\n123456789\n") == 123456789
+        probes.parse_cpu_list("0-x")
+    assert probes.parse_df_avail("   Avail\n123456789\n") == 123456789
     with pytest.raises(ValueError):
-        stress.parse_df_avail("Avail\n")
-    assert stress.sum_kib("12\n32768\n\n32768\n") == (12 + 2 * 32768) * 1024
+        probes.parse_df_avail("Avail\n")
+    assert processes.sum_kib("12\n32768\n\n32768\n") == (12 + 2 * 32768) * 1024

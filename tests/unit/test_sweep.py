@@ -7,11 +7,17 @@ import pathlib
 
 import pytest
 
-from mongobench import cli, report, sweep, ycsb
+from mongobench import cli
+from mongobench.remote import shipping
+from mongobench.reports import report
+from mongobench.sweep import plan, runner
+from mongobench.sweep import samples as sweep_samples
+from mongobench.ycsb import merge
+from mongobench.ycsb import parse as ycsb
 
 DATA = pathlib.Path(__file__).resolve().parent.parent / "data" / "ycsb"
 GiB = 1024**3
-PH = sweep.PHASES_BY_NAME
+PH = plan.PHASES_BY_NAME
 
 
 def data(name: str) -> str:
@@ -30,7 +36,7 @@ def by_metric(samples):
 
 
 def test_default_plan_is_the_seeds_sizes_of_1kb_records():
-    steps = sweep.plan()
+    steps = plan.plan()
     assert [s.size_mb for s in steps] == [1, 2, 3, 10, 100, 1000, 10000]
     assert [s.records for s in steps] == [1000, 2000, 3000, 10_000, 100_000, 1_000_000, 10**7]
     assert [s.operations for s in steps] == [s.records for s in steps]  # seed: ops = records
@@ -40,7 +46,7 @@ def test_default_plan_is_the_seeds_sizes_of_1kb_records():
 
 
 def test_operation_count_override_and_fractional_sizes():
-    steps = sweep.plan("0.2,0.1", operation_count=500)
+    steps = plan.plan("0.2,0.1", operation_count=500)
     assert [(s.size_mb, s.records, s.operations) for s in steps] == [
         (0.1, 100, 500),
         (0.2, 200, 500),
@@ -48,14 +54,14 @@ def test_operation_count_override_and_fractional_sizes():
 
 
 def test_sizes_beyond_memory_are_allowed_and_flagged():
-    steps = sweep.plan([1000, 10000], memory_bytes=8 * GiB, memory_source="flag")
+    steps = plan.plan([1000, 10000], memory_bytes=8 * GiB, memory_source="flag")
     assert [s.exceeds_memory for s in steps] == [False, True]
     md = steps[1].metadata()
     assert md["exceeds_memory"] is True
     assert md["memory_mb"] == 8192 and md["memory_source"] == "flag"
     assert md["dataset_mb"] == 10000 and md["records"] == 10**7 and md["size_mb"] == 10000
-    assert "exceeds_memory" not in sweep.plan([1])[0].metadata()
-    assert sweep.plan([1])[0].metadata()["memory_source"] == "unknown"
+    assert "exceeds_memory" not in plan.plan([1])[0].metadata()
+    assert plan.plan([1])[0].metadata()["memory_source"] == "unknown"
 
 
 @pytest.mark.parametrize(
@@ -69,36 +75,36 @@ def test_sizes_beyond_memory_are_allowed_and_flagged():
     ],
 )
 def test_bad_sizes(value, match):
-    with pytest.raises(sweep.SweepError, match=match):
-        sweep.plan(value)
+    with pytest.raises(plan.SweepError, match=match):
+        plan.plan(value)
 
 
 def test_bad_operation_count():
-    with pytest.raises(sweep.SweepError, match="operation count"):
-        sweep.plan([1], operation_count=0)
+    with pytest.raises(plan.SweepError, match="operation count"):
+        plan.plan([1], operation_count=0)
 
 
 def test_phases():
-    assert [p.name for p in sweep.parse_phases("all")] == [
+    assert [p.name for p in plan.parse_phases("all")] == [
         "load",
         "read_only",
         "update_only",
         "read_update",
     ]
-    assert [p.name for p in sweep.parse_phases("read_update,load")] == ["load", "read_update"]
-    with pytest.raises(sweep.SweepError, match="load phase is needed"):
-        sweep.parse_phases("read_only")
-    with pytest.raises(sweep.SweepError, match="unknown phase"):
-        sweep.parse_phases("load,scan")
+    assert [p.name for p in plan.parse_phases("read_update,load")] == ["load", "read_update"]
+    with pytest.raises(plan.SweepError, match="load phase is needed"):
+        plan.parse_phases("read_only")
+    with pytest.raises(plan.SweepError, match="unknown phase"):
+        plan.parse_phases("load,scan")
 
 
 # ----------------------------------------------------------------------------- properties
 
 
 def test_property_files_per_phase():
-    step = sweep.plan([2], operation_count=5000)[0]
+    step = plan.plan([2], operation_count=5000)[0]
     load = props(
-        sweep.phase_properties(step, PH["load"], urlfile="/w/target.uri", load_batchsize=100)
+        plan.phase_properties(step, PH["load"], urlfile="/w/target.uri", load_batchsize=100)
     )
     assert load["recordcount"] == "2000" and load["operationcount"] == "2000"
     assert load["insertproportion"] == "1" and load["readproportion"] == "0"
@@ -108,16 +114,16 @@ def test_property_files_per_phase():
     assert load["requestdistribution"] == "zipfian"
     assert "99" in load["hdrhistogram.percentiles"].split(",")
 
-    read = props(sweep.phase_properties(step, PH["read_only"], urlfile="/u", threads=4))
+    read = props(plan.phase_properties(step, PH["read_only"], urlfile="/u", threads=4))
     assert (read["readproportion"], read["updateproportion"]) == ("1", "0")
     assert read["operationcount"] == "5000" and read["threadcount"] == "4"
     assert "batchsize" not in read and "table" not in read
 
-    update = props(sweep.phase_properties(step, PH["update_only"], urlfile="/u"))
+    update = props(plan.phase_properties(step, PH["update_only"], urlfile="/u"))
     assert (update["readproportion"], update["updateproportion"]) == ("0", "1")
 
     mixed = props(
-        sweep.phase_properties(step, PH["read_update"], urlfile="/u", max_seconds=60, table="t")
+        plan.phase_properties(step, PH["read_update"], urlfile="/u", max_seconds=60, table="t")
     )
     assert (mixed["readproportion"], mixed["updateproportion"]) == ("0.5", "0.5")
     assert mixed["maxexecutiontime"] == "60" and mixed["table"] == "t"
@@ -127,8 +133,8 @@ def test_property_files_per_phase():
 
 
 def test_seed_load_output_gives_the_seeds_numbers():
-    step = sweep.plan([100])[0]
-    samples = sweep.measure(step, PH["load"], data("seed002_load_100000.txt"), {"k": "v"})
+    step = plan.plan([100])[0]
+    samples = sweep_samples.measure(step, PH["load"], data("seed002_load_100000.txt"), {"k": "v"})
     m = by_metric(samples)
     assert set(m) == {
         "Runtime",
@@ -150,8 +156,8 @@ def test_seed_load_output_gives_the_seeds_numbers():
 
 
 def test_seed_mixed_output_latency_per_operation():
-    step = sweep.plan([1])[0]
-    samples = sweep.measure(step, PH["read_update"], data("seed002_run_readwrite_1000.txt"))
+    step = plan.plan([1])[0]
+    samples = sweep_samples.measure(step, PH["read_update"], data("seed002_run_readwrite_1000.txt"))
     assert len(samples) == 2 + 2 * 3
     m = by_metric(samples)
     assert m["Runtime"]["value"] == 1.532
@@ -165,8 +171,10 @@ def test_seed_mixed_output_latency_per_operation():
 
 
 def test_seed_10gb_update_only_exceeds_an_8gb_machine():
-    step = sweep.plan([10000], memory_bytes=8 * GiB)[0]
-    samples = sweep.measure(step, PH["update_only"], data("seed002_run_writeonly_10000000.txt"))
+    step = plan.plan([10000], memory_bytes=8 * GiB)[0]
+    samples = sweep_samples.measure(
+        step, PH["update_only"], data("seed002_run_writeonly_10000000.txt")
+    )
     m = by_metric(samples)
     assert m["Runtime"]["value"] == 4326.84
     assert m["UPDATE p99 Latency"]["value"] == 1.231
@@ -174,14 +182,14 @@ def test_seed_10gb_update_only_exceeds_an_8gb_machine():
 
 
 def test_failed_output_is_one_failure_sample_and_a_failed_load_skips_the_runs():
-    step = sweep.plan([1])[0]
-    samples = sweep.measure(step, PH["load"], data("standin_dead_port.txt"))
+    step = plan.plan([1])[0]
+    samples = sweep_samples.measure(step, PH["load"], data("standin_dead_port.txt"))
     assert [s["metric"] for s in samples] == ["Phase Failed"]
     assert samples[0]["value"] == 1 and "cannot connect" in samples[0]["metadata"]["error"]
-    assert sweep.failed(samples) == samples
-    skipped = sweep.skipped_phases(sweep.PHASES, PH["load"])
+    assert sweep_samples.failed(samples) == samples
+    skipped = sweep_samples.skipped_phases(plan.PHASES, PH["load"])
     assert [p.name for p in skipped] == ["read_only", "update_only", "read_update"]
-    assert sweep.skipped_phases(sweep.PHASES, PH["read_only"]) == []
+    assert sweep_samples.skipped_phases(plan.PHASES, PH["read_only"]) == []
 
 
 def _result(ops, runtime_ms=1000.0, throughput=100.0):
@@ -193,9 +201,9 @@ def _result(ops, runtime_ms=1000.0, throughput=100.0):
 
 
 def test_missing_percentile_is_listed_not_zero_and_early_stop_is_flagged():
-    step = sweep.plan([1])[0]  # 1000 operations planned
+    step = plan.plan([1])[0]  # 1000 operations planned
     res = _result({"READ": (600, 500.0, {99.0: 2000.0}), "CLEANUP": (1, 10.0, {99.0: 1.0})})
-    samples = sweep.phase_samples(step, PH["read_only"], res)
+    samples = sweep_samples.phase_samples(step, PH["read_only"], res)
     metrics = [s["metric"] for s in samples]
     assert metrics == ["Runtime", "Throughput", "READ Average Latency", "READ p99 Latency"]
     assert all(s["metadata"]["missing_metrics"] == "READ p95" for s in samples)
@@ -204,10 +212,10 @@ def test_missing_percentile_is_listed_not_zero_and_early_stop_is_flagged():
 
 
 def test_results_file_round_trips_through_the_pkb_loader(tmp_path):
-    step = sweep.plan([1], memory_bytes=GiB)[0]
-    samples = sweep.measure(step, PH["read_update"], data("seed002_run_readwrite_1000.txt"))
+    step = plan.plan([1], memory_bytes=GiB)[0]
+    samples = sweep_samples.measure(step, PH["read_update"], data("seed002_run_readwrite_1000.txt"))
     path = tmp_path / "results.json"
-    sweep.write_results(str(path), samples, "abc123")
+    sweep_samples.write_results(str(path), samples, "abc123")
     lines = path.read_text().splitlines()
     assert len(lines) == len(samples)
     assert json.loads(lines[0])["test"] == "mongodb_ycsb_sweep"
@@ -218,10 +226,10 @@ def test_results_file_round_trips_through_the_pkb_loader(tmp_path):
 
 
 def test_table_text():
-    step = sweep.plan([1])[0]
-    samples = sweep.measure(step, PH["read_update"], data("seed002_run_readwrite_1000.txt"))
-    samples += sweep.measure(step, PH["load"], data("standin_dead_port.txt"))
-    text = sweep.table_text(samples)
+    step = plan.plan([1])[0]
+    samples = sweep_samples.measure(step, PH["read_update"], data("seed002_run_readwrite_1000.txt"))
+    samples += sweep_samples.measure(step, PH["load"], data("standin_dead_port.txt"))
+    text = sweep_samples.table_text(samples)
     lines = text.splitlines()
     assert lines[2].startswith("| 1 MB | 1000 | Load |") and "FAILED" in lines[2]
     assert (
@@ -247,8 +255,8 @@ def test_cli_run_needs_a_target():
 
 
 def test_several_processes_split_the_keys_of_a_load_and_the_operations_of_a_run():
-    step = sweep.plan([0.01], operation_count=7)[0]  # 10 records
-    load = [props(t) for t in sweep.process_properties(step, PH["load"], 3, urlfile="/u")]
+    step = plan.plan([0.01], operation_count=7)[0]  # 10 records
+    load = [props(t) for t in plan.process_properties(step, PH["load"], 3, urlfile="/u")]
     assert [(p["insertstart"], p["insertcount"]) for p in load] == [
         ("0", "4"),
         ("4", "3"),
@@ -257,7 +265,7 @@ def test_several_processes_split_the_keys_of_a_load_and_the_operations_of_a_run(
     assert {p["recordcount"] for p in load} == {"10"}
     run = [
         props(t)
-        for t in sweep.process_properties(
+        for t in plan.process_properties(
             step, PH["read_update"], 3, urlfile="/u", histogram_prefixes=["/r/a-", "/r/b-", "/r/c-"]
         )
     ]
@@ -265,54 +273,58 @@ def test_several_processes_split_the_keys_of_a_load_and_the_operations_of_a_run(
     assert all("insertstart" not in p and p["recordcount"] == "10" for p in run)
     assert [p["hdrhistogram.output.path"] for p in run] == ["/r/a-", "/r/b-", "/r/c-"]
     # More processes than operations: the empty shares are left out.
-    tiny = sweep.plan([0.002], operation_count=1)[0]
-    assert len(sweep.process_properties(tiny, PH["read_only"], 4, urlfile="/u")) == 1
-    assert len(sweep.process_properties(tiny, PH["load"], 4, urlfile="/u")) == 2
-    one = sweep.process_properties(step, PH["load"], 1, urlfile="/u")
-    assert one == [sweep.phase_properties(step, PH["load"], urlfile="/u")]
+    tiny = plan.plan([0.002], operation_count=1)[0]
+    assert len(plan.process_properties(tiny, PH["read_only"], 4, urlfile="/u")) == 1
+    assert len(plan.process_properties(tiny, PH["load"], 4, urlfile="/u")) == 2
+    one = plan.process_properties(step, PH["load"], 1, urlfile="/u")
+    assert one == [plan.phase_properties(step, PH["load"], urlfile="/u")]
 
 
 def test_combining_processes_sums_throughput_and_merges_histograms():
     text = data("standin_run_hdr212.txt")
     r = ycsb.parse_output(text)
     hist = {"READ": data("standin_hdr212_READ.hdr"), "UPDATE": data("standin_hdr212_UPDATE.hdr")}
-    both, source = sweep.combine([r, r], [hist, hist])
+    both, source = merge.combine([r, r], [hist, hist])
     assert source == "merged histograms"
     assert both.throughput == 2 * r.throughput and both.runtime_ms == r.runtime_ms
     assert both.ops["READ"].operations == 2 * r.ops["READ"].operations
     assert both.ops["READ"].average_us == pytest.approx(r.ops["READ"].average_us)
     assert both.ops["READ"].percentiles_us[99.0] == r.ops["READ"].percentiles_us[99.0]
-    without, source = sweep.combine([r, r])
+    without, source = merge.combine([r, r])
     assert source == "max over processes"
     assert without.ops["UPDATE"].percentiles_us == r.ops["UPDATE"].percentiles_us
-    assert sweep.combine([r]) == (r, "one process")
+    assert merge.combine([r]) == (r, "one process")
 
-    step = sweep.plan([1], operation_count=r.operations * 2)[0]
-    samples = sweep.measure_processes(step, PH["read_update"], [text, text], {}, [hist, hist])
+    step = plan.plan([1], operation_count=r.operations * 2)[0]
+    samples = sweep_samples.measure_processes(
+        step, PH["read_update"], [text, text], {}, [hist, hist]
+    )
     md = by_metric(samples)["READ p99 Latency"]["metadata"]
     assert md["ycsb_processes"] == 2 and md["latency_source"] == "merged histograms"
     assert "stopped_early" not in md
 
-    failed = sweep.measure_processes(step, PH["read_update"], [text, data("standin_dead_port.txt")])
+    failed = sweep_samples.measure_processes(
+        step, PH["read_update"], [text, data("standin_dead_port.txt")]
+    )
     assert [s["metric"] for s in failed] == ["Phase Failed"]
     assert failed[0]["metadata"]["error"].startswith("YCSB process 2 of 2: ")
 
 
 def test_drop_command_keeps_the_uri_in_its_file_and_reports_server_memory():
-    cmd = sweep.drop_command("/s/mongobench", "/s/mongobench-ycsb/target.uri", "usertable")
+    cmd = shipping.sweep_drop_command("/s/mongobench", "/s/mongobench-ycsb/target.uri", "usertable")
     assert cmd == (
         "cd /s/mongobench && /s/mongobench/venv/bin/python -m mongobench sweep drop"
         " --uri-file /s/mongobench-ycsb/target.uri --table usertable"
     )
-    assert sweep.parse_drop_output('noise\n{"dropped": "t", "server_memory_mb": 4096}\n') == (
+    assert runner.parse_drop_output('noise\n{"dropped": "t", "server_memory_mb": 4096}\n') == (
         4096 * 1024 * 1024
     )
-    assert sweep.parse_drop_output('{"dropped": "t", "server_memory_mb": null}') is None
+    assert runner.parse_drop_output('{"dropped": "t", "server_memory_mb": null}') is None
     with pytest.raises(ValueError, match="no result line"):
-        sweep.parse_drop_output("Traceback ...")
+        runner.parse_drop_output("Traceback ...")
 
 
 def test_database_name_follows_the_binding():
-    assert sweep.database_name("mongodb://h:1/bench?w=1") == "bench"
-    assert sweep.database_name("mongodb://h:1/") == "ycsb"
-    assert sweep.database_name("mongodb://u:p@h:1/admin") == "ycsb"
+    assert runner.database_name("mongodb://h:1/bench?w=1") == "bench"
+    assert runner.database_name("mongodb://h:1/") == "ycsb"
+    assert runner.database_name("mongodb://u:p@h:1/admin") == "ycsb"

@@ -5,7 +5,8 @@ import stat
 
 import pytest
 
-from mongobench import cli, testbed
+from mongobench import cli
+from mongobench.testbed import bed as testbed
 
 
 def _bin_dir(tmp_path, commands):

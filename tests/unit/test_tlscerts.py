@@ -17,7 +17,7 @@ from cryptography import x509
 from cryptography.x509 import verification
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from mongobench import tlscerts
+from mongobench.remote import tlscerts
 
 NOW = dt.datetime(2026, 11, 22, 18, 30, 5, tzinfo=dt.timezone.utc)
 needs_openssl = pytest.mark.skipif(shutil.which("openssl") is None, reason="no openssl CLI")

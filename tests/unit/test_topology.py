@@ -12,7 +12,7 @@ import pytest
 from bson import json_util
 from pymongo import uri_parser
 
-from mongobench import topology as t
+from mongobench.deploy import placement, topology
 
 DATA = pathlib.Path(__file__).parent.parent / "data" / "rs_status"
 HOSTS = [
@@ -28,7 +28,7 @@ def status(name):
 
 def test_replset_config_matches_the_documented_shape():
     # https://www.mongodb.com/docs/manual/reference/replica-configuration/
-    cfg = t.replset_config("rs0", HOSTS)
+    cfg = topology.replset_config("rs0", HOSTS)
     assert cfg == {
         "_id": "rs0",
         "members": [
@@ -37,17 +37,19 @@ def test_replset_config_matches_the_documented_shape():
             {"_id": 2, "host": HOSTS[2], "priority": 1},
         ],
     }
-    assert t.replset_initiate_command(cfg) == {"replSetInitiate": cfg}
-    assert t.replset_config("cfg", HOSTS, configsvr=True)["configsvr"] is True
-    assert t.replset_config("one", HOSTS[:1]) == {
+    assert topology.replset_initiate_command(cfg) == {"replSetInitiate": cfg}
+    assert topology.replset_config("cfg", HOSTS, configsvr=True)["configsvr"] is True
+    assert topology.replset_config("one", HOSTS[:1]) == {
         "_id": "one",
         "members": [{"_id": 0, "host": HOSTS[0]}],
     }
-    assert "priority" not in t.replset_config("rs", HOSTS, preferred_primary=None)["members"][0]
+    assert (
+        "priority" not in topology.replset_config("rs", HOSTS, preferred_primary=None)["members"][0]
+    )
     with pytest.raises(ValueError, match="duplicate"):
-        t.replset_config("rs0", [HOSTS[0], HOSTS[0]])
+        topology.replset_config("rs0", [HOSTS[0], HOSTS[0]])
     with pytest.raises(ValueError):
-        t.replset_config("rs0", [])
+        topology.replset_config("rs0", [])
 
 
 @pytest.mark.parametrize(
@@ -63,22 +65,25 @@ def test_replset_config_matches_the_documented_shape():
     ],
 )
 def test_status_interpretation_on_recorded_documents(name, state, ready, primary):
-    res = t.wait_for_primary(status(name))
+    res = topology.wait_for_primary(status(name))
     assert (res.state, res.ready, res.primary) == (state, ready, primary), res.message
     if name != "not_yet_initialized.json":
         assert len(res.members) == 3
 
 
 def test_status_details():
-    down = t.wait_for_primary(status("8.0_member_down.json"))
+    down = topology.wait_for_primary(status("8.0_member_down.json"))
     assert HOSTS[2] in down.message and down.members[HOSTS[2]] == "(not reachable/healthy)"
-    sync = t.wait_for_primary(status("8.0_initial_sync_startup2.json"))
+    sync = topology.wait_for_primary(status("8.0_initial_sync_startup2.json"))
     assert sync.members[HOSTS[2]] == "STARTUP2"
-    assert t.wait_for_primary(status("8.0_pss_ready.json"), expected_members=4).state == "starting"
+    assert (
+        topology.wait_for_primary(status("8.0_pss_ready.json"), expected_members=4).state
+        == "starting"
+    )
     two = status("8.0_pss_ready.json")
     two["members"][1]["stateStr"] = "PRIMARY"
-    assert t.wait_for_primary(two).state == "electing"
-    err = t.wait_for_primary({"ok": 0, "code": 13, "errmsg": "not authorized"})
+    assert topology.wait_for_primary(two).state == "electing"
+    err = topology.wait_for_primary({"ok": 0, "code": 13, "errmsg": "not authorized"})
     assert err.state == "error" and "not authorized" in err.message
 
 
@@ -138,8 +143,8 @@ def test_initiate_then_wait_until_primary():
         ]
     )
     clock = Clock()
-    cfg = t.replset_config("rs0", HOSTS)
-    res = t.initiate_replica_set(
+    cfg = topology.replset_config("rs0", HOSTS)
+    res = topology.initiate_replica_set(
         FakeClient(admin), cfg, timeout=60, poll=2, sleep=clock.sleep, clock=clock
     )
     assert res.ready and res.primary == HOSTS[0]
@@ -151,22 +156,24 @@ def test_initiate_then_wait_until_primary():
 def test_initiate_is_idempotent_but_surfaces_other_errors():
     already = OperationFailure(23, "already initialized")
     admin = FakeAdmin([status("8.0_pss_ready.json")], initiate_error=already)
-    assert t.initiate_replica_set(FakeClient(admin), t.replset_config("rs0", HOSTS)).ready
+    assert topology.initiate_replica_set(
+        FakeClient(admin), topology.replset_config("rs0", HOSTS)
+    ).ready
     bad = FakeAdmin(
         [status("8.0_pss_ready.json")],
         initiate_error=OperationFailure(93, "InvalidReplicaSetConfig"),
     )
     with pytest.raises(OperationFailure):
-        t.initiate_replica_set(FakeClient(bad), t.replset_config("rs0", HOSTS))
+        topology.initiate_replica_set(FakeClient(bad), topology.replset_config("rs0", HOSTS))
 
 
 def test_initiate_times_out_with_the_last_state():
     admin = FakeAdmin([status("8.0_member_down.json")])
     clock = Clock()
     with pytest.raises(TimeoutError, match=r"rs0 not ready after 10s: degraded.*not reachable"):
-        t.initiate_replica_set(
+        topology.initiate_replica_set(
             FakeClient(admin),
-            t.replset_config("rs0", HOSTS),
+            topology.replset_config("rs0", HOSTS),
             timeout=10,
             poll=1,
             sleep=clock.sleep,
@@ -176,17 +183,17 @@ def test_initiate_times_out_with_the_last_state():
 
 def test_sharding_command_documents():
     # https://www.mongodb.com/docs/manual/reference/command/addShard/
-    assert t.add_shard_command("shard0", ["a:27018", "b:27018"], name="shard0") == {
+    assert topology.add_shard_command("shard0", ["a:27018", "b:27018"], name="shard0") == {
         "addShard": "shard0/a:27018,b:27018",
         "name": "shard0",
     }
-    assert t.enable_sharding_command("bench") == {"enableSharding": "bench"}
+    assert topology.enable_sharding_command("bench") == {"enableSharding": "bench"}
     # https://www.mongodb.com/docs/manual/reference/command/shardCollection/
-    assert t.shard_collection_command("bench.usertable", "_id:hashed") == {
+    assert topology.shard_collection_command("bench.usertable", "_id:hashed") == {
         "shardCollection": "bench.usertable",
         "key": {"_id": "hashed"},
     }
-    assert t.shard_collection_command("bench.c", {"a": 1, "b": 1}, unique=True) == {
+    assert topology.shard_collection_command("bench.c", {"a": 1, "b": 1}, unique=True) == {
         "shardCollection": "bench.c",
         "key": {"a": 1, "b": 1},
         "unique": True,
@@ -204,19 +211,19 @@ def test_sharding_command_documents():
 )
 def test_bad_shard_keys(spec, err):
     with pytest.raises(ValueError, match=err):
-        t.parse_shard_key(spec)
+        topology.parse_shard_key(spec)
 
 
 def test_hashed_unique_and_bad_namespace_rejected():
     with pytest.raises(ValueError, match="unique"):
-        t.shard_collection_command("db.c", "_id:hashed", unique=True)
+        topology.shard_collection_command("db.c", "_id:hashed", unique=True)
     with pytest.raises(ValueError, match="db.collection"):
-        t.shard_collection_command("nodot", "_id:1")
-    assert t.parse_shard_key("region, ts:1") == {"region": 1, "ts": 1}
+        topology.shard_collection_command("nodot", "_id:1")
+    assert topology.parse_shard_key("region, ts:1") == {"region": 1, "ts": 1}
 
 
 def test_sharded_cluster_plan():
-    plan = t.sharded_cluster_plan(
+    plan = placement.sharded_cluster_plan(
         config_hosts=["s0", "s1", "s2"],
         shard_hosts=[["s0", "s1", "s2"], ["s1", "s2", "s0"], ["s2"]],
         mongos_hosts=["c0", "c1", "c0"],
@@ -230,7 +237,7 @@ def test_sharded_cluster_plan():
         "s1:27019",
         "s2:27019",
     ]
-    assert t.config_db_string(plan) == "cfg/s0:27019,s1:27019,s2:27019"
+    assert placement.config_db_string(plan) == "cfg/s0:27019,s1:27019,s2:27019"
     # several shards share hosts: each shard gets its own port, never 27019 (config) or 27017
     assert [rs["_id"] for rs in plan.shard_replsets] == ["shard0", "shard1", "shard2"]
     assert [m["host"] for m in plan.shard_replsets[1]["members"]] == [
@@ -257,20 +264,24 @@ def test_sharded_cluster_plan():
 
 
 def test_mongos_placement_and_client_uris():
-    assert t.mongos_placement("client", ["c0", "c1"], ["s0"]) == ["c0", "c1"]
-    assert t.mongos_placement("server", ["c0"], ["s0", "s1", "s0"]) == ["s0", "s1"]
+    assert placement.mongos_placement("client", ["c0", "c1"], ["s0"]) == ["c0", "c1"]
+    assert placement.mongos_placement("server", ["c0"], ["s0", "s1", "s0"]) == ["s0", "s1"]
     with pytest.raises(ValueError):
-        t.mongos_placement("edge", ["c0"], ["s0"])
+        placement.mongos_placement("edge", ["c0"], ["s0"])
     with pytest.raises(ValueError):
-        t.mongos_placement("client", [], ["s0"])
-    assert t.client_uri_for("c0", "client", ["c0", "c1"]) == "mongodb://127.0.0.1:27017/?w=majority"
+        placement.mongos_placement("client", [], ["s0"])
     assert (
-        t.client_uri_for("c0", "server", ["s0", "s1"]) == "mongodb://s0:27017,s1:27017/?w=majority"
+        placement.client_uri_for("c0", "client", ["c0", "c1"])
+        == "mongodb://127.0.0.1:27017/?w=majority"
+    )
+    assert (
+        placement.client_uri_for("c0", "server", ["s0", "s1"])
+        == "mongodb://s0:27017,s1:27017/?w=majority"
     )
 
 
 def test_uris_carry_the_seed_defaults_and_no_credentials():
-    uri = t.replica_set_uri(HOSTS, "rs0", database="bench")
+    uri = topology.replica_set_uri(HOSTS, "rs0", database="bench")
     assert uri == (
         "mongodb://mongod-0.bench.internal:27017,mongod-1.bench.internal:27017,"
         "mongod-2.bench.internal:27017/bench?replicaSet=rs0&w=majority&readPreference=primary"
@@ -280,42 +291,51 @@ def test_uris_carry_the_seed_defaults_and_no_credentials():
     assert parsed["options"]["replicaSet"] == "rs0"
     assert parsed["options"]["w"] == "majority"
     assert parsed["options"]["readPreference"] == "primary"
-    assert t.standalone_uri("h", 27017) == "mongodb://h:27017/"
-    assert t.direct_uri("10.0.0.1", 27018) == "mongodb://10.0.0.1:27018/?directConnection=true"
-    assert uri_parser.parse_uri(t.direct_uri("::1", 27017))["nodelist"] == [("::1", 27017)]
-    assert t.mongos_uri(["a:1"], w=1, retryWrites="true") == "mongodb://a:1/?w=1&retryWrites=true"
+    assert topology.standalone_uri("h", 27017) == "mongodb://h:27017/"
+    assert (
+        topology.direct_uri("10.0.0.1", 27018) == "mongodb://10.0.0.1:27018/?directConnection=true"
+    )
+    assert uri_parser.parse_uri(topology.direct_uri("::1", 27017))["nodelist"] == [("::1", 27017)]
+    assert (
+        topology.mongos_uri(["a:1"], w=1, retryWrites="true")
+        == "mongodb://a:1/?w=1&retryWrites=true"
+    )
     with pytest.raises(ValueError, match="credentials"):
-        t.replica_set_uri(["user:pw@h:27017"], "rs0")
+        topology.replica_set_uri(["user:pw@h:27017"], "rs0")
 
 
 def test_round_robin_placement_gives_shared_hosts_consecutive_ports():
     # three VMs: one member each, all on the base port
-    assert t.place_round_robin(3, ["10.0.0.1", "10.0.0.2", "10.0.0.3"], 27017) == [
+    assert placement.place_round_robin(3, ["10.0.0.1", "10.0.0.2", "10.0.0.3"], 27017) == [
         (0, 27017),
         (1, 27017),
         (2, 27017),
     ]
     # one VM (or static VMs that are one machine): consecutive ports
-    assert t.place_round_robin(3, ["10.0.0.1"], 27017) == [(0, 27017), (0, 27018), (0, 27019)]
-    assert t.place_round_robin(3, ["h", "h"], 100) == [(0, 100), (1, 101), (0, 102)]
+    assert placement.place_round_robin(3, ["10.0.0.1"], 27017) == [
+        (0, 27017),
+        (0, 27018),
+        (0, 27019),
+    ]
+    assert placement.place_round_robin(3, ["h", "h"], 100) == [(0, 100), (1, 101), (0, 102)]
     # a later group on the same hosts skips the ports already taken
     taken = {}
-    shards = t.place_round_robin(4, ["a", "b"], 27017, taken)
-    config = t.place_round_robin(1, ["a", "b"], 27017, taken)
+    shards = placement.place_round_robin(4, ["a", "b"], 27017, taken)
+    config = placement.place_round_robin(1, ["a", "b"], 27017, taken)
     assert shards == [(0, 27017), (1, 27017), (0, 27018), (1, 27018)]
     assert config == [(0, 27019)]
     with pytest.raises(ValueError):
-        t.place_round_robin(0, ["a"], 1)
+        placement.place_round_robin(0, ["a"], 1)
     with pytest.raises(ValueError):
-        t.place_round_robin(1, [], 1)
+        placement.place_round_robin(1, [], 1)
 
 
 def test_default_cache_is_mongods_own_shared_between_processes():
     gib = 1024 * 1024  # kB
-    assert t.default_cache_gb(16 * gib) == 7.5  # 50 % of (16 - 1)
-    assert t.default_cache_gb(16 * gib, 3) == 2.5
-    assert t.default_cache_gb(1 * gib) == 0.25  # the floor
-    assert t.default_cache_gb(int(7.5 * gib), 0) == 3.25  # 0 processes counts as 1
+    assert placement.default_cache_gb(16 * gib) == 7.5  # 50 % of (16 - 1)
+    assert placement.default_cache_gb(16 * gib, 3) == 2.5
+    assert placement.default_cache_gb(1 * gib) == 0.25  # the floor
+    assert placement.default_cache_gb(int(7.5 * gib), 0) == 3.25  # 0 processes counts as 1
 
 
 def test_run_plan_initiates_every_set_then_runs_admin_commands_on_mongos():
@@ -329,13 +349,16 @@ def test_run_plan_initiates_every_set_then_runs_admin_commands_on_mongos():
         clients.append(c)
         return c
 
-    cfg = t.replset_config("rs0", HOSTS)
+    cfg = topology.replset_config("rs0", HOSTS)
     plan = {
         "replsets": [{"config": cfg, "seed": HOSTS[0]}],
         "mongos": "10.0.0.9:27017",
-        "admin_commands": [t.add_shard_command("rs0", HOSTS), t.enable_sharding_command("db")],
+        "admin_commands": [
+            topology.add_shard_command("rs0", HOSTS),
+            topology.enable_sharding_command("db"),
+        ],
     }
-    out = t.run_plan(plan, connect, sleep=lambda s: None)
+    out = topology.run_plan(plan, connect, sleep=lambda s: None)
     assert out == {"replsets": {"rs0": HOSTS[0]}, "admin": ["addShard", "enableSharding"]}
     assert connected == [
         "mongodb://mongod-0.bench.internal:27017/?directConnection=true",
@@ -344,4 +367,4 @@ def test_run_plan_initiates_every_set_then_runs_admin_commands_on_mongos():
     assert clients[0].admin.sent[0] == ("replSetInitiate", cfg)
     assert [s[0] for s in clients[1].admin.sent] == plan["admin_commands"]
     with pytest.raises(ValueError, match="mongos"):
-        t.run_plan({"admin_commands": [{"ping": 1}]}, connect)
+        topology.run_plan({"admin_commands": [{"ping": 1}]}, connect)

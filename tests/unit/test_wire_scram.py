@@ -2,7 +2,7 @@
 
 import pytest
 
-from mongobench import wire
+from mongobench.driver import protocol, scram
 
 # RFC 7677, section 3: SCRAM-SHA-256, user "user", password "pencil".
 RFC7677 = {
@@ -17,7 +17,7 @@ RFC7677 = {
 
 
 def rfc7677_client():
-    return wire.ScramClient.for_mongodb("SCRAM-SHA-256", "user", "pencil", RFC7677["nonce"])
+    return scram.ScramClient.for_mongodb("SCRAM-SHA-256", "user", "pencil", RFC7677["nonce"])
 
 
 def test_rfc7677_conversation():
@@ -39,7 +39,7 @@ def test_rfc7677_conversation():
 def test_a_wrong_server_signature_is_refused(server_final):
     c = rfc7677_client()
     c.final(RFC7677["server_first"])
-    with pytest.raises(wire.AuthError, match="signature is wrong") as e:
+    with pytest.raises(protocol.AuthError, match="signature is wrong") as e:
         c.verify(server_final, "user 'user' on admin")
     assert "pencil" not in str(e.value) and "pencil" not in repr(c)
 
@@ -47,21 +47,21 @@ def test_a_wrong_server_signature_is_refused(server_final):
 def test_server_errors_and_bad_server_first_messages():
     c = rfc7677_client()
     c.final(RFC7677["server_first"])
-    with pytest.raises(wire.AuthError, match="failed: invalid-proof"):
+    with pytest.raises(protocol.AuthError, match="failed: invalid-proof"):
         c.verify(b"e=invalid-proof")
-    with pytest.raises(wire.AuthError, match="does not extend ours"):
+    with pytest.raises(protocol.AuthError, match="does not extend ours"):
         rfc7677_client().final(b"r=someoneElsesNonce,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096")
-    with pytest.raises(wire.AuthError, match="iteration count 1 < 4096"):
+    with pytest.raises(protocol.AuthError, match="iteration count 1 < 4096"):
         rfc7677_client().final(b"r=rOprNGfwEbeRWgbNEkqOxyz,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=1")
-    with pytest.raises(wire.AuthError, match="malformed server-first"):
+    with pytest.raises(protocol.AuthError, match="malformed server-first"):
         rfc7677_client().final(b"r=rOprNGfwEbeRWgbNEkqOxyz")
-    with pytest.raises(wire.AuthError, match="malformed server-final"):
+    with pytest.raises(protocol.AuthError, match="malformed server-final"):
         c.verify(b"nothing")
 
 
 def test_rfc5802_sha1_conversation():
     """RFC 5802, section 5 (plain SCRAM-SHA-1: the password is used as is)."""
-    c = wire.ScramClient("sha1", "user", b"pencil", "fyko+d2lbbFgONRv9qkxdawL")
+    c = scram.ScramClient("sha1", "user", b"pencil", "fyko+d2lbbFgONRv9qkxdawL")
     server_first = b"r=fyko+d2lbbFgONRv9qkxdawL3rfcNHYJY1ZVvWVs7j,s=QSXCR+Q6sek8bf92,i=4096"
     assert c.final(server_first) == (
         b"c=biws,r=fyko+d2lbbFgONRv9qkxdawL3rfcNHYJY1ZVvWVs7j,p=v0X8v3Bz2T0CJGbJQyF0X+HI4Ts="
@@ -72,7 +72,7 @@ def test_rfc5802_sha1_conversation():
 def test_mongodb_sha1_hashes_user_mongo_password():
     """MongoDB's SCRAM-SHA-1 example (driver authentication spec): the SCRAM password
     is the hex MD5 of "user:mongo:pencil"."""
-    c = wire.ScramClient.for_mongodb("SCRAM-SHA-1", "user", "pencil", "fyko+d2lbbFgONRv9qkxdawL")
+    c = scram.ScramClient.for_mongodb("SCRAM-SHA-1", "user", "pencil", "fyko+d2lbbFgONRv9qkxdawL")
     server_first = (
         b"r=fyko+d2lbbFgONRv9qkxdawLHo+Vgk7qvUOKUwuWLIWg4l/9SraGMHEE,"
         b"s=rQ9ZY3MntBeuP3E1TDVC4w==,i=10000"
@@ -85,16 +85,16 @@ def test_mongodb_sha1_hashes_user_mongo_password():
 
 
 def test_names_are_escaped_and_passwords_saslprepped():
-    c = wire.ScramClient.for_mongodb("SCRAM-SHA-256", "a=b,c", "pencil", "n0nce")
+    c = scram.ScramClient.for_mongodb("SCRAM-SHA-256", "a=b,c", "pencil", "n0nce")
     assert c.first() == b"n,,n=a=3Db=2Cc,r=n0nce"
     # SASLprep maps U+00A0 (no-break space) to a space: both give the same proof.
     first = b"r=n0nceSERVER,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096"
-    a = wire.ScramClient.for_mongodb("SCRAM-SHA-256", "u", "pen cil", "n0nce").final(first)
-    b = wire.ScramClient.for_mongodb("SCRAM-SHA-256", "u", "pen\u00a0cil", "n0nce").final(first)
+    a = scram.ScramClient.for_mongodb("SCRAM-SHA-256", "u", "pen cil", "n0nce").final(first)
+    b = scram.ScramClient.for_mongodb("SCRAM-SHA-256", "u", "pen\u00a0cil", "n0nce").final(first)
     assert a == b
     with pytest.raises(ValueError, match="prohibited") as e:
-        wire.ScramClient.for_mongodb("SCRAM-SHA-256", "u", "pw\u0000secret")
+        scram.ScramClient.for_mongodb("SCRAM-SHA-256", "u", "pw\u0000secret")
     assert "secret" not in str(e.value)
     assert (
-        len({wire.ScramClient.for_mongodb("SCRAM-SHA-256", "u", "p").nonce for _ in range(3)}) == 3
+        len({scram.ScramClient.for_mongodb("SCRAM-SHA-256", "u", "p").nonce for _ in range(3)}) == 3
     )

@@ -8,41 +8,44 @@ import time
 import bson
 import pytest
 
-from mongobench import latency, wire
-from mongobench.workloads_keyed import Zipfian, _found_one, _updated_one
+from mongobench.core import latency
+from mongobench.driver import connection, protocol
+from mongobench.driver.readupdate import Zipfian, _found_one, _updated_one
 
 
 def test_template_patches_id_and_values():
-    t = wire.Template(
+    t = protocol.Template(
         {"find": "kv", "filter": {"_id": bson.Int64(0x5EED0001)}, "$db": "d"}, [0x5EED0001]
     )
     msg = t.use(42, 7)
     length, rid, to, opcode = struct.unpack("<iiii", msg[:16])
-    assert (length, rid, to, opcode) == (len(msg), 42, 0, wire.OP_MSG)
+    assert (length, rid, to, opcode) == (len(msg), 42, 0, protocol.OP_MSG)
     assert bson.decode(msg[21:]) == {"find": "kv", "filter": {"_id": 7}, "$db": "d"}
-    assert msg == wire.encode_msg({"find": "kv", "filter": {"_id": bson.Int64(7)}, "$db": "d"}, 42)
+    assert msg == protocol.encode_msg(
+        {"find": "kv", "filter": {"_id": bson.Int64(7)}, "$db": "d"}, 42
+    )
     with pytest.raises(ValueError, match="exactly once"):
-        wire.Template({"a": bson.Int64(5), "b": bson.Int64(5)}, [5])
+        protocol.Template({"a": bson.Int64(5), "b": bson.Int64(5)}, [5])
 
 
 def test_template_with_two_values_in_either_order():
     a, b = 0x5EED0001, 0x5EED0002
     cmd = {"u": {"$set": {"n0": bson.Int64(b)}}, "q": {"_id": bson.Int64(a)}, "$db": "d"}
-    t = wire.Template(cmd, [a, b])  # a comes after b in the message
+    t = protocol.Template(cmd, [a, b])  # a comes after b in the message
     buf = bytearray(t.size + 3)
     t.write(buf, 3, 9, 11, 22)
-    expected = wire.encode_msg(
+    expected = protocol.encode_msg(
         {"u": {"$set": {"n0": bson.Int64(22)}}, "q": {"_id": bson.Int64(11)}, "$db": "d"}, 9
     )
     assert bytes(buf[3:]) == expected == t.use(9, 11, 22)
-    three = wire.Template(
+    three = protocol.Template(
         {"a": bson.Int64(a), "b": bson.Int64(b), "c": bson.Int64(0x5EED0003)}, [b, 0x5EED0003, a]
     )
     assert bson.decode(three.use(1, 5, 6, 4)[21:]) == {"a": 4, "b": 5, "c": 6}
 
 
 def test_options_from_the_uri():
-    o = wire.options(
+    o = connection.options(
         "mongodb://us%3Aer:p%40ss@h1,h2:27018/mydb?replicaSet=rs0&ssl=true"
         "&tlsAllowInvalidHostnames=true&authMechanism=SCRAM-SHA-1"
     )
@@ -56,17 +59,17 @@ def test_options_from_the_uri():
     assert o.tls and o.tls_allow_invalid_hostnames and not o.tls_allow_invalid_certs
     assert o.replica_set == "rs0" and not o.direct
     assert "p@ss" not in repr(o)  # secrets stay out of logs
-    o = wire.options(
+    o = connection.options(
         "mongodb://u:secret@h/db?authSource=other&tls=true&tlsInsecure=true&directConnection=true"
     )
     assert o.auth_source == "other" and o.tls and o.tls_allow_invalid_certs and o.direct
     assert "secret" not in repr(o)
     assert o.write_concern is None
-    o = wire.options("mongodb://h:1/?w=majority&wTimeoutMS=500&journal=true")
+    o = connection.options("mongodb://h:1/?w=majority&wTimeoutMS=500&journal=true")
     assert (o.username, o.auth_source, o.tls, o.seeds) == (None, "admin", False, [("h", 1)])
     assert o.write_concern == {"w": "majority", "wtimeout": 500, "j": True}
-    with pytest.raises(wire.WireError, match="not MONGODB-X509") as e:
-        wire.options("mongodb://u:pw9@h/?authMechanism=MONGODB-X509&tls=true")
+    with pytest.raises(protocol.WireError, match="not MONGODB-X509") as e:
+        connection.options("mongodb://u:pw9@h/?authMechanism=MONGODB-X509&tls=true")
     assert "pw9" not in str(e.value)
 
 
@@ -83,7 +86,7 @@ def test_srv_uri_resolves_to_tls_seeds(monkeypatch):
     monkeypatch.setattr(
         srv_resolver._SrvResolver, "get_options", lambda self: "authSource=admin&replicaSet=atlas-x"
     )
-    o = wire.options("mongodb+srv://u:pw@cluster0.example.net/")
+    o = connection.options("mongodb+srv://u:pw@cluster0.example.net/")
     assert o.seeds == [("a.cluster0.example.net", 27017), ("b.cluster0.example.net", 27017)]
     assert o.tls and o.replica_set == "atlas-x" and o.auth_source == "admin"
 
@@ -121,31 +124,35 @@ def test_find_primary_follows_the_primary_and_never_settles_for_a_secondary():
         "c:3": {**RS, "isWritablePrimary": True, "primary": "c:3"},
     }
     opened = []
-    o = wire.Options(seeds=[("x", 9), ("a", 1)], replica_set="rs0")
-    conn, hello = wire.find_primary(o, _opener(servers, opened))
+    o = connection.Options(seeds=[("x", 9), ("a", 1)], replica_set="rs0")
+    conn, hello = connection.find_primary(o, _opener(servers, opened))
     assert hello is servers["c:3"] and opened == ["x:9", "a:1", "c:3"]
     # No primary (election in progress): every member is asked, then a clear error.
     no_primary = {k: {**RS, "secondary": True, "isWritablePrimary": False} for k in servers}
     opened = []
-    with pytest.raises(wire.WireError, match="found none.*a:1 is a secondary") as e:
-        wire.find_primary(wire.Options(seeds=[("a", 1)]), _opener(no_primary, opened))
+    with pytest.raises(protocol.WireError, match="found none.*a:1 is a secondary") as e:
+        connection.find_primary(connection.Options(seeds=[("a", 1)]), _opener(no_primary, opened))
     assert sorted(opened) == ["a:1", "b:2", "c:3"] and "c:3 is a secondary" in str(e.value)
     # directConnection to a secondary: refused, not followed.
     opened = []
-    with pytest.raises(wire.WireError, match="a:1 is a secondary"):
-        wire.find_primary(wire.Options(seeds=[("a", 1)], direct=True), _opener(servers, opened))
+    with pytest.raises(protocol.WireError, match="a:1 is a secondary"):
+        connection.find_primary(
+            connection.Options(seeds=[("a", 1)], direct=True), _opener(servers, opened)
+        )
     assert opened == ["a:1"]
     # Standalone, mongos, legacy isMaster replies.
     for reply in ({"ismaster": True, "ok": 1}, {"msg": "isdbgrid", "ismaster": True, "ok": 1}):
-        conn, hello = wire.find_primary(wire.Options(seeds=[("s", 1)]), _opener({"s:1": reply}, []))
+        conn, hello = connection.find_primary(
+            connection.Options(seeds=[("s", 1)]), _opener({"s:1": reply}, [])
+        )
         assert hello is reply
     # A standalone is not the replica set the URI names.
-    with pytest.raises(wire.WireError, match="not a member of replica set rs0"):
-        wire.find_primary(
-            wire.Options(seeds=[("s", 1)], replica_set="rs0"),
+    with pytest.raises(protocol.WireError, match="not a member of replica set rs0"):
+        connection.find_primary(
+            connection.Options(seeds=[("s", 1)], replica_set="rs0"),
             _opener({"s:1": {"ismaster": True, "ok": 1}}, []),
         )
-    assert wire.server_role({**RS, "arbiterOnly": True}) == "arbiter"
+    assert connection.server_role({**RS, "arbiterOnly": True}) == "arbiter"
 
 
 def test_zipfian_is_skewed_and_in_range():
@@ -193,7 +200,7 @@ def tcp_pair():
     with socket.create_server(("127.0.0.1", 0)) as listener:
         client = socket.create_connection(listener.getsockname())
         server, _ = listener.accept()
-    conn = wire.Connection.over(client, timeout=5)
+    conn = connection.Connection.over(client, timeout=5)
     yield conn, server
     conn.close()
     server.close()
@@ -201,7 +208,7 @@ def tcp_pair():
 
 def reply(response_to: int, doc: dict) -> bytes:
     body = b"\0\0\0\0\0" + bson.encode(doc)
-    return struct.pack("<iiii", 16 + len(body), 0, response_to, wire.OP_MSG) + body
+    return struct.pack("<iiii", 16 + len(body), 0, response_to, protocol.OP_MSG) + body
 
 
 def read_reply(docs, **extra):
@@ -219,8 +226,8 @@ def test_replies_are_checked_and_only_new_shapes_decoded(tcp_pair):
 
         return wrapped
 
-    reads = wire.ReplyShapes("read", counting(_found_one), inner=b"\x04firstBatch\x00")
-    updates = wire.ReplyShapes("update", counting(_updated_one))
+    reads = protocol.ReplyShapes("read", counting(_found_one), inner=b"\x04firstBatch\x00")
+    updates = protocol.ReplyShapes("update", counting(_updated_one))
     doc = {"_id": 1, "s": "x" * 100, "n0": bson.Int64(5)}
     replies = [
         read_reply([doc]),
@@ -264,18 +271,18 @@ def test_replies_are_checked_and_only_new_shapes_decoded(tcp_pair):
     assert reads.expect == len(reply(0, replies[0])) and updates.expect == len(reply(0, replies[2]))
 
     server.sendall(reply(7, {"ok": 1.0}))
-    with pytest.raises(wire.WireError, match="unexpected reply \\(to 7"):
+    with pytest.raises(protocol.WireError, match="unexpected reply \\(to 7"):
         conn.receive_checked(113, [updates], 0.0)
 
 
 def test_a_reply_larger_than_the_buffer(tcp_pair):
     conn, server = tcp_pair
-    big = {"cursor": {"firstBatch": [{"b": bson.Binary(b"z" * (3 * wire.BUF_BYTES))}]}, "ok": 1}
+    big = {"cursor": {"firstBatch": [{"b": bson.Binary(b"z" * (3 * protocol.BUF_BYTES))}]}, "ok": 1}
     sender = threading.Thread(target=server.sendall, args=(reply(1, big) + reply(2, {"ok": 1}),))
     sender.start()
     (got, _), (small, _) = conn.receive([1, 2], time.perf_counter())
     sender.join()
-    assert len(got["cursor"]["firstBatch"][0]["b"]) == 3 * wire.BUF_BYTES and small == {"ok": 1}
+    assert len(got["cursor"]["firstBatch"][0]["b"]) == 3 * protocol.BUF_BYTES and small == {"ok": 1}
     server.close()
-    with pytest.raises(wire.WireError, match="closed by the server"):
+    with pytest.raises(protocol.WireError, match="closed by the server"):
         conn.receive([3], 0.0)

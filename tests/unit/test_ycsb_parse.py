@@ -8,7 +8,8 @@ import re
 
 import pytest
 
-from mongobench import javabuild, ycsb
+from mongobench.remote import javabuild
+from mongobench.ycsb import merge, parse, properties
 
 DATA = pathlib.Path(__file__).resolve().parent.parent / "data" / "ycsb"
 
@@ -25,7 +26,7 @@ def props_dict(text: str) -> dict[str, str]:
 
 
 def test_seed002_read_write_mix_exact_numbers():
-    r = ycsb.parse_output(data("seed002_run_readwrite_1000.txt"))
+    r = parse.parse_output(data("seed002_run_readwrite_1000.txt"))
     assert r.runtime_ms == 1532
     assert r.throughput == 652.7415143603133
     assert r.operations == 1000
@@ -45,7 +46,7 @@ def test_seed002_read_write_mix_exact_numbers():
 
 def test_seed002_operations_taken_from_statuses_when_the_line_is_missing():
     # The seed's 10M write-only run has no "[UPDATE], Operations" line.
-    r = ycsb.parse_output(data("seed002_run_writeonly_10000000.txt"))
+    r = parse.parse_output(data("seed002_run_writeonly_10000000.txt"))
     assert r.runtime_ms == 4326840
     assert r.throughput == 2311.1554852964287
     assert r.ops["UPDATE"].operations == 10_000_000
@@ -56,7 +57,7 @@ def test_seed002_operations_taken_from_statuses_when_the_line_is_missing():
 
 
 def test_seed002_load():
-    r = ycsb.parse_output(data("seed002_load_100000.txt"), required_ops=["INSERT"])
+    r = parse.parse_output(data("seed002_load_100000.txt"), required_ops=["INSERT"])
     assert r.throughput == 4915.937469275391
     assert r.operations == 100_000
     assert r.ops["INSERT"].percentiles_us == {95.0: 374, 99.0: 580}
@@ -65,15 +66,15 @@ def test_seed002_load():
 
 def test_seed002_missing_requested_percentile_names_op_and_statistic():
     # YCSB 0.17 prints only p95/p99 by default: asking for p99.9 is a clear error, not a KeyError.
-    with pytest.raises(ycsb.YcsbError, match=r"99\.9th percentile latency of READ.*p95, p99"):
-        ycsb.parse_output(data("seed002_run_readwrite_1000.txt"), required_percentiles=[99, 99.9])
+    with pytest.raises(parse.YcsbError, match=r"99\.9th percentile latency of READ.*p95, p99"):
+        parse.parse_output(data("seed002_run_readwrite_1000.txt"), required_percentiles=[99, 99.9])
 
 
 # --- real outputs of our YCSB binding against the stand-in
 
 
 def test_standin_run_with_hdrhistogram_percentiles():
-    r = ycsb.parse_output(
+    r = parse.parse_output(
         data("standin_run_ok.txt"), required_ops=["READ", "UPDATE"], required_percentiles=[50, 99.9]
     )
     assert r.operations == 1000  # CLEANUP is not an operation
@@ -87,15 +88,15 @@ def test_standin_run_with_hdrhistogram_percentiles():
 
 
 def test_dead_server_is_a_clear_error_although_ycsb_exits_0():
-    with pytest.raises(ycsb.YcsbError, match="cannot connect to mongodb://127.0.0.1:1/"):
-        ycsb.parse_output(data("standin_dead_port.txt"))
+    with pytest.raises(parse.YcsbError, match="cannot connect to mongodb://127.0.0.1:1/"):
+        parse.parse_output(data("standin_dead_port.txt"))
 
 
 def test_crash_while_writing_histogram_logs_is_reported():
     # HdrHistogram 2.1.4 (YCSB 0.17's) needs JAXB, absent from Java 11+; the per-op summary
     # is then missing although [OVERALL] was printed.
-    with pytest.raises(ycsb.YcsbError, match="NoClassDefFoundError: javax/xml/bind"):
-        ycsb.parse_output(data("standin_hdr_fileoutput_jaxb_crash.txt"))
+    with pytest.raises(parse.YcsbError, match="NoClassDefFoundError: javax/xml/bind"):
+        parse.parse_output(data("standin_hdr_fileoutput_jaxb_crash.txt"))
 
 
 # --- failure shapes, built from the real output
@@ -107,39 +108,39 @@ def _without(text: str, needle: str) -> str:
 
 def test_missing_p99_of_one_op():
     text = _without(data("standin_run_ok.txt"), "[UPDATE], 99thPercentileLatency(us)")
-    with pytest.raises(ycsb.YcsbError, match=r"99th percentile latency of UPDATE"):
-        ycsb.parse_output(text)
+    with pytest.raises(parse.YcsbError, match=r"99th percentile latency of UPDATE"):
+        parse.parse_output(text)
 
 
 def test_error_statuses_and_failed_sections():
     text = data("standin_run_ok.txt") + "[UPDATE], Return=ERROR, 3\n"
-    with pytest.raises(ycsb.YcsbError, match="UPDATE: 3 errors"):
-        ycsb.parse_output(text)
+    with pytest.raises(parse.YcsbError, match="UPDATE: 3 errors"):
+        parse.parse_output(text)
     text = data("standin_run_ok.txt") + "[READ-FAILED], Operations, 7\n"
-    with pytest.raises(ycsb.YcsbError, match="READ-FAILED=7"):
-        ycsb.parse_output(text)
+    with pytest.raises(parse.YcsbError, match="READ-FAILED=7"):
+        parse.parse_output(text)
 
 
 def test_no_operations_and_truncated_output():
     overall_only = "[OVERALL], RunTime(ms), 1300\n[OVERALL], Throughput(ops/sec), 0.0\n"
-    with pytest.raises(ycsb.YcsbError, match="no operations"):
-        ycsb.parse_output(overall_only)
+    with pytest.raises(parse.YcsbError, match="no operations"):
+        parse.parse_output(overall_only)
     truncated = _without(data("standin_run_ok.txt"), "[OVERALL]")
-    with pytest.raises(ycsb.YcsbError, match="did not finish"):
-        ycsb.parse_output(truncated)
-    with pytest.raises(ycsb.YcsbError, match="did not finish"):
-        ycsb.parse_output("")
+    with pytest.raises(parse.YcsbError, match="did not finish"):
+        parse.parse_output(truncated)
+    with pytest.raises(parse.YcsbError, match="did not finish"):
+        parse.parse_output("")
 
 
 def test_required_op_absent():
-    with pytest.raises(ycsb.YcsbError, match="no READ operations.*UPDATE"):
-        ycsb.parse_output(data("seed002_run_writeonly_10000000.txt"), required_ops=["READ"])
+    with pytest.raises(parse.YcsbError, match="no READ operations.*UPDATE"):
+        parse.parse_output(data("seed002_run_writeonly_10000000.txt"), required_ops=["READ"])
 
 
 def test_not_found_is_counted_not_judged():
     text = data("standin_run_ok.txt").replace("[READ], Return=OK, 881", "[READ], Return=OK, 871")
     text += "[READ], Return=NOT_FOUND, 10\n"
-    r = ycsb.parse_output(text)
+    r = parse.parse_output(text)
     assert r.not_found == 10
     assert r.ops["READ"].returns == {"OK": 871, "NOT_FOUND": 10}
 
@@ -157,7 +158,7 @@ def test_read_modify_write_counted_once():
 [READ-MODIFY-WRITE], Operations, 20
 [READ-MODIFY-WRITE], 99thPercentileLatency(us), 1800
 """
-    assert ycsb.parse_output(text).operations == 100
+    assert parse.parse_output(text).operations == 100
 
 
 # --- YCSB 0.1.x format: millisecond percentiles, integer return codes, histogram buckets
@@ -191,7 +192,7 @@ Starting test.
 
 
 def test_old_format_percentiles_in_ms():
-    r = ycsb.parse_output(OLD, required_ops=["READ", "UPDATE"])
+    r = parse.parse_output(OLD, required_ops=["READ", "UPDATE"])
     assert r.runtime_ms == 10110.0
     assert r.operations == 1000
     assert r.p99_ms("READ") == 3.0 and r.p99_ms("UPDATE") == 7.0
@@ -202,21 +203,21 @@ def test_old_format_percentiles_in_ms():
 
 def test_old_format_nonzero_return_code_is_an_error():
     text = OLD.replace("[READ], Return=0, 948", "[READ], Return=0, 936\n[READ], Return=1, 12")
-    with pytest.raises(ycsb.YcsbError, match="READ: 12 errors"):
-        ycsb.parse_output(text)
+    with pytest.raises(parse.YcsbError, match="READ: 12 errors"):
+        parse.parse_output(text)
 
 
 def test_old_format_without_p99_is_a_clear_error():
     text = _without(OLD, "[READ], 99thPercentileLatency(ms)")
-    with pytest.raises(ycsb.YcsbError, match="99th percentile latency of READ.*p95"):
-        ycsb.parse_output(text)
+    with pytest.raises(parse.YcsbError, match="99th percentile latency of READ.*p95"):
+        parse.parse_output(text)
 
 
 # --- property files and command lines
 
 
 def test_workload_properties_defaults_and_key_range():
-    text = ycsb.workload_properties(
+    text = properties.workload_properties(
         recordcount=3000,
         insertstart=2000,
         insertcount=1000,
@@ -245,7 +246,7 @@ def test_workload_properties_defaults_and_key_range():
 
 
 def test_workload_properties_unthrottled_without_optional_keys():
-    p = props_dict(ycsb.workload_properties(recordcount=10, target=0))
+    p = props_dict(properties.workload_properties(recordcount=10, target=0))
     assert "target" not in p and "insertstart" not in p and "maxexecutiontime" not in p
     assert p["operationcount"] == "10"
 
@@ -263,11 +264,11 @@ def test_workload_properties_unthrottled_without_optional_keys():
 )
 def test_workload_properties_rejects_bad_settings(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        ycsb.workload_properties(**kwargs)
+        properties.workload_properties(**kwargs)
 
 
 def test_ycsb_command():
-    cmd = ycsb.ycsb_command(
+    cmd = properties.ycsb_command(
         "/lib/*", "run", "/w/p.properties", java="/jdk/bin/java", extra_jvm=["-Xmx1g"]
     )
     assert cmd == [
@@ -283,31 +284,31 @@ def test_ycsb_command():
         "/w/p.properties",
         "-s",
     ]
-    assert ycsb.ycsb_command("cp", "load", "p")[4] == "-load"
+    assert properties.ycsb_command("cp", "load", "p")[4] == "-load"
     with pytest.raises(ValueError, match="phase"):
-        ycsb.ycsb_command("cp", "transactions", "p")
+        properties.ycsb_command("cp", "transactions", "p")
 
 
 # --- HdrHistogram logs (written by YCSB with HdrHistogram 2.1.12 on the classpath)
 
 
 def test_histogram_log_percentiles_match_what_ycsb_printed():
-    printed = ycsb.parse_output(data("standin_run_hdr212.txt")).ops["READ"]
-    hist = ycsb.merge_histogram_logs([data("standin_hdr212_READ.hdr")])
+    printed = parse.parse_output(data("standin_run_hdr212.txt")).ops["READ"]
+    hist = merge.merge_histogram_logs([data("standin_hdr212_READ.hdr")])
     assert hist.get_total_count() == printed.operations == 897
     for p, value_us in printed.percentiles_us.items():
-        assert ycsb.histogram_percentile_ms(hist, p) == value_us / 1000.0, p
+        assert merge.histogram_percentile_ms(hist, p) == value_us / 1000.0, p
 
 
 def test_merging_logs_of_several_processes():
     one = data("standin_hdr212_UPDATE.hdr")
-    merged = ycsb.merge_histogram_logs([one, one, one])
-    single = ycsb.merge_histogram_logs([one])
+    merged = merge.merge_histogram_logs([one, one, one])
+    single = merge.merge_histogram_logs([one])
     assert merged.get_total_count() == 3 * single.get_total_count() == 3 * 103
-    assert ycsb.histogram_percentile_ms(merged, 99) == ycsb.histogram_percentile_ms(single, 99)
-    assert ycsb.histogram_percentile_ms(ycsb.merge_histogram_logs([]), 99) is None
+    assert merge.histogram_percentile_ms(merged, 99) == merge.histogram_percentile_ms(single, 99)
+    assert merge.histogram_percentile_ms(merge.merge_histogram_logs([]), 99) is None
     with pytest.raises(ValueError, match="not an HdrHistogram log line"):
-        ycsb.merge_histogram_logs(["0.1,2.0\n"])
+        merge.merge_histogram_logs(["0.1,2.0\n"])
 
 
 def _seed_outputs():
@@ -322,7 +323,7 @@ def _seed_outputs():
 def test_every_seed002_output_parses_to_its_printed_numbers(index):
     """All 28 YCSB outputs of seed 002: runtime, throughput and every per-op figure."""
     block, expected = _seed_outputs()[index]
-    res = ycsb.parse_output(block, required_percentiles=())
+    res = parse.parse_output(block, required_percentiles=())
     assert res.runtime_ms == expected["OVERALL|RunTime(ms)"]
     assert res.throughput == pytest.approx(expected["OVERALL|Throughput(ops/sec)"])
     for key, value in expected.items():

@@ -1,0 +1,13 @@
+"""Even splits of a total over parts (shares differ by at most one)."""
+
+
+def share(total: int, parts: int, idx: int) -> int:
+    """Share of `total` for part `idx` of `parts` (shares differ by at most 1)."""
+    return total // parts + (1 if idx < total % parts else 0)
+
+
+def split_evenly(total: int, parts: int) -> list[int]:
+    """`total` in `parts` integers that differ by at most one and sum to `total`."""
+    if parts < 1:
+        raise ValueError("parts must be >= 1")
+    return [share(int(total), parts, i) for i in range(parts)]

@@ -1,0 +1,270 @@
+"""Self-managed mongod on Linux hosts: install, configure, start/stop, host settings.
+
+Pure functions that return shell commands, config documents and metadata; a
+PKB package module (or any runner) executes them. No PKB imports here.
+
+Sources (MongoDB manual, stored copies checked 2026-11):
+- Package repositories: https://www.mongodb.com/docs/manual/tutorial/install-mongodb-on-ubuntu/,
+  .../install-mongodb-on-debian/, .../install-mongodb-on-red-hat/
+- Supported platforms: https://www.mongodb.com/docs/manual/administration/production-notes/
+  (platform matrix), https://www.mongodb.com/docs/manual/administration/community-platform-support/
+- Config options: https://www.mongodb.com/docs/manual/reference/configuration-options/ and
+  .../configuration-file-settings-command-line-options-mapping/ (removed options)
+- Host settings: production notes, and
+  https://www.mongodb.com/docs/manual/administration/tcmalloc-performance/ (THP by version)
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+
+from mongobench.remote.processes import _sudo
+
+KNOWN_SERIES = ("6.0", "7.0", "8.0")
+
+# apt keys: the manual's apt pages fetch from www.mongodb.org/static/pgp, its yum
+# repo files point at pgp.mongodb.com; both serve the same server-X.Y.asc.
+APT_KEY_URL = "https://www.mongodb.org/static/pgp/server-{series}.asc"
+YUM_KEY_URL = "https://pgp.mongodb.com/server-{series}.asc"
+APT_KEYRING = "/usr/share/keyrings/mongodb-server-{series}.gpg"
+APT_LIST = "/etc/apt/sources.list.d/mongodb-org-{series}.list"
+YUM_REPO_FILE = "/etc/yum.repos.d/mongodb-org-{series}.repo"
+TARBALL_BASE = "https://fastdl.mongodb.org/linux"
+
+# (family, release) -> apt codename / tarball target. RHEL-likes map to "rhel".
+_DISTROS = {
+    ("ubuntu", "22.04"): {"codename": "jammy", "tarball": "ubuntu2204"},
+    ("ubuntu", "24.04"): {"codename": "noble", "tarball": "ubuntu2404"},
+    ("debian", "12"): {"codename": "bookworm", "tarball": "debian12"},
+    ("rhel", "9"): {"codename": None, "tarball": "rhel90"},
+}
+
+# What MongoDB publishes for Community: (family, release, arch) -> {series: first patch}.
+# Platform matrix of the production notes / community-platform-support pages:
+# Ubuntu 24.04 only from 8.0 (7.0 is not built for noble); Debian 12 x86_64 only
+# (no arm64 packages), from 7.0.3; Ubuntu 22.04 and RHEL 9 from 6.0.4 (arm64
+# RHEL 9 from 6.0.7).
+_SUPPORT: dict[tuple[str, str, str], dict[str, str]] = {
+    ("ubuntu", "22.04", "x86_64"): {"6.0": "6.0.4", "7.0": "7.0.0", "8.0": "8.0.0"},
+    ("ubuntu", "22.04", "aarch64"): {"6.0": "6.0.4", "7.0": "7.0.0", "8.0": "8.0.0"},
+    ("ubuntu", "24.04", "x86_64"): {"8.0": "8.0.0"},
+    ("ubuntu", "24.04", "aarch64"): {"8.0": "8.0.0"},
+    ("debian", "12", "x86_64"): {"7.0": "7.0.3", "8.0": "8.0.0"},
+    ("rhel", "9", "x86_64"): {"6.0": "6.0.4", "7.0": "7.0.0", "8.0": "8.0.0"},
+    ("rhel", "9", "aarch64"): {"6.0": "6.0.7", "7.0": "7.0.0", "8.0": "8.0.0"},
+}
+
+_FAMILY_ALIASES = {
+    "ubuntu": "ubuntu",
+    "debian": "debian",
+    "rhel": "rhel",
+    "redhat": "rhel",
+    "rocky": "rhel",
+    "almalinux": "rhel",
+    "centos": "rhel",
+    "ol": "rhel",
+    "oracle": "rhel",
+}
+_ARCH_ALIASES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
+
+
+class UnsupportedPlatform(ValueError):
+    """MongoDB publishes no Community packages for this OS/arch/version."""
+
+
+@dataclass(frozen=True)
+class Platform:
+    family: str  # ubuntu | debian | rhel
+    release: str  # 22.04 | 24.04 | 12 | 9
+    arch: str  # x86_64 | aarch64
+
+    @property
+    def package_manager(self) -> str:
+        return "yum" if self.family == "rhel" else "apt"
+
+
+def parse_version(version: str) -> tuple[int, ...]:
+    """'8.0' -> (8, 0); '8.0.4' -> (8, 0, 4); 'v7.0.12-rc1' -> (7, 0, 12)."""
+    m = re.match(r"v?(\d+)\.(\d+)(?:\.(\d+))?", str(version).strip())
+    if not m:
+        raise ValueError(f"not a MongoDB version: {version!r}")
+    return tuple(int(g) for g in m.groups() if g is not None)
+
+
+def series(version: str) -> str:
+    major, minor = parse_version(version)[:2]
+    return f"{major}.{minor}"
+
+
+def platform(os_family: str, os_version: str, arch: str) -> Platform:
+    """Normalizes names ('rocky', '9.4', 'arm64' -> rhel/9/aarch64)."""
+    family = _FAMILY_ALIASES.get(os_family.strip().lower())
+    arch_n = _ARCH_ALIASES.get(arch.strip().lower())
+    if family is None:
+        raise UnsupportedPlatform(f"unsupported OS family {os_family!r}")
+    if arch_n is None:
+        raise UnsupportedPlatform(f"unsupported architecture {arch!r}")
+    parts = str(os_version).strip().split(".")
+    release = ".".join(parts[:2]) if family == "ubuntu" else parts[0]
+    if (family, release) not in _DISTROS:
+        raise UnsupportedPlatform(
+            f"{os_family} {os_version}: supported are Ubuntu 22.04/24.04, Debian 12, RHEL/Rocky/Alma 9"
+        )
+    return Platform(family, release, arch_n)
+
+
+def platform_from_os_release(os_release: str, uname_m: str) -> Platform:
+    """From the text of /etc/os-release and `uname -m`."""
+    fields = {}
+    for line in os_release.splitlines():
+        if "=" in line:
+            k, v = line.split("=", 1)
+            fields[k.strip()] = v.strip().strip('"')
+    family = fields.get("ID", "")
+    if family not in _FAMILY_ALIASES:
+        # e.g. ID=pop with ID_LIKE="ubuntu debian": not a platform MongoDB lists
+        raise UnsupportedPlatform(f"unsupported OS ID {family!r}")
+    return platform(family, fields.get("VERSION_ID", ""), uname_m)
+
+
+def check_supported(plat: Platform, mongodb_version: str) -> str:
+    """The series for `mongodb_version` on `plat`, or UnsupportedPlatform saying why."""
+    ser = series(mongodb_version)
+    avail = _SUPPORT.get((plat.family, plat.release, plat.arch))
+    where = f"{plat.family} {plat.release} {plat.arch}"
+    if not avail:
+        raise UnsupportedPlatform(
+            f"MongoDB publishes no Community packages for {where}"
+            " (e.g. Debian 12 is x86_64 only); use a tarball URL or --..._mongod_bin_dir"
+        )
+    if ser not in avail:
+        raise UnsupportedPlatform(
+            f"MongoDB {ser} has no Community packages for {where}"
+            f" (available: {', '.join(sorted(avail))})"
+        )
+    full = parse_version(mongodb_version)
+    if len(full) == 3 and full < parse_version(avail[ser]):
+        raise UnsupportedPlatform(
+            f"{where} is supported from MongoDB {avail[ser]}, not {mongodb_version}"
+        )
+    return ser
+
+
+def repo_setup_commands(
+    os_family: str, os_version: str, arch: str, mongodb_version: str, sudo: bool = True
+) -> list[str]:
+    """Commands that add MongoDB's own package repository (signed-by keyring on apt)."""
+    plat = platform(os_family, os_version, arch)
+    ser = check_supported(plat, mongodb_version)
+    s = _sudo(sudo)
+    if plat.package_manager == "apt":
+        keyring = APT_KEYRING.format(series=ser)
+        codename = _DISTROS[(plat.family, plat.release)]["codename"]
+        if plat.family == "ubuntu":
+            # As in the manual's Ubuntu list file: arch list and the multiverse component.
+            entry = (
+                f"deb [ arch=amd64,arm64 signed-by={keyring} ] https://repo.mongodb.org/apt/ubuntu"
+                f" {codename}/mongodb-org/{ser} multiverse"
+            )
+        else:
+            entry = (
+                f"deb [ signed-by={keyring} ] https://repo.mongodb.org/apt/debian"
+                f" {codename}/mongodb-org/{ser} main"
+            )
+        return [
+            f"{s}apt-get update -q",
+            f"{s}env DEBIAN_FRONTEND=noninteractive apt-get install -y -q gnupg curl ca-certificates",
+            f"curl -fsSL {APT_KEY_URL.format(series=ser)}"
+            f" | {s}gpg --batch --yes -o {keyring} --dearmor",
+            f"echo {shlex.quote(entry)} | {s}tee {APT_LIST.format(series=ser)} >/dev/null",
+            f"{s}apt-get update -q",
+        ]
+    repo = (
+        f"[mongodb-org-{ser}]\n"
+        "name=MongoDB Repository\n"
+        f"baseurl=https://repo.mongodb.org/yum/redhat/{plat.release}/mongodb-org/{ser}/{plat.arch}/\n"
+        "gpgcheck=1\n"
+        "enabled=1\n"
+        f"gpgkey={YUM_KEY_URL.format(series=ser)}\n"
+    )
+    return [f"printf %s {shlex.quote(repo)} | {s}tee {YUM_REPO_FILE.format(series=ser)} >/dev/null"]
+
+
+def install_packages_commands(
+    os_family: str,
+    os_version: str,
+    arch: str,
+    mongodb_version: str,
+    with_mongos: bool = True,
+    with_shell: bool = False,
+    sudo: bool = True,
+) -> list[str]:
+    """Installs mongod (and mongos/mongosh); a full version ('8.0.4') pins the server packages.
+
+    The packaged `mongod` service is stopped and disabled: instances are started
+    by `start_command` with our own configs and ports.
+    """
+    plat = platform(os_family, os_version, arch)
+    check_supported(plat, mongodb_version)
+    full = parse_version(mongodb_version)
+    pin = ".".join(map(str, full)) if len(full) == 3 else None
+    names = ["mongodb-org-server"] + (["mongodb-org-mongos"] if with_mongos else [])
+    sep = "=" if plat.package_manager == "apt" else "-"
+    pkgs = [f"{n}{sep}{pin}" if pin else n for n in names]
+    if with_shell:
+        pkgs.append("mongodb-mongosh")  # versioned independently of the server
+    s = _sudo(sudo)
+    if plat.package_manager == "apt":
+        install = f"{s}env DEBIAN_FRONTEND=noninteractive apt-get install -y -q {' '.join(pkgs)}"
+    else:
+        install = f"{s}dnf install -y {' '.join(pkgs)}"
+    return [
+        install,
+        f"{s}systemctl disable --now mongod >/dev/null 2>&1 || true",
+        "/usr/bin/mongod --version",
+    ]
+
+
+def tarball_url(version: str, os_family: str, os_version: str, arch: str) -> str:
+    """fastdl.mongodb.org URL of the Linux tarball for a full version ('8.0.4').
+
+    RHEL 9 builds are named rhel90 up to 7.0 and rhel93 from 8.0 (8.0 needs RHEL 9.3+).
+    """
+    full = parse_version(version)
+    if len(full) != 3:
+        raise ValueError(f"tarballs need a full version such as 8.0.4, not {version!r}")
+    plat = platform(os_family, os_version, arch)
+    check_supported(plat, version)
+    target = _DISTROS[(plat.family, plat.release)]["tarball"]
+    if plat.family == "rhel" and full >= (8, 0, 0):
+        target = "rhel93"
+    return f"{TARBALL_BASE}/mongodb-linux-{plat.arch}-{target}-{'.'.join(map(str, full))}.tgz"
+
+
+def tarball_install_commands(url: str, dest: str) -> list[str]:
+    """Unpacks a tarball into `dest` (its binaries end up in `dest`/bin). No root needed."""
+    q = shlex.quote
+    archive = f"{dest}/mongodb.tgz"
+    return [
+        f"mkdir -p {q(dest)}",
+        f"curl -fsSL --retry 3 -o {q(archive)} {q(url)}",
+        f"tar -xzf {q(archive)} -C {q(dest)} --strip-components=1",
+        f"rm -f {q(archive)}",
+        f"{q(dest)}/bin/mongod --version",
+    ]
+
+
+def bin_dir_check_command(bin_dir: str) -> str:
+    """Preinstalled binaries (static hosts): fails unless mongod is there; prints its version."""
+    q = shlex.quote(bin_dir.rstrip("/"))
+    return f"test -x {q}/mongod && {q}/mongod --version"
+
+
+def version_from_output(output: str) -> str:
+    """'db version v8.0.4' (mongod --version) -> '8.0.4'."""
+    m = re.search(r"db version v(\d+\.\d+\.\d+)", output)
+    if not m:
+        raise ValueError("no 'db version vX.Y.Z' in mongod --version output")
+    return m.group(1)

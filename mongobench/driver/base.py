@@ -1,0 +1,199 @@
+"""Workloads: what the client threads of one variant do.
+
+A workload is a class registered under the name experiments use in their
+`workload:` field. `prepare()` builds the starting state (untimed);
+`worker()` runs in each client thread during the timed phase and accounts
+every operation in its `ThreadStats`: counted operations, documents, bytes and
+errors (errors are counted and kept, never swallowed into throughput).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+from pymongo import WriteConcern
+from pymongo.errors import PyMongoError
+
+from mongobench.core.latency import LatencyRecorder
+from mongobench.core.split import share
+from mongobench.core.units import KiB
+from mongobench.deploy.topology import shard_collection_command
+from mongobench.driver.docgen import DocFactory
+
+COLLECTION = "perftables"
+WORKLOADS: dict[str, type[Workload]] = {}
+
+
+def register(name):
+    def deco(cls):
+        cls.name = name
+        WORKLOADS[name] = cls
+        return cls
+
+    return deco
+
+
+@dataclass
+class ThreadStats:
+    latency: LatencyRecorder = field(default_factory=LatencyRecorder)
+    ops: Counter = field(default_factory=Counter)  # successful operations by type
+    docs: int = 0  # documents written or returned
+    bytes: int = 0
+    errors: Counter = field(default_factory=Counter)  # "<op>: <ErrorClass>" -> count
+    error_samples: dict = field(default_factory=dict)  # first message per key
+    counters: Counter = field(default_factory=Counter)  # workload-specific counts
+
+    def error(self, op: str, exc: BaseException, n: int = 1) -> None:
+        key = f"{op}: {type(exc).__name__}"
+        self.errors[key] += n
+        self.error_samples.setdefault(key, str(exc)[:300])
+
+    def merge(self, other: ThreadStats) -> None:
+        self.latency.merge(other.latency)
+        self.ops.update(other.ops)
+        self.docs += other.docs
+        self.bytes += other.bytes
+        self.errors.update(other.errors)
+        self.counters.update(other.counters)
+        for k, v in other.error_samples.items():
+            self.error_samples.setdefault(k, v)
+
+
+class Workload:
+    """Base: settings validation and shared helpers."""
+
+    name = "?"
+    required: tuple[str, ...] = ()
+    uri: str | None = None  # set by the runner; never copied into settings or results
+
+    def __init__(self, db, settings: dict, log=print):
+        missing = [k for k in self.required if k not in settings]
+        if missing:
+            raise ValueError(f"workload {self.name} needs settings {', '.join(missing)}")
+        self.db = db
+        self.s = settings
+        self.log = log
+
+    def collection(self, name=COLLECTION):
+        wc = self.s.get("write_concern")
+        if wc is None:
+            return self.db[name]
+        w = int(wc) if str(wc).isdigit() else wc
+        return self.db.get_collection(name, write_concern=WriteConcern(w=w))
+
+    def fresh(self, name=COLLECTION):
+        """Drops collection `name` and, on a sharded deployment (setting `sharded`), shards
+        it again with the `shard_key` setting, so the data that follows is distributed."""
+        coll = self.collection(name)
+        coll.drop()
+        if self.s.get("sharded"):
+            key = self.s.get("shard_key") or "_id:hashed"
+            ns = f"{self.db.name}.{name}"
+            self.db.client.admin.command(shard_collection_command(ns, key))
+        return coll
+
+    def prepare(self) -> dict:
+        """Untimed set-up; returns facts for the result (e.g. preload size)."""
+        return {}
+
+    def planned(self) -> dict:
+        """What the timed phase intends to do (reported beside what it did)."""
+        return {}
+
+    def worker(self, idx: int, nthreads: int, stats: ThreadStats, stop: threading.Event):
+        raise NotImplementedError
+
+    def finish(self) -> dict:
+        """Untimed measurements after the timed phase (e.g. storage size)."""
+        return {}
+
+
+def timed_call(stats: ThreadStats, op: str, fn, *args, **kwargs):
+    """Run one operation; record its latency, or count its error."""
+    t0 = time.perf_counter_ns()
+    try:
+        result = fn(*args, **kwargs)
+    except PyMongoError as e:
+        stats.error(op, e)
+        return None, False
+    stats.latency.record(op, (time.perf_counter_ns() - t0) / 1000.0)
+    stats.ops[op] += 1
+    return result, True
+
+
+META = "perftables_meta"
+LOAD_BATCH = 1000
+LOAD_THREADS = 4
+
+
+def load_serial(workload: Workload, coll_name: str, n: int, doc_kb: float, fields, shape: str):
+    """Fill `coll_name` with documents `_id` 0..n-1 (Int64) unless it already holds them.
+
+    `fields(i)` gives the named integer fields of document i. Returns True when
+    the data was reused.
+    """
+    db = workload.db
+    names = tuple(fields(0).keys())
+    marker = {"_id": coll_name, "docs": n, "doc_kb": doc_kb, "shape": shape, "fields": list(names)}
+    coll = workload.collection(coll_name)
+    found = db[META].find_one({"_id": coll_name})
+    if found == marker and coll.estimated_document_count() == n:
+        return True
+    db[META].delete_one({"_id": coll_name})
+    coll = workload.fresh(coll_name)
+    errors = []
+
+    def body(t):
+        f = DocFactory(int(doc_kb * KiB), "serial", int_fields=names, seed=1000 + t)
+        start = sum(share(n, LOAD_THREADS, k) for k in range(t))
+        end = start + share(n, LOAD_THREADS, t)
+        try:
+            for lo in range(start, end, LOAD_BATCH):
+                docs = [
+                    f.make(_id=i, ints=list(fields(i).values()))
+                    for i in range(lo, min(end, lo + LOAD_BATCH))
+                ]
+                coll.insert_many(docs, ordered=False)
+        except PyMongoError as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=body, args=(t,)) for t in range(LOAD_THREADS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise RuntimeError(f"loading {coll_name} failed: {errors[0]}")
+    count = coll.count_documents({})
+    if count != n:
+        raise RuntimeError(f"loading {coll_name}: {count} documents instead of {n}")
+    db[META].replace_one({"_id": coll_name}, marker, upsert=True)
+    return False
+
+
+class TimedLoop(Workload):
+    """Count-based (`total_ops`) or time-based (`duration_s`) operation loops."""
+
+    def loop(self, idx, nthreads, stats, stop, one_op):
+        quota = self.s.get("total_ops")
+        quota = share(int(quota), nthreads, idx) if quota else None
+        duration = self.s.get("duration_s")
+        t_end = time.perf_counter() + float(duration) if duration else None
+        if quota is None and t_end is None:
+            raise ValueError(f"workload {self.name} needs total_ops or duration_s")
+        rng = random.Random(idx + 1)
+        i = 0
+        while not stop.is_set():
+            if quota is not None and i >= quota:
+                break
+            if t_end is not None and time.perf_counter() >= t_end:
+                break
+            one_op(rng, i, stats, idx)
+            i += 1
+
+    def planned(self):
+        return {k: self.s[k] for k in ("total_ops", "duration_s") if self.s.get(k)}

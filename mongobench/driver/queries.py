@@ -1,0 +1,312 @@
+"""Query, aggregation, bucket, mixed and regex-prefix workloads over a preloaded collection."""
+
+from __future__ import annotations
+
+import random
+import re
+import threading
+import time
+
+from pymongo.errors import OperationFailure
+
+from mongobench.core.split import share
+from mongobench.core.units import KiB
+from mongobench.driver.base import (
+    LOAD_BATCH,
+    META,
+    ThreadStats,
+    TimedLoop,
+    Workload,
+    load_serial,
+    register,
+    timed_call,
+)
+from mongobench.driver.docgen import DocFactory
+
+# Query templates: RANDINT(a,b) -> uniform integer in [a, b); RANDINTLIST(a,b,n) ->
+# n distinct such integers. a and b are integers or names of settings (scaled sizes).
+_RANDINT = re.compile(r"^RANDINT\((\w+),(\w+)\)$")
+_RANDINTLIST = re.compile(r"^RANDINTLIST\((\w+),(\w+),(\d+)\)$")
+
+
+def compile_template(template, settings: dict):
+    """A function rng -> query for `template` (JSON-like with RANDINT strings)."""
+
+    def bound(tok):
+        if tok.isdigit():
+            return int(tok)
+        if tok not in settings:
+            raise ValueError(f"query template names unknown setting {tok!r}")
+        return int(settings[tok])
+
+    def build(node):
+        if isinstance(node, dict):
+            parts = [(k, build(v)) for k, v in node.items()]
+            return lambda rng: {k: f(rng) for k, f in parts}
+        if isinstance(node, list):
+            parts = [build(v) for v in node]
+            return lambda rng: [f(rng) for f in parts]
+        if isinstance(node, str):
+            m = _RANDINT.match(node)
+            if m:
+                lo, hi = bound(m.group(1)), bound(m.group(2))
+                if hi <= lo:
+                    raise ValueError(f"{node}: empty range [{lo}, {hi})")
+                return lambda rng: rng.randrange(lo, hi)
+            m = _RANDINTLIST.match(node)
+            if m:
+                lo, hi, n = bound(m.group(1)), bound(m.group(2)), int(m.group(3))
+                if hi - lo < n:
+                    raise ValueError(f"{node}: fewer than {n} values in [{lo}, {hi})")
+                return lambda rng: rng.sample(range(lo, hi), n)
+        return lambda rng: node
+
+    return build(template)
+
+
+def query_fields(groups: int):
+    """UniBench's query data: member k of group g has _id k*groups + g."""
+    return lambda i: {"group": i % groups, "group_seq": i // groups, "group_seq_i": i // groups}
+
+
+@register("query")
+class QueryWorkload(TimedLoop):
+    """find(query).skip().limit().projection(), every result iterated.
+
+    Settings: preload_docs, doc_size_kb, group_size, threads, duration_s or
+    total_ops, query (template), limit, skip, projection, expect_full (each
+    query must return exactly `limit` documents; short results are errors),
+    warmup_s (an untimed run with the same keys first).
+    """
+
+    required = ("preload_docs", "doc_size_kb", "group_size", "threads", "query", "limit")
+    coll_name = "query"
+
+    def __init__(self, db, settings, log=print):
+        super().__init__(db, settings, log)
+        n = int(self.s["preload_docs"])
+        groups = max(1, n // int(self.s["group_size"]))
+        self.s = dict(self.s, docs=n, groups=groups)
+        self.make_query = compile_template(self.s["query"], self.s)
+
+    def prepare(self):
+        reused = load_serial(
+            self, self.coll_name, self.s["docs"], self.s["doc_size_kb"],
+            query_fields(self.s["groups"]), f"query/{self.s['groups']}",
+        )  # fmt: skip
+        coll = self.collection(self.coll_name)
+        have = {ix["name"] for ix in coll.list_indexes()}
+        for keys in ([("group", 1)], [("group", 1), ("group_seq_i", 1)]):
+            name = "_".join(f"{k}_1" for k, _ in keys)
+            if name not in have:
+                coll.create_index(keys, name=name)
+        plan = self._plan(coll)
+        if plan == "COLLSCAN":
+            self.log(f"warning: {self.s['query']} is a collection scan")
+        warm = float(self.s.get("warmup_s") or 0)
+        if warm:
+            self._warmup(warm)
+        return {"preload_reused": reused, "plan": plan, "warmup_s": warm}
+
+    def _find(self, coll, rng):
+        cursor = coll.find(
+            self.make_query(rng), self.s.get("projection") or {"_id": 0, "nofieldsplease": 1}
+        )
+        if self.s.get("skip"):
+            cursor = cursor.skip(int(self.s["skip"]))
+        return cursor.limit(int(self.s["limit"]))
+
+    def _plan(self, coll) -> str:
+        try:
+            explain = self._find(coll, random.Random(0)).explain()
+        except OperationFailure:
+            return "unknown"  # stand-ins have no explain
+        text = str(explain.get("queryPlanner", explain))
+        for stage in ("COLLSCAN", "IXSCAN", "IDHACK", "EXPRESS"):
+            if stage in text:
+                return stage
+        return "other"
+
+    def _warmup(self, seconds):
+        warm = dict(self.s, duration_s=seconds, total_ops=None)
+        clone = type(self)(self.db, warm, self.log)
+        stop = threading.Event()
+        n = int(self.s["threads"])
+        threads = [
+            threading.Thread(target=clone.worker, args=(i, n, ThreadStats(), stop))
+            for i in range(n)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    def worker(self, idx, nthreads, stats, stop):
+        coll = self.collection(self.coll_name)
+        limit = int(self.s["limit"])
+        expect_full = self.s.get("expect_full", True)
+
+        def op(rng, i, stats, idx):
+            def run():
+                return sum(1 for _ in self._find(coll, rng))
+
+            got, ok = timed_call(stats, "find", run)
+            if not ok:
+                return
+            stats.docs += got
+            if expect_full and got != limit:
+                stats.ops["find"] -= 1
+                stats.error("find", RuntimeError(f"{got} documents instead of {limit}"))
+
+        self.loop(idx, nthreads, stats, stop, op)
+
+
+@register("aggregate")
+class AggregateWorkload(QueryWorkload):
+    """$group over a range of groups, or $lookup joining documents (seed's "To Add")."""
+
+    required = ("preload_docs", "doc_size_kb", "group_size", "threads", "pipeline")
+
+    def __init__(self, db, settings, log=print):
+        settings = dict(settings, query={}, limit=0)
+        super().__init__(db, settings, log)
+        self.make_pipeline = compile_template(self.s["pipeline"], self.s)
+
+    def _plan(self, coll):
+        return "aggregate"
+
+    def worker(self, idx, nthreads, stats, stop):
+        coll = self.collection(self.coll_name)
+
+        def op(rng, i, stats, idx):
+            def run():
+                return sum(1 for _ in coll.aggregate(self.make_pipeline(rng)))
+
+            got, ok = timed_call(stats, "aggregate", run)
+            if ok:
+                stats.docs += got
+
+        self.loop(idx, nthreads, stats, stop, op)
+
+
+@register("bucket")
+class BucketWorkload(Workload):
+    """Seed 004's bucket test: N small records pushed into buckets of B, or one document each.
+
+    Settings: records, bucket_size (0: no bucket), threads. Reports the time
+    and the collection's storage size (collStats; missing where unsupported).
+    """
+
+    required = ("records", "bucket_size", "threads")
+    coll_name = "buckets"
+
+    def prepare(self):
+        self.fresh(self.coll_name)
+        return {}
+
+    def planned(self):
+        return {"docs": int(self.s["records"])}
+
+    def worker(self, idx, nthreads, stats, stop):
+        coll = self.collection(self.coll_name)
+        size = int(self.s["bucket_size"])
+        n = int(self.s["records"])
+        start = sum(share(n, nthreads, k) for k in range(idx))
+        for rec in range(start, start + share(n, nthreads, idx)):
+            if stop.is_set():
+                break
+            atomic = {"seq": rec, "ts": time.time(), "v": rec % 97, "tag": f"t{rec % 13}"}
+            if size:
+                _, ok = timed_call(
+                    stats, "push", coll.update_one, {"_id": rec // size},
+                    {"$push": {"items": atomic}}, upsert=True,
+                )  # fmt: skip
+            else:
+                _, ok = timed_call(stats, "insert", coll.insert_one, dict(atomic, _id=rec))
+            if ok:
+                stats.docs += 1
+
+    def finish(self) -> dict:
+        try:
+            st = self.db.command("collStats", self.coll_name)
+        except OperationFailure:
+            return {"storage_bytes": None}
+        size = st.get("storageSize")
+        # A server that keeps no storage (the in-memory stand-in) reports 0: unknown.
+        return {"storage_bytes": size or None, "data_bytes": st.get("size")}
+
+
+@register("mixed")
+class MixedWorkload(QueryWorkload):
+    """Seed 004: inserts and findOne by key at the same time, from separate threads."""
+
+    required = ("preload_docs", "doc_size_kb", "group_size", "threads", "insert_threads")
+
+    def __init__(self, db, settings, log=print):
+        settings = dict(settings, query={"_id": "RANDINT(0,docs)"}, limit=1)
+        super().__init__(db, settings, log)
+
+    def prepare(self):
+        facts = super().prepare()
+        self.fresh("mixed_inserts")
+        return facts
+
+    def worker(self, idx, nthreads, stats, stop):
+        if idx >= int(self.s["insert_threads"]):
+            return super().worker(idx, nthreads, stats, stop)
+        coll = self.collection("mixed_inserts")
+        factory = DocFactory(int(self.s["doc_size_kb"] * KiB), "objectid", seed=idx + 7)
+
+        def op(rng, i, stats, idx):
+            _, ok = timed_call(stats, "insert", coll.insert_one, factory.make())
+            if ok:
+                stats.docs += 1
+
+        self.loop(idx, nthreads, stats, stop, op)
+
+
+@register("regex_prefix")
+class RegexPrefixWorkload(TimedLoop):
+    """Seed 004: prefix regex on an indexed keyword field, 10 documents per query."""
+
+    required = ("preload_docs", "threads", "prefix_len", "limit")
+    coll_name = "keywords"
+    ALPHABET = "abcdefghijklmnopqrstuvwxyz"
+
+    def prepare(self):
+        coll = self.collection(self.coll_name)
+        n = int(self.s["preload_docs"])
+        marker = {"_id": self.coll_name, "docs": n, "shape": "keywords"}
+        reused = self.db[META].find_one({"_id": self.coll_name}) == marker
+        if not reused or coll.estimated_document_count() != n:
+            coll = self.fresh(self.coll_name)
+            rng = random.Random(42)
+            for lo in range(0, n, LOAD_BATCH):
+                coll.insert_many(
+                    [{"_id": i, "name": "".join(rng.choices(self.ALPHABET, k=8))}
+                     for i in range(lo, min(n, lo + LOAD_BATCH))]
+                )  # fmt: skip
+            coll.create_index([("name", 1)], name="name_1")
+            self.db[META].replace_one({"_id": self.coll_name}, marker, upsert=True)
+            reused = False
+        return {"preload_reused": reused}
+
+    def worker(self, idx, nthreads, stats, stop):
+        coll = self.collection(self.coll_name)
+        k = int(self.s["prefix_len"])
+        limit = int(self.s["limit"])
+
+        def op(rng, i, stats, idx):
+            prefix = "".join(rng.choices(self.ALPHABET, k=k))
+
+            def run():
+                return sum(
+                    1
+                    for _ in coll.find({"name": {"$regex": f"^{prefix}"}}, {"name": 1}).limit(limit)
+                )
+
+            got, ok = timed_call(stats, "find", run)
+            if ok:
+                stats.docs += got
+
+        self.loop(idx, nthreads, stats, stop, op)

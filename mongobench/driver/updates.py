@@ -1,0 +1,337 @@
+"""Update workloads over preloaded keys: hot document, update API, fields, replace, indexed, delete."""
+
+from __future__ import annotations
+
+import datetime
+import time
+
+from pymongo import ReturnDocument
+from pymongo.errors import OperationFailure, PyMongoError
+
+from mongobench.core.split import share
+from mongobench.core.units import KiB
+from mongobench.driver.base import (
+    META,
+    TimedLoop,
+    load_serial,
+    register,
+    timed_call,
+)
+from mongobench.driver.docgen import DocFactory
+
+
+@register("hot_update")
+class HotUpdateWorkload(TimedLoop):
+    """Many threads `$inc` one document (seed: hot documents and concurrency).
+
+    Settings: preload_docs, doc_size_kb, threads, total_ops, index_update
+    (index {_id: 1, count: 1}, so every update also moves an index entry).
+    """
+
+    required = ("preload_docs", "doc_size_kb", "threads", "total_ops")
+    coll_name = "hotspot"
+
+    def prepare(self):
+        reused = load_serial(
+            self, self.coll_name, int(self.s["preload_docs"]), self.s["doc_size_kb"],
+            lambda i: {"count": 0}, "hotspot",
+        )  # fmt: skip
+        coll = self.collection(self.coll_name)
+        names = {ix["name"] for ix in coll.list_indexes()}
+        if self.s.get("index_update"):
+            if "_id_1_count_1" not in names:
+                coll.create_index([("_id", 1), ("count", 1)], name="_id_1_count_1")
+        elif "_id_1_count_1" in names:
+            coll.drop_index("_id_1_count_1")
+        return {"preload_reused": reused}
+
+    def worker(self, idx, nthreads, stats, stop):
+        coll = self.collection(self.coll_name)
+
+        def op(rng, i, stats, idx):
+            res, ok = timed_call(
+                stats, "update", coll.update_one, {"_id": 0}, {"$inc": {"count": 1}}
+            )
+            if ok and res.matched_count != 1:
+                stats.ops["update"] -= 1
+                stats.error("update", RuntimeError("hot document not matched"))
+            elif ok:
+                stats.docs += 1
+
+        self.loop(idx, nthreads, stats, stop, op)
+
+
+@register("update_api")
+class UpdateApiWorkload(TimedLoop):
+    """updateOne vs findOneAndUpdate, upsert vs insert-on-miss, with a share of new keys.
+
+    Settings: preload_docs, doc_size_kb, threads, total_ops, function
+    (update_one | find_one_and_update), upsert, percent_new. A logical
+    operation that misses without upsert is followed by an insert (its
+    latency is part of the operation; the inserts are counted apart).
+    """
+
+    required = ("preload_docs", "doc_size_kb", "threads", "total_ops", "function", "percent_new")
+    coll_name = "upsert"
+    FUNCTIONS = ("update_one", "find_one_and_update")
+
+    def prepare(self):
+        if self.s["function"] not in self.FUNCTIONS:
+            raise ValueError(
+                f"function must be one of {self.FUNCTIONS}, not {self.s['function']!r}"
+            )
+        n = int(self.s["preload_docs"])
+        reused = load_serial(self, self.coll_name, n, self.s["doc_size_kb"], lambda i: {}, "plain")
+        # Remove what earlier variants inserted, so every variant starts equal.
+        removed = self.collection(self.coll_name).delete_many({"_id": {"$gte": n}}).deleted_count
+        return {"preload_reused": reused, "removed_previous_inserts": removed}
+
+    def worker(self, idx, nthreads, stats, stop):
+        coll = self.collection(self.coll_name)
+        n = int(self.s["preload_docs"])
+        upsert = bool(self.s.get("upsert"))
+        pct = float(self.s["percent_new"])
+        fn = self.s["function"]
+        factory = DocFactory(int(self.s["doc_size_kb"] * KiB), "serial", seed=idx + 1)
+        new_base = n * (idx + 1) + 10**9  # disjoint new keys per thread
+
+        def op(rng, i, stats, idx):
+            is_new = pct > 0 and rng.random() * 100 < pct
+            key = new_base + i if is_new else rng.randrange(n)
+            full = factory.make(_id=key)
+            update = {"$inc": {"count": 1}, "$setOnInsert": full}
+            t0 = time.perf_counter_ns()
+            try:
+                if fn == "update_one":
+                    hit = coll.update_one({"_id": key}, update, upsert=upsert)
+                    missed = hit.matched_count == 0 and hit.upserted_id is None
+                else:
+                    hit = coll.find_one_and_update(
+                        {"_id": key}, update, upsert=upsert, return_document=ReturnDocument.AFTER
+                    )
+                    missed = hit is None
+                if missed and not upsert:
+                    coll.insert_one(full)
+                    stats.counters["fallback_inserts"] += 1
+                elif missed:
+                    raise RuntimeError("upsert neither matched nor inserted")
+            except PyMongoError as e:
+                stats.error(fn, e)
+                return
+            stats.latency.record(fn, (time.perf_counter_ns() - t0) / 1000.0)
+            stats.ops[fn] += 1
+            stats.counters["new_keys" if is_new else "existing_keys"] += 1
+            stats.docs += 1
+
+        self.loop(idx, nthreads, stats, stop, op)
+
+
+@register("update_fields")
+class UpdateFieldsWorkload(TimedLoop):
+    """`$inc` on N fields of random documents (UniBench's update test).
+
+    Settings: preload_docs, doc_size_kb, threads, duration_s or total_ops,
+    n_fields, doc_range (keys drawn from [0, doc_range): the cached or
+    uncached working set), expressive (an aggregation-pipeline update),
+    validation (a $jsonSchema validator on every field, verified to be
+    enforced: UniBench's validator variant never applied it).
+    """
+
+    required = ("preload_docs", "doc_size_kb", "threads", "n_fields", "doc_range")
+    coll_name = "updates"
+
+    def _update(self):
+        fields = [f"n{j}" for j in range(int(self.s["n_fields"]))]
+        if self.s.get("expressive"):
+            return [{"$set": {f: {"$add": [f"${f}", 1]} for f in fields}}]
+        return {"$inc": dict.fromkeys(fields, 1)}
+
+    def prepare(self):
+        n = int(self.s["preload_docs"])
+        reused = load_serial(self, self.coll_name, n, self.s["doc_size_kb"], lambda i: {}, "plain")
+        coll = self.collection(self.coll_name)
+        sample = coll.find_one({"_id": 0})
+        missing = [f for f in self._update_fields() if f not in sample]
+        if missing:
+            raise ValueError(f"documents of {self.s['doc_size_kb']} KB lack fields {missing[:3]}")
+        self._set_validator(coll, sample)
+        # Probe once: a server that rejects this kind of update fails the variant here.
+        try:
+            coll.update_one({"_id": 0}, self._update())
+        except OperationFailure as e:
+            raise RuntimeError(f"the server rejects this update ({self._kind()}): {e}") from None
+        return {"preload_reused": reused, "update_kind": self._kind()}
+
+    def _update_fields(self):
+        return [f"n{j}" for j in range(int(self.s["n_fields"]))]
+
+    def _kind(self):
+        return "pipeline ($set/$add)" if self.s.get("expressive") else "$inc"
+
+    def _set_validator(self, coll, sample):
+        db = coll.database
+        if not self.s.get("validation"):
+            try:
+                db.command("collMod", coll.name, validator={}, validationLevel="off")
+            except OperationFailure:
+                pass  # a server without collMod has no validator to remove
+            return
+        props = {k: {"bsonType": _bson_type(v)} for k, v in sample.items()}
+        schema = {"bsonType": "object", "required": list(props), "properties": props}
+        try:
+            db.command(
+                "collMod", coll.name, validator={"$jsonSchema": schema},
+                validationLevel="strict", validationAction="error",
+            )  # fmt: skip
+        except OperationFailure as e:
+            raise RuntimeError(f"cannot apply the validator (collMod): {e}") from None
+        try:
+            coll.insert_one({"_id": -1, "n0": "not an int"})
+        except OperationFailure:
+            return  # rejected: the validator is enforced
+        coll.delete_one({"_id": -1})
+        raise RuntimeError("the server accepted a document the validator forbids: not enforced")
+
+    def worker(self, idx, nthreads, stats, stop):
+        coll = self.collection(self.coll_name)
+        update = self._update()
+        rng_range = min(int(self.s["doc_range"]), int(self.s["preload_docs"]))
+
+        def op(rng, i, stats, idx):
+            res, ok = timed_call(
+                stats, "update", coll.update_one, {"_id": rng.randrange(rng_range)}, update
+            )
+            if ok:
+                if res.modified_count != 1:
+                    stats.ops["update"] -= 1
+                    stats.error("update", RuntimeError("document not modified"))
+                else:
+                    stats.docs += 1
+
+        self.loop(idx, nthreads, stats, stop, op)
+
+
+def _bson_type(value) -> str:
+
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "long" if value.bit_length() > 31 or type(value).__name__ == "Int64" else "int"
+    if isinstance(value, float):
+        return "double"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, datetime.datetime):
+        return "date"
+    return "object"
+
+
+@register("replace")
+class ReplaceWorkload(TimedLoop):
+    """Whole-document replaces of random documents (the seed's "To Add": replace)."""
+
+    required = ("preload_docs", "doc_size_kb", "threads", "doc_range")
+    coll_name = "updates"
+
+    def prepare(self):
+        n = int(self.s["preload_docs"])
+        reused = load_serial(self, self.coll_name, n, self.s["doc_size_kb"], lambda i: {}, "plain")
+        return {"preload_reused": reused}
+
+    def worker(self, idx, nthreads, stats, stop):
+        coll = self.collection(self.coll_name)
+        factory = DocFactory(int(self.s["doc_size_kb"] * KiB), "serial", seed=idx + 50)
+        rng_range = min(int(self.s["doc_range"]), int(self.s["preload_docs"]))
+
+        def op(rng, i, stats, idx):
+            key = rng.randrange(rng_range)
+            res, ok = timed_call(
+                stats, "replace", coll.replace_one, {"_id": key}, factory.make(_id=key)
+            )
+            if ok:
+                stats.docs += res.matched_count
+                stats.bytes += factory.n_bytes * res.matched_count
+
+        self.loop(idx, nthreads, stats, stop, op)
+
+
+@register("update_indexed")
+class UpdateIndexedWorkload(TimedLoop):
+    """Updates that do or do not change indexed fields (the seed's "To Add")."""
+
+    required = ("preload_docs", "doc_size_kb", "threads", "indexes", "update_indexed_fields")
+    coll_name = "upd_indexed"
+
+    def prepare(self):
+        n = int(self.s["preload_docs"])
+        k = int(self.s["indexes"])
+        fields = lambda i: {f"x{j}": (i * 7919 + j) % 100_000 for j in range(max(k, 1))}  # noqa: E731
+        reused = load_serial(self, self.coll_name, n, self.s["doc_size_kb"], fields, f"x{k}")
+        coll = self.collection(self.coll_name)
+        have = {ix["name"] for ix in coll.list_indexes()}
+        for j in range(k):
+            if f"x{j}_1" not in have:
+                coll.create_index([(f"x{j}", 1)], name=f"x{j}_1")
+        return {"preload_reused": reused}
+
+    def worker(self, idx, nthreads, stats, stop):
+        coll = self.collection(self.coll_name)
+        n = int(self.s["preload_docs"])
+        k = max(int(self.s["indexes"]), 1)
+        indexed = bool(self.s["update_indexed_fields"])
+
+        def op(rng, i, stats, idx):
+            if indexed:
+                update = {"$set": {f"x{j}": rng.randrange(100_000) for j in range(k)}}
+            else:
+                update = {"$inc": {"n0": 1}}
+            res, ok = timed_call(
+                stats, "update", coll.update_one, {"_id": rng.randrange(n)}, update
+            )
+            if ok:
+                stats.docs += res.modified_count
+
+        self.loop(idx, nthreads, stats, stop, op)
+
+
+@register("delete")
+class DeleteWorkload(TimedLoop):
+    """deleteOne by key or deleteMany by key range, each key deleted once."""
+
+    required = ("preload_docs", "doc_size_kb", "threads", "docs_per_delete")
+    coll_name = "deletes"
+
+    def prepare(self):
+        n = int(self.s["preload_docs"])
+        # Deleting consumes the data: reload whenever a previous variant took some.
+        self.db[META].delete_one({"_id": self.coll_name})
+        load_serial(self, self.coll_name, n, self.s["doc_size_kb"], lambda i: {}, "plain")
+        return {}
+
+    def planned(self):
+        return {"docs": int(self.s["preload_docs"])}
+
+    def worker(self, idx, nthreads, stats, stop):
+        coll = self.collection(self.coll_name)
+        n = int(self.s["preload_docs"])
+        per = int(self.s["docs_per_delete"])
+        start = sum(share(n, nthreads, k) for k in range(idx))
+        end = start + share(n, nthreads, idx)
+        for lo in range(start, end, per):
+            if stop.is_set():
+                break
+            hi = min(end, lo + per)
+            if per == 1:
+                res, ok = timed_call(stats, "delete_one", coll.delete_one, {"_id": lo})
+            else:
+                res, ok = timed_call(
+                    stats, "delete_many", coll.delete_many, {"_id": {"$gte": lo, "$lt": hi}}
+                )
+            if ok:
+                stats.docs += res.deleted_count
+                if res.deleted_count != hi - lo:
+                    stats.error(
+                        "delete",
+                        RuntimeError("fewer documents deleted than keys"),
+                        hi - lo - res.deleted_count,
+                    )

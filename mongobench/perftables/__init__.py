@@ -1,0 +1,1 @@
+"""The Performance Tables: experiments as data, the runner, server counters and the OS sampler."""

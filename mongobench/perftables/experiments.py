@@ -1,0 +1,372 @@
+"""Experiments declared as data: shared settings plus variants that override them.
+
+`experiments/perftables.yaml` holds every experiment of the Performance Tables;
+this module loads it, validates it, and resolves a scale into the concrete
+settings each variant runs with. Pure functions: no server, no PKB.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import pathlib
+from dataclasses import dataclass, field
+
+import yaml
+
+PERFTABLES_FILE = pathlib.Path(__file__).resolve().parents[1] / "experiments" / "perftables.yaml"
+
+# Named scales: the factor applied to every setting an experiment lists under
+# `scaled`. "full" is the seed's size (24 GB loads); "smoke" runs in seconds.
+SCALES = {"full": 1.0, "tenth": 0.1, "hundredth": 0.01, "small": 1e-3, "smoke": 1.2e-4}
+
+
+class ExperimentError(ValueError):
+    """A bad experiment file, experiment name, variant or scale."""
+
+
+@dataclass
+class Variant:
+    experiment: str
+    index: int
+    label: str
+    params: dict  # the variant's own overrides (its identity in tables)
+    settings: dict  # every setting, scaled: what actually runs
+
+
+@dataclass
+class Experiment:
+    name: str
+    title: str
+    section: str
+    workload: str
+    label: list[str]
+    settings: dict
+    variants: list[dict]
+    scaled: dict = field(default_factory=dict)  # setting -> minimum after scaling
+    tables: dict = field(default_factory=dict)
+    headers: dict = field(default_factory=dict)
+    description: str = ""
+    requires: list[str] = field(default_factory=list)
+
+    def resolve(self, scale: float | str, overrides: dict | None = None) -> list[Variant]:
+        """Concrete variants at `scale`: shared settings < the variant's < `overrides`
+        (the user's value wins), then scaled. Variants an override makes identical
+        (e.g. batch_size=7 in insert_batchsize) run once."""
+        factor = parse_scale(scale)
+        out = []
+        for i, params in enumerate(self.variants):
+            settings = copy.deepcopy(self.settings)
+            settings.update(params)
+            settings.update(overrides or {})
+            # Labels name the full-scale variant, so they match across scales.
+            label = ", ".join(str(settings.get(k)) for k in self.label)
+            for key, minimum in self.scaled.items():
+                if key in settings and settings[key] is not None:
+                    settings[key] = _scale_value(settings[key], factor, minimum)
+            if any(v.label == label and v.settings == settings for v in out):
+                continue
+            out.append(Variant(self.name, i, label, dict(params), settings))
+        return out
+
+
+def parse_scale(scale: float | str) -> float:
+    if isinstance(scale, str):
+        if scale in SCALES:
+            return SCALES[scale]
+        try:
+            scale = float(scale)
+        except ValueError:
+            raise ExperimentError(
+                f"scale must be one of {', '.join(SCALES)} or a number in (0, 1], not {scale!r}"
+            ) from None
+    if not 0 < scale <= 1:
+        raise ExperimentError(f"scale must be in (0, 1], not {scale}")
+    return float(scale)
+
+
+def _scale_value(value, factor, minimum):
+    scaled = value * factor
+    if isinstance(value, int) and isinstance(minimum, int):
+        scaled = math.ceil(scaled)
+    return max(minimum, scaled)
+
+
+_REQUIRED = ("title", "section", "workload", "label", "settings", "variants")
+
+
+def load(path: pathlib.Path | str = PERFTABLES_FILE) -> dict[str, Experiment]:
+    with open(path) as f:
+        doc = yaml.safe_load(f)
+    if not isinstance(doc, dict) or "experiments" not in doc:
+        raise ExperimentError(f"{path}: no 'experiments' mapping")
+    out = {}
+    for name, spec in doc["experiments"].items():
+        missing = [k for k in _REQUIRED if k not in spec]
+        if missing:
+            raise ExperimentError(f"{path}: experiment {name} lacks {', '.join(missing)}")
+        label = spec["label"] if isinstance(spec["label"], list) else [spec["label"]]
+        if not spec["variants"]:
+            raise ExperimentError(f"{path}: experiment {name} has no variants")
+        out[name] = Experiment(
+            name=name,
+            title=spec["title"],
+            section=spec["section"],
+            workload=spec["workload"],
+            label=label,
+            settings=dict(spec["settings"]),
+            variants=[dict(v) for v in spec["variants"]],
+            scaled=dict(spec.get("scaled", {})),
+            tables=dict(spec.get("tables", {})),
+            headers=dict(spec.get("headers", {})),
+            description=spec.get("description", "").strip(),
+            requires=list(spec.get("requires", [])),
+        )
+    return out
+
+
+def select(experiments: dict[str, Experiment], names: list[str] | None) -> list[Experiment]:
+    """Experiments by name in file order; all when `names` is empty or ['all']."""
+    if not names or names == ["all"]:
+        return list(experiments.values())
+    unknown = [n for n in names if n not in experiments]
+    if unknown:
+        raise ExperimentError(
+            f"unknown experiment(s) {', '.join(unknown)}; known: {', '.join(experiments)}"
+        )
+    return [experiments[n] for n in names]
+
+
+def filter_variants(variants: list[Variant], wanted: list[str] | None) -> list[Variant]:
+    """Keep variants whose label is in `wanted` (all when empty)."""
+    if not wanted:
+        return variants
+    labels = {v.label for v in variants}
+    unknown = [w for w in wanted if w not in labels]
+    if unknown:
+        raise ExperimentError(
+            f"unknown variant(s) {', '.join(unknown)}; known: {', '.join(sorted(labels))}"
+        )
+    return [v for v in variants if v.label in wanted]
+
+
+def parse_skip(spec: str | None) -> set[tuple[str, str]]:
+    """`experiment/label;experiment/label` (labels may contain commas) -> pairs."""
+    out = set()
+    for item in (spec or "").split(";"):
+        item = item.strip()
+        if not item:
+            continue
+        experiment, sep, label = item.partition("/")
+        if not sep or not experiment or not label:
+            raise ExperimentError(f"skip entries look like experiment/variant label, not {item!r}")
+        out.add((experiment.strip(), label.strip()))
+    return out
+
+
+def plan(
+    experiments: dict[str, Experiment],
+    names: list[str] | None,
+    scale: float | str,
+    variants: list[str] | None = None,
+    overrides: dict | None = None,
+    skip: str | None = None,
+) -> list[tuple[Experiment, list[Variant]]]:
+    """The experiments and variants a run executes, validated up front.
+
+    A skip entry of an experiment not selected is ignored (one skip list serves
+    every selection); an entry whose experiment or label exists nowhere is an error.
+    """
+    check_overrides(overrides)
+    skipped = parse_skip(skip)
+    chosen = select(experiments, names)
+    everywhere = {
+        (e.name, v.label) for e in experiments.values() for v in e.resolve(scale, overrides)
+    }
+    unknown = sorted(f"{e}/{v}" for e, v in skipped - everywhere)
+    if unknown:
+        raise ExperimentError(f"skip names unknown variant(s): {'; '.join(unknown)}")
+    out = []
+    for e in chosen:
+        vs = (
+            filter_variants(e.resolve(scale, overrides), variants)
+            if variants
+            else e.resolve(scale, overrides)
+        )
+        out.append((e, [v for v in vs if (e.name, v.label) not in skipped]))
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Settings schema: the type and range of every setting an experiment declares
+# or a user may override. tests/unit/test_experiments.py checks that every
+# value in perftables.yaml fits it, so the two cannot drift apart.
+
+
+@dataclass(frozen=True)
+class Setting:
+    kind: str  # int, float, bool, str, label (any scalar), w (int or tag), mapping, list
+    lo: float | None = None
+    hi: float | None = None
+    choices: tuple = ()
+    nullable: bool = False
+
+    def describe(self) -> str:
+        if self.choices:
+            return "one of " + ", ".join(map(str, self.choices))
+        what = {
+            "int": "an integer",
+            "float": "a number",
+            "bool": "true or false",
+            "str": "text",
+            "label": "a label (text or number)",
+            "w": "a write concern (a number >= 0 or a tag such as majority)",
+            "mapping": "a mapping",
+            "list": "a list",
+        }[self.kind]
+        if self.lo is not None and self.hi is not None:
+            what += f" in [{self.lo:g}, {self.hi:g}]"
+        elif self.lo is not None:
+            what += f" >= {self.lo:g}"
+        return what
+
+
+_COUNT = 10**12
+SETTINGS: dict[str, Setting] = {
+    # inserts
+    "doc_size_kb": Setting("float", 0.0625, 16000),  # 64 bytes (the template) .. 16 MB BSON
+    "total_docs": Setting("int", 1, _COUNT),
+    "batch_size": Setting("int", 1, 100000),
+    "threads": Setting("int", 1, 10000),
+    "id_type": Setting("str", choices=("objectid", "uuid", "business_id", "serial")),
+    "secondary_indexes": Setting("int", 0, 63),  # mongod: 64 indexes per collection
+    "preload_docs": Setting("int", 0, _COUNT),
+    "write_concern": Setting("w", nullable=True),
+    # updates, deletes
+    "total_ops": Setting("int", 1, _COUNT, nullable=True),
+    "duration_s": Setting("float", 0.001, 10**7, nullable=True),
+    "warmup_s": Setting("float", 0, 10**7, nullable=True),
+    "index_update": Setting("bool"),
+    "function": Setting("str", choices=("update_one", "find_one_and_update")),
+    "upsert": Setting("bool"),
+    "percent_new": Setting("float", 0, 100),
+    "doc_range": Setting("int", 1, _COUNT),
+    "n_fields": Setting("int", 1, 1000),
+    "expressive": Setting("bool"),
+    "validation": Setting("bool"),
+    "variant_kind": Setting("str"),
+    "indexes": Setting("int", 0, 63),
+    "update_indexed_fields": Setting("bool"),
+    "docs_per_delete": Setting("int", 1, _COUNT),
+    # queries
+    "group_size": Setting("int", 1, _COUNT),
+    "cached_docs": Setting("int", 1, _COUNT),
+    "cached_groups": Setting("int", 1, _COUNT),
+    "limit": Setting("int", 1, 10**7),
+    "skip": Setting("int", 0, _COUNT),
+    "expect_full": Setting("bool"),
+    "query_type": Setting("str"),
+    "query": Setting("mapping"),
+    "projection": Setting("mapping", nullable=True),
+    "pipeline_kind": Setting("str"),
+    "pipeline": Setting("list"),
+    # shell micro-benchmarks, key-value
+    "insert_threads": Setting("int", 1, 10000),
+    "prefix_len": Setting("int", 1, 8),  # keywords have 8 letters
+    "records": Setting("int", 1, _COUNT),
+    "bucket_size": Setting("int", 0, 100000),
+    "read_proportion": Setting("float", 0, 1),
+    "driver": Setting("str", choices=("pymongo", "pipelined")),
+    "depth": Setting("int", 1, 1024),
+    # hardware labels (from PKB's specs, the Atlas cluster, or the user)
+    "instance_type": Setting("label"),
+    "disk_type": Setting("label"),
+    "disk_iops": Setting("label"),
+    "disk_mb_s": Setting("float", 0),
+    "price_per_hour": Setting("float", 0),
+    # sharded deployments (set by the PKB module)
+    "sharded": Setting("bool"),
+    "shard_key": Setting("str"),
+}
+
+
+def check_setting(key: str, value, where: str = "--set"):
+    """`value` when it fits setting `key`'s type and range; else an ExperimentError
+    naming `where` (the flag), the key, the value and what is allowed."""
+    spec = SETTINGS.get(key)
+    if spec is None:
+        raise ExperimentError(
+            f"{where}: unknown setting {key!r}; known settings: {', '.join(sorted(SETTINGS))}"
+        )
+    if value is None:
+        if spec.nullable:
+            return None
+        raise ExperimentError(f"{where}: {key} needs a value ({spec.describe()})")
+    ok = _fits(spec, value)
+    if ok and spec.kind in ("int", "float") and spec.lo is not None:
+        ok = spec.lo <= value and (spec.hi is None or value <= spec.hi)
+    if ok and spec.choices:
+        ok = value in spec.choices
+    if not ok:
+        raise ExperimentError(f"{where}: {key}={value!r} is not {spec.describe()}")
+    return int(value) if spec.kind == "int" else value
+
+
+def _fits(spec: Setting, value) -> bool:
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if spec.kind == "int":
+        return number and float(value).is_integer()
+    if spec.kind == "float":
+        return number and math.isfinite(value)
+    if spec.kind == "bool":
+        return isinstance(value, bool)
+    if spec.kind == "str":
+        return isinstance(value, str) and value != ""
+    if spec.kind == "label":
+        return (number or isinstance(value, str)) and value != ""
+    if spec.kind == "w":
+        return (number and float(value).is_integer() and value >= 0) or (
+            isinstance(value, str) and value != ""
+        )
+    if spec.kind == "mapping":
+        return isinstance(value, dict)
+    return isinstance(value, list)
+
+
+def parse_setting(key: str, text: str, where: str = "--set"):
+    """The typed value of `key=text` from a command line: YAML scalars (10 -> int,
+    true -> bool), except that text settings keep the text as written."""
+    spec = SETTINGS.get(key)
+    text = text.strip()
+    if spec is not None and spec.kind == "str":
+        return check_setting(key, text, where)
+    try:
+        value = yaml.safe_load(text) if text else None
+    except yaml.YAMLError:
+        value = text
+    if spec is not None and spec.kind == "label" and not isinstance(value, (int, float, str)):
+        value = text
+    if spec is not None and spec.kind in ("int", "float") and isinstance(value, str):
+        try:
+            value = float(value)  # YAML 1.1 reads 3e2 as text
+        except ValueError:
+            pass
+    return check_setting(key, value, where)
+
+
+def parse_overrides(pairs, where: str = "--set") -> dict:
+    """`["key=value", ...]` -> {key: typed value}, every key known and every value in
+    range. The one parser of the CLI's --set and PKB's --mongodb_perftables_set."""
+    out = {}
+    for pair in pairs or []:
+        key, sep, value = str(pair).partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ExperimentError(f"{where} takes key=value, not {pair!r}")
+        out[key] = parse_setting(key, value, where)
+    return out
+
+
+def check_overrides(overrides: dict | None, where: str = "overrides") -> dict:
+    """Already-typed overrides (e.g. from PKB specs) checked against the schema."""
+    return {k: check_setting(k, v, where) for k, v in (overrides or {}).items()}

@@ -1,0 +1,304 @@
+"""Runs Performance Tables experiments against one MongoDB URI.
+
+Per variant: untimed preparation, serverStatus before, OS sampling, the timed
+phase in `threads` client threads, serverStatus after. The raw result of each
+variant (counts, encoded latency histograms, counters, OS readings) is written
+to the output file as soon as the variant ends, so a failure later loses
+nothing. `mongobench.results` turns raw results into samples and tables.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+
+import pymongo
+from pymongo import MongoClient
+from pymongo.errors import (
+    ConfigurationError,
+    ConnectionFailure,
+    OperationFailure,
+    PyMongoError,
+    ServerSelectionTimeoutError,
+)
+
+from mongobench.core import redact
+from mongobench.core.files import write_json_atomic
+from mongobench.driver.base import ThreadStats
+from mongobench.driver.catalog import WORKLOADS
+from mongobench.perftables import experiments as exp_mod
+from mongobench.perftables import ossampler, serverstats
+
+RESULT_SCHEMA = 1
+# After a variant with errors, how long the server has to answer a ping before the
+# remaining variants are failed without running (each would wait for server
+# selection, 30 s by default, for a server that is gone).
+PING_TIMEOUT_S = 5.0
+
+
+def reason(e: BaseException, uri: str = "") -> str:
+    """One line saying why the target cannot be used, with no secret in it."""
+    if isinstance(e, ServerSelectionTimeoutError):
+        # "host:port: [Errno 111] Connection refused (configured timeouts: ...), Timeout:
+        # 30s, Topology Description: <...>": the first part is the reason.
+        text = str(e).split(", Timeout:", 1)[0].split(" (configured timeouts", 1)[0]
+        why = f"server unreachable: {text}"
+    elif isinstance(e, OperationFailure) and (e.code == 18 or "auth" in str(e).lower()):
+        why = f"authentication failed: {(e.details or {}).get('errmsg') or e}"
+    elif isinstance(e, ConfigurationError):
+        why = f"bad connection string: {e}"
+    elif isinstance(e, ConnectionFailure):
+        why = f"connection failed: {e}"
+    else:
+        why = f"{type(e).__name__}: {e}"
+    return " ".join(redact.text(why, uri).split())[:200]
+
+
+def reachable(client) -> str | None:
+    """None when the server answers a ping within PING_TIMEOUT_S, else the reason."""
+    try:
+        with pymongo.timeout(PING_TIMEOUT_S):
+            client.admin.command("ping")
+    except PyMongoError as e:
+        return reason(e)
+    return None
+
+
+def connect(uri: str, app_name: str = "mongobench", **kwargs) -> MongoClient:
+    # One connection per client thread, plus head-room for the monitor.
+    return MongoClient(uri, appname=app_name, **kwargs)
+
+
+def server_status(client) -> dict | None:
+    try:
+        return client.admin.command("serverStatus")
+    except PyMongoError:
+        return None
+
+
+def topology(client) -> str:
+    client.admin.command("ping")  # forces discovery
+    return client.topology_description.topology_type_name
+
+
+def run_variant(
+    client,
+    database: str,
+    experiment: exp_mod.Experiment,
+    variant: exp_mod.Variant,
+    log=print,
+    os_path: str | None = None,
+    os_interval: float = 1.0,
+    max_seconds: float | None = None,
+    uri: str | None = None,
+) -> dict:
+    """One variant, end to end; returns its raw result."""
+    workload_cls = WORKLOADS.get(experiment.workload)
+    if workload_cls is None:
+        raise exp_mod.ExperimentError(
+            f"experiment {experiment.name}: unknown workload {experiment.workload!r}"
+        )
+    db = client[database]
+    workload = workload_cls(db, variant.settings, log=log)
+    workload.uri = uri
+    prep_started = time.time()
+    prepared = workload.prepare()
+    prep_s = time.time() - prep_started
+    nthreads = int(variant.settings.get("threads", 1))
+
+    before = serverstats.extract(server_status(client))
+    sampler = ossampler.Sampler(os_path, os_interval).start() if os_path is not False else None
+    stop = threading.Event()
+    stats = [ThreadStats() for _ in range(nthreads)]
+    failures = []
+
+    def body(i):
+        try:
+            workload.worker(i, nthreads, stats[i], stop)
+        except Exception:  # noqa: BLE001 - a crashed thread fails the variant, loudly
+            failures.append(traceback.format_exc())
+            stop.set()
+
+    threads = [threading.Thread(target=body, args=(i,), daemon=True) for i in range(nthreads)]
+    started = time.time()
+    cpu0 = time.process_time()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    deadline = None if max_seconds is None else t0 + max_seconds
+    for t in threads:
+        t.join(None if deadline is None else max(0.0, deadline - time.perf_counter()))
+        if deadline is not None and time.perf_counter() >= deadline:
+            stop.set()
+    for t in threads:
+        t.join()
+    duration = time.perf_counter() - t0
+    client_cpu_s = time.process_time() - cpu0
+    os_summary = sampler.stop() if sampler else None
+    finished = workload.finish() if not failures else {}
+    status_after = server_status(client)
+    after = serverstats.extract(status_after)
+    if failures:
+        raise RuntimeError(
+            f"{experiment.name} [{variant.label}]: client thread failed:\n{failures[0]}"
+        )
+
+    total = ThreadStats()
+    for s in stats:
+        total.merge(s)
+    return {
+        "schema": RESULT_SCHEMA,
+        "status": "ok",
+        "experiment": experiment.name,
+        "workload": experiment.workload,
+        "variant_index": variant.index,
+        "label": variant.label,
+        "params": variant.params,
+        "settings": variant.settings,
+        "prepared": prepared,
+        "prepare_s": prep_s,
+        "planned": workload.planned(),
+        "start": started,
+        "duration_s": duration,
+        "stopped_early": stop.is_set(),
+        "threads": nthreads,
+        "ops": dict(total.ops),
+        "docs": total.docs,
+        "bytes": total.bytes,
+        "errors": dict(total.errors),
+        "had_errors": bool(sum(total.errors.values())),
+        "counters": dict(total.counters),
+        "finished": finished,
+        "error_samples": total.error_samples,
+        "latency": total.latency.encode(),
+        "server_before": before,
+        "server_after": after,
+        "server_info": serverstats.server_info(status_after),
+        "os_client": os_summary,
+        "client_process_cpu_s": client_cpu_s,
+        "sampler_cpu_s": sampler.cpu_s if sampler else None,
+        "os_client_device": sampler.device_label if sampler else None,
+    }
+
+
+def run(
+    uri: str,
+    names: list[str] | None,
+    scale: str | float,
+    out_path: str,
+    database: str = "mongobench",
+    variants: list[str] | None = None,
+    overrides: dict | None = None,
+    log=print,
+    os_path: str | None = None,
+    max_seconds: float | None = None,
+    experiments_file: str | None = None,
+    skip: str | None = None,
+) -> dict:
+    """Every selected variant; results go to `out_path` after each variant.
+
+    A failed variant is recorded with its error and the run goes on; the
+    caller decides how to fail (the CLI exits non-zero).
+    """
+    catalog = exp_mod.load(experiments_file or exp_mod.PERFTABLES_FILE)
+    plans = exp_mod.plan(catalog, names, scale, variants, overrides, skip)
+    max_threads = max((int(v.settings.get("threads", 1)) for _, vs in plans for v in vs), default=1)
+    target = redact.uri(uri)
+    try:
+        # One pooled connection per client thread, or threads queue for connections.
+        client = connect(uri, maxPoolSize=max(100, max_threads + 10))
+    except (PyMongoError, ValueError) as e:
+        raise redact.TargetError(f"{target}: {reason(e, uri)}") from None
+    try:
+        try:
+            kind = topology(client)
+            version = client.server_info().get("version", "unknown")
+        except PyMongoError as e:
+            raise redact.TargetError(f"{target}: {reason(e, uri)}") from None
+        doc = {
+            "schema": RESULT_SCHEMA,
+            "tool": "mongobench perftables",
+            "scale": str(scale),
+            "scale_factor": exp_mod.parse_scale(scale),
+            "database": database,
+            "topology": kind,
+            "server_version": version,
+            "target": target,
+            "results": [],
+        }
+        write_json_atomic(out_path, doc)
+        gone = None  # why the server cannot be reached any more
+        for experiment, variant_list in plans:
+            for v in variant_list:
+                if gone:
+                    doc["results"].append(_failed(experiment, v, f"not run: {gone}"))
+                    log(f"{experiment.name} [{v.label}]: not run: {gone}")
+                    write_json_atomic(out_path, doc)
+                    continue
+                log(f"{experiment.name} [{v.label}]: running")
+                try:
+                    res = run_variant(
+                        client,
+                        database,
+                        experiment,
+                        v,
+                        log,
+                        os_path,
+                        max_seconds=max_seconds,
+                        uri=uri,
+                    )
+                    log(f"{experiment.name} [{v.label}]: {_one_line(res)}")
+                    if not sum(res["ops"].values()):
+                        # Nothing was acknowledged: there is no measurement, only errors.
+                        res.update(
+                            status="failed", error=redact.text(_nothing_acknowledged(res), uri)
+                        )
+                        log(f"{experiment.name} [{v.label}]: FAILED {res['error']}")
+                except Exception as e:  # noqa: BLE001 - recorded, reported, fails the run
+                    res = _failed(experiment, v, redact.text(f"{type(e).__name__}: {e}", uri))
+                    log(f"{experiment.name} [{v.label}]: FAILED {res['error']}")
+                doc["results"].append(res)
+                write_json_atomic(out_path, doc)
+                if res["status"] != "ok" or res.get("had_errors"):
+                    why = reachable(client)
+                    if why:
+                        gone = f"{target}: {why} (after {experiment.name} [{v.label}])"
+                        doc["unreachable"] = gone
+                        write_json_atomic(out_path, doc)
+        return doc
+    finally:
+        client.close()
+
+
+def _failed(experiment, variant, error: str) -> dict:
+    return {
+        "schema": RESULT_SCHEMA,
+        "status": "failed",
+        "experiment": experiment.name,
+        "label": variant.label,
+        "params": variant.params,
+        "settings": variant.settings,
+        "error": error,
+    }
+
+
+def _nothing_acknowledged(res: dict) -> str:
+    errors = res.get("errors") or {}
+    if not errors:
+        return "no operation was acknowledged (and none failed: nothing was measured)"
+    kinds = "; ".join(f"{k}={n}" for k, n in sorted(errors.items()))
+    sample = next(iter((res.get("error_samples") or {}).values()), "")
+    return (
+        f"no operation was acknowledged; {sum(errors.values())} failed ({kinds})"
+        + (f": {sample}" if sample else "")
+    )[:1000]
+
+
+def _one_line(res: dict) -> str:
+    ops = sum(res["ops"].values())
+    errors = sum(res["errors"].values())
+    return (
+        f"{ops} ops, {res['docs']} docs in {res['duration_s']:.2f}s "
+        f"({res['docs'] / max(res['duration_s'], 1e-9):.0f} docs/s), {errors} errors"
+    )

@@ -1,0 +1,104 @@
+"""Shipping the engine to a client VM: the archive and the shell commands.
+
+The client VM gets a private work directory with a virtualenv and this
+package; nothing is installed system-wide, so static hosts stay as they were.
+Pure functions (the PKB package module runs the commands).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import pathlib
+import shlex
+import tarfile
+
+PACKAGE_DIR = pathlib.Path(__file__).resolve().parents[1]  # the mongobench package
+REQUIREMENTS_FILE = PACKAGE_DIR / "client-requirements.txt"
+
+
+def requirements() -> list[str]:
+    lines = REQUIREMENTS_FILE.read_text().splitlines()
+    return [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+
+
+def archive_bytes() -> bytes:
+    """A tar.gz of the `mongobench` package (sources and data, no caches)."""
+    buf = io.BytesIO()
+    # mtime=0 in the gzip header too, or two archives differ by their timestamp.
+    with (
+        gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as gz,
+        tarfile.open(fileobj=gz, mode="w") as tar,
+    ):
+        for path in sorted(PACKAGE_DIR.rglob("*")):
+            rel = path.relative_to(PACKAGE_DIR.parent)
+            if "__pycache__" in rel.parts or path.suffix == ".pyc" or path.is_dir():
+                continue
+            info = tar.gettarinfo(str(path), arcname=str(rel))
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            info.mtime = 0  # reproducible: the same sources give the same archive
+            with open(path, "rb") as f:
+                tar.addfile(info, f)
+    return buf.getvalue()
+
+
+def setup_commands(workdir: str, archive: str, python: str = "python3") -> list[str]:
+    """Commands that (re)create the client in `workdir` from `archive`.
+
+    The virtualenv is reused when it exists; the package is replaced, so a
+    re-run always executes the runner's sources.
+    """
+    q = shlex.quote
+    venv = f"{workdir}/venv"
+    reqs = " ".join(q(r) for r in requirements())
+    return [
+        f"{q(python)} -c 'import sys; assert sys.version_info >= (3, 10), sys.version'",
+        f"test -x {q(venv)}/bin/python || {q(python)} -m venv {q(venv)}",
+        f"{q(venv)}/bin/python -m pip install --quiet --disable-pip-version-check {reqs}",
+        f"rm -rf {q(workdir)}/mongobench && tar -xzf {q(archive)} -C {q(workdir)}",
+        f"cd {q(workdir)} && {q(venv)}/bin/python -c 'import mongobench.perftables.runner'",
+    ]
+
+
+def perftables_command(
+    workdir: str,
+    uri_file: str,
+    out: str,
+    experiments: list[str] | None,
+    scale: str,
+    database: str,
+    variants: list[str] | None = None,
+    overrides: dict | None = None,
+    os_path: str | None = None,
+    max_seconds: float | None = None,
+    skip: str | None = None,
+) -> str:
+    """The client command for one perftables run (no secret: the URI is in a file)."""
+    q = shlex.quote
+    args = [
+        f"{workdir}/venv/bin/python", "-m", "mongobench", "perftables", "run",
+        "--uri-file", uri_file, "--out", out, "--scale", scale, "--database", database,
+    ]  # fmt: skip
+    if experiments:
+        args += ["--experiments", ",".join(experiments)]
+    if variants:
+        args += ["--variants", ";".join(variants)]
+    for k, v in (overrides or {}).items():
+        args += ["--set", f"{k}={v}"]
+    args += ["--os-path", os_path or "none"]
+    if max_seconds:
+        args += ["--max-seconds", str(max_seconds)]
+    if skip:
+        args += ["--skip", skip]
+    return f"cd {q(workdir)} && " + " ".join(q(a) for a in args)
+
+
+def sweep_drop_command(engine_dir: str, uri_file: str, table: str) -> str:
+    """Shell command that drops the sweep's collection with the engine deployed on a client VM
+    (see `setup_commands`) and prints ``{"dropped": ..., "server_memory_mb": ...}``. No secret:
+    the URI stays in its file."""
+    q = shlex.quote
+    args = [f"{engine_dir}/venv/bin/python", "-m", "mongobench", "sweep", "drop"]
+    args += ["--uri-file", uri_file, "--table", table]
+    return f"cd {q(engine_dir)} && " + " ".join(q(a) for a in args)

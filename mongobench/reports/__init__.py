@@ -1,0 +1,1 @@
+"""Results to samples, the report and the comparison of runs."""

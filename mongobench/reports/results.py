@@ -1,0 +1,222 @@
+"""Raw variant results -> derived figures -> PKB-shaped samples.
+
+`COLUMNS` is the one registry of every figure: its sample metric name, unit,
+and the seed's table header. Figures a server or host could not provide are
+None here, absent from the samples, and listed in `missing_metrics`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mongobench.core import latency as lat
+from mongobench.core.samples import sample
+from mongobench.core.units import MiB
+from mongobench.perftables import serverstats
+
+
+@dataclass(frozen=True)
+class Column:
+    metric: str
+    unit: str
+    header: str
+    digits: int = 0
+
+
+COLUMNS = {
+    "time_s": Column("Time Taken", "sec", "Time Taken (s)", 1),
+    "data_mb": Column("Data Loaded", "MB", "Data Loaded (MB)"),
+    "docs_per_s": Column("Document Throughput", "docs/sec", "Speed (docs/s)"),
+    "mb_per_s": Column("Data Throughput", "MB/sec", "Speed (MB/s)", 2),
+    "ops_per_s": Column("Operation Throughput", "ops/sec", "Speed (ops/s)"),
+    "avg_latency_ms": Column("Average Op Latency", "ms", "Average Op Latency (ms)", 2),
+    "errors": Column("Operation Errors", "count", "Errors"),
+    "cpu_pct": Column("Server CPU Usage", "%", "CPU Usage (%)"),
+    "iowait_pct": Column("Server IO Wait", "%", "Time waiting for I/O (%)"),
+    "os_iops": Column("Server Disk IOPS", "ops/sec", "O/S IOPS"),
+    "os_write_mb_s": Column("Server Disk Write", "MB/sec", "O/S Write (MB/s)"),
+    "os_read_mb_s": Column("Server Disk Read", "MB/sec", "O/S Read (MB/s)"),
+    "cache_read_pages_s": Column("Read into Cache", "pages/sec", "Read into Cache (Pages/s)"),
+    "cache_write_kb_s": Column("Write from Cache", "KB/sec", "Write from Cache (KB/s)"),
+    "wal_kb_s": Column("Write to WAL", "KB/sec", "Write to WAL (KB/s)"),
+    "write_conflicts": Column("Write Conflicts", "count", "writeConflicts"),
+    "net_out_mb_s": Column("Network Out", "MB/sec", "Network Out (MB/s)", 2),
+    "client_cpu_pct": Column("Client CPU Usage", "%", "Client CPU (%)"),
+    "client_cpu_us_per_op": Column("Client CPU per Operation", "us", "Client CPU per op (us)"),
+    "p99_latency_ms": Column("P99 Op Latency", "ms", "p99 Latency (ms)", 2),
+    "insert_ops_per_s": Column("Insert Throughput", "ops/sec", "Inserts (ops/s)"),
+    "find_ops_per_s": Column("Query Throughput", "ops/sec", "Queries (ops/s)"),
+    "storage_mb": Column("Storage Size", "MB", "Storage Size (MB)", 2),
+    "price_per_hour": Column("Price", "$/hour", "$ per hour", 2),
+    "ops_per_dollar": Column("Operations per Dollar", "ops/$", "Ops per $"),
+}
+
+# Figures a server or host may be unable to provide (reported in missing_metrics).
+_SERVER_FIGURES = {
+    "cpu_pct", "iowait_pct", "os_iops", "os_write_mb_s", "os_read_mb_s", "cache_read_pages_s",
+    "cache_write_kb_s", "wal_kb_s", "write_conflicts", "net_out_mb_s", "client_cpu_pct",
+}  # fmt: skip
+
+# Settings copied into every sample's metadata when the variant has them.
+_SETTING_KEYS_MAX = 40
+
+
+def figures(res: dict) -> dict[str, float | None]:
+    """The table figures of one raw variant result."""
+    d = max(res["duration_s"], 1e-9)
+    server = serverstats.deltas(res.get("server_before") or {}, res.get("server_after") or {})
+    os_server = res.get("os_server") or {}
+    os_client = res.get("os_client") or {}
+    hist = lat.LatencyRecorder.decode(res.get("latency") or {})
+    main_op = _main_op(res)
+    avg = p99 = None
+    if main_op in hist.histograms:
+        summary = lat.summarize(hist.histograms[main_op])
+        avg, p99 = summary.get("mean_ms"), summary.get("p99_ms")
+
+    def per_s(v, div=1.0):
+        return None if v is None else v / div / d
+
+    data_mb = res["bytes"] / MiB
+    ops = res.get("ops") or {}
+    storage = (res.get("finished") or {}).get("storage_bytes")
+    price = res.get("settings", {}).get("price_per_hour")
+    ops_per_s = sum(ops.values()) / d
+    return {
+        "time_s": d,
+        "data_mb": data_mb,
+        "docs_per_s": res["docs"] / d,
+        "mb_per_s": data_mb / d,
+        "ops_per_s": ops_per_s,
+        "avg_latency_ms": avg,
+        "p99_latency_ms": p99,
+        "errors": float(sum(res["errors"].values())),
+        "cpu_pct": os_server.get("cpu_pct"),
+        "iowait_pct": os_server.get("iowait_pct"),
+        "os_iops": os_server.get("iops"),
+        "os_write_mb_s": os_server.get("write_mb_s"),
+        "os_read_mb_s": os_server.get("read_mb_s"),
+        "cache_read_pages_s": per_s(server.get("cache_pages_read")),
+        "cache_write_kb_s": per_s(server.get("cache_bytes_written"), 1024.0),
+        "wal_kb_s": per_s(server.get("wal_bytes"), 1024.0),
+        "write_conflicts": server.get("write_conflicts"),
+        "net_out_mb_s": per_s(server.get("network_bytes_out"), MiB),
+        "client_cpu_pct": os_client.get("cpu_pct"),
+        "client_cpu_us_per_op": (
+            res["client_process_cpu_s"] * 1e6 / sum(ops.values())
+            if ops and res.get("client_process_cpu_s") is not None
+            else None
+        ),
+        "insert_ops_per_s": ops["insert"] / d if "insert" in ops else None,
+        "find_ops_per_s": ops["find"] / d if "find" in ops else None,
+        "storage_mb": storage / MiB if storage else None,
+        "price_per_hour": float(price) if price else None,
+        "ops_per_dollar": ops_per_s * 3600 / float(price) if price else None,
+    }
+
+
+def _main_op(res: dict) -> str | None:
+    """The operation type the Average Op Latency column describes."""
+    ops = res.get("ops") or {}
+    return max(ops, key=ops.get) if ops else None
+
+
+def latency_figures(res: dict) -> dict[str, dict[str, float]]:
+    hist = lat.LatencyRecorder.decode(res.get("latency") or {})
+    return {op: lat.summarize(h) for op, h in sorted(hist.histograms.items())}
+
+
+def metadata(run: dict, res: dict) -> dict:
+    md = {
+        "experiment": res["experiment"],
+        "variant": res["label"],
+        "variant_index": res.get("variant_index", -1),
+        "scale": run.get("scale"),
+        "scale_factor": run.get("scale_factor"),
+        "server_version": run.get("server_version")
+        or res.get("server_info", {}).get("server_version"),
+        "topology": run.get("topology"),
+        "threads": res.get("threads"),
+    }
+    for k, v in list(res.get("settings", {}).items())[:_SETTING_KEYS_MAX]:
+        md.setdefault(k, v if isinstance(v, (int, float, str, bool)) or v is None else str(v))
+    for k, v in (res.get("prepared") or {}).items():
+        md[k] = v
+    for k, v in (res.get("counters") or {}).items():
+        md[k] = v
+    if res.get("stopped_early"):
+        md["stopped_early"] = True
+    # Failed operations are never in the throughput, but the figures of such a
+    # variant describe a troubled run: say so on every sample.
+    md["had_errors"] = bool(sum((res.get("errors") or {}).values()))
+    return md
+
+
+def to_samples(run: dict, extra_metadata: dict | None = None) -> list[dict]:
+    """Samples (metric, value, unit, metadata) for every successful variant."""
+    out = []
+    for res in run["results"]:
+        if res.get("status") != "ok":
+            continue
+        md = metadata(run, res)
+        md.update(extra_metadata or {})
+        figs = figures(res)
+        cores = res.get("client_process_cpu_s")
+        cores = cores / max(res["duration_s"], 1e-9) if cores is not None else None
+        neck = bottleneck(figs, res.get("settings"), cores)
+        md["bottleneck"] = f"{neck[0]} ({neck[1] * 100:.0f}%)" if neck else "unknown"
+        missing = sorted(k for k, v in figs.items() if v is None and k in _SERVER_FIGURES)
+        md["missing_metrics"] = ",".join(missing)
+        if res["errors"]:
+            md["error_types"] = ";".join(f"{k}={v}" for k, v in sorted(res["errors"].items()))
+        for key, value in figs.items():
+            if value is None:
+                continue
+            col = COLUMNS[key]
+            out.append(sample(col.metric, value, col.unit, md))
+        for op, summary in latency_figures(res).items():
+            if not summary.get("count"):
+                continue
+            op_md = dict(md, op=op, op_count=summary["count"])
+            for stat in ("mean_ms", "p50_ms", "p95_ms", "p99_ms", "p99.9_ms", "max_ms"):
+                name = stat[:-3].replace("mean", "Mean").replace("max", "Max")
+                out.append(sample(f"{op} Latency {name}", summary[stat], "ms", op_md))
+    return out
+
+
+def failed(run: dict) -> list[dict]:
+    return [r for r in run["results"] if r.get("status") != "ok"]
+
+
+# Utilisation of each resource against its limit; the highest is the bottleneck.
+# Disk limits come from settings (disk_iops, disk_mb_s: the provisioned figures).
+# The driver is Python: one core is its ceiling whatever the host has (GIL).
+def bottleneck(figs: dict, settings: dict | None = None, client_cpu_cores: float | None = None):
+    """(resource, utilisation 0..1) of the resource closest to its limit, or None."""
+    settings = settings or {}
+    ratios = {}
+    if figs.get("cpu_pct") is not None:
+        ratios["server CPU"] = figs["cpu_pct"] / 100.0
+    if figs.get("os_iops") is not None and _number(settings.get("disk_iops")):
+        ratios["disk IOPS"] = figs["os_iops"] / float(settings["disk_iops"])
+    if figs.get("os_write_mb_s") is not None and _number(settings.get("disk_mb_s")):
+        mb = figs["os_write_mb_s"] + (figs.get("os_read_mb_s") or 0.0)
+        ratios["disk MB/s"] = mb / float(settings["disk_mb_s"])
+    client = []
+    if figs.get("client_cpu_pct") is not None:
+        client.append(figs["client_cpu_pct"] / 100.0)
+    if client_cpu_cores is not None:
+        client.append(client_cpu_cores)
+    if client:
+        ratios["client"] = max(client)
+    if not ratios:
+        return None
+    name = max(ratios, key=ratios.get)
+    return name, ratios[name]
+
+
+def _number(value) -> bool:
+    try:
+        return float(value) > 0
+    except (TypeError, ValueError):
+        return False

@@ -1,0 +1,263 @@
+"""One comparison report over several PKB results files (machine types, disk types, Atlas tiers).
+
+Each run is identified by (file, run_uri) and labelled by a user label for its file, else by
+what its samples' metadata say: Atlas tier, machine type (server group first) and, when runs
+differ by it, disk type. The report holds:
+
+- the seed 002 plots of the dataset-size sweep (runtime and throughput vs dataset size on
+  linear and log scales, p99 per operation) and side-by-side tables per phase;
+- side-by-side tables of the Performance Tables throughput per experiment and variant;
+- the mongodb_stress KPIs per run;
+- operations per dollar wherever an hourly price is known: ``--price label=USD``, Atlas tiers
+  (`mongobench.atlas.price_per_hour`) or a small built-in table of common instance types
+  (approximate list prices, dated below).
+
+A figure without a sample shows as "n/a" in tables and as a gap in plots: missing, never zero.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from mongobench.core import pricing as atlas
+from mongobench.core.pricing import INSTANCE_PRICES, INSTANCE_PRICES_AS_OF
+from mongobench.reports import report
+from mongobench.stress import search as stress
+from mongobench.sweep import plan as sweep
+
+_MACHINE_KEYS = ("servers_machine_type", "server_machine_type", "machine_type")
+_DISK_KEYS = ("servers_data_disk_0_type", "server_data_disk_0_type", "data_disk_0_type")
+_THROUGHPUT_KEYS = ("docs_per_s", "ops_per_s", "insert_ops_per_s", "find_ops_per_s")
+_MISSING = {"", "none", "null", "n/a"}
+
+
+# ----------------------------------------------------------------------------- runs
+
+
+@dataclass(eq=False)
+class Run:
+    path: str
+    run_uri: str
+    samples: list[dict]
+    label: str = ""
+    user_label: str | None = None
+    machine_type: str | None = None
+    machine_key: str | None = None
+    disk_type: str | None = None
+    tier: str | None = None
+    provider: str | None = None
+    region: str | None = None
+    price: float | None = None
+    price_source: str | None = None
+    benchmarks: list[str] = field(default_factory=list)
+
+
+def _value(md: Mapping, key: str) -> str | None:
+    v = md.get(key)
+    if v is None or str(v).strip().lower() in _MISSING:
+        return None
+    return str(v)
+
+
+def _first(samples: Sequence[dict], keys: Sequence[str], suffix: str | None = None):
+    """(key, value) of the first metadata key found, in the order of `keys`; then any key ending
+    with `suffix` (e.g. ``clients_machine_type``)."""
+    for key in keys:
+        for s in samples:
+            v = _value(s["metadata"], key)
+            if v:
+                return key, v
+    if suffix:
+        for s in samples:
+            for key in sorted(s["metadata"]):
+                if key.endswith(suffix):
+                    v = _value(s["metadata"], key)
+                    if v:
+                        return key, v
+    return None, None
+
+
+def _kind(s: dict) -> str | None:
+    md = s["metadata"]
+    if "phase" in md and "size_mb" in md:
+        return "sweep"
+    if s["metric"] in (stress.MAX_METRIC, stress.SLA_METRIC):
+        return "stress"
+    if "experiment" in md and "variant" in md:
+        return "perftables"
+    return None
+
+
+def _label_for(path: str, labels: Mapping[str, str]) -> str | None:
+    """The user label of a file, given by its path as typed, its absolute path or its name."""
+    for key, name in labels.items():
+        if key in (path, os.path.basename(path)) or os.path.abspath(key) == os.path.abspath(path):
+            return name
+    return None
+
+
+def load_runs(paths: Sequence[str], labels: Mapping[str, str] | None = None) -> list[Run]:
+    """Every run (file, run_uri) of the files, in the order given."""
+    labels = dict(labels or {})
+    unknown = [k for k in labels if not any(_label_for(p, {k: k}) for p in paths)]
+    if unknown:
+        raise ValueError(f"--label names no --pkb-results file: {', '.join(unknown)}")
+    runs: list[Run] = []
+    for path in paths:
+        by_uri: dict[str, list[dict]] = {}
+        for s in report.load_pkb_results(path):
+            by_uri.setdefault(s.get("run_uri") or "", []).append(s)
+        if not by_uri:
+            raise ValueError(f"{path}: no samples")
+        for uri, samples in by_uri.items():
+            run = Run(path=path, run_uri=uri, samples=samples, user_label=_label_for(path, labels))
+            run.machine_key, run.machine_type = _first(samples, _MACHINE_KEYS, "machine_type")
+            _, run.disk_type = _first(samples, _DISK_KEYS, "data_disk_0_type")
+            _, run.tier = _first(samples, ("atlas_tier",))
+            _, run.provider = _first(samples, ("atlas_provider",))
+            _, run.region = _first(samples, ("atlas_region",))
+            kinds = {_kind(s) for s in samples} - {None}
+            run.benchmarks = sorted(kinds)
+            runs.append(run)
+    _assign_labels(runs)
+    return runs
+
+
+def _assign_labels(runs: list[Run]) -> None:
+    per_file: dict[str, int] = {}
+    for r in runs:
+        per_file[r.path] = per_file.get(r.path, 0) + 1
+    auto = [r for r in runs if not r.user_label]
+    disks_differ = len({r.disk_type for r in auto if r.disk_type}) > 1
+    for r in runs:
+        if r.user_label:
+            r.label = r.user_label
+            if per_file[r.path] > 1:
+                r.label += f" ({r.run_uri[:8] or 'no run_uri'})"
+            continue
+        primary = f"Atlas {r.tier}" if r.tier else r.machine_type
+        parts = [p for p in (primary, r.disk_type if disks_differ or not primary else None) if p]
+        r.label = " / ".join(parts) or r.run_uri[:8] or os.path.basename(r.path)
+    seen: dict[str, int] = {}
+    for r in runs:
+        seen[r.label] = seen.get(r.label, 0) + 1
+    for r in runs:
+        if seen[r.label] > 1 and not r.user_label:
+            r.label = f"{r.label} ({r.run_uri[:8] or os.path.basename(r.path)})"
+    labels = [r.label for r in runs]
+    dups = sorted({x for x in labels if labels.count(x) > 1})
+    if dups:
+        raise ValueError(f"several runs share the label(s) {', '.join(dups)}: give --label")
+
+
+def assign_prices(runs: Sequence[Run], prices: Mapping[str, float] | None = None) -> None:
+    """Hourly price of each run: --price (by label, machine type or tier), the Atlas price in
+    the samples or table, else the built-in instance table."""
+    prices = dict(prices or {})
+    matched = set()
+    for r in runs:
+        for key in (r.label, r.user_label, r.machine_type, r.tier):
+            if key and key in prices:
+                r.price, r.price_source = float(prices[key]), "--price"
+                matched.add(key)
+                break
+        if r.price is not None:
+            continue
+        if r.tier:
+            _, given = _first(r.samples, ("atlas_price_per_hour_usd",))
+            price = float(given) if given else None
+            price = price or atlas.price_per_hour(r.tier, r.provider or "AWS", r.region)
+            if price:
+                r.price = price
+                r.price_source = f"Atlas list price {atlas.PRICES_AS_OF}"
+                continue
+        if r.machine_type and r.machine_type in INSTANCE_PRICES:
+            r.price = INSTANCE_PRICES[r.machine_type]
+            where = (r.machine_key or "machine_type").removesuffix("machine_type").rstrip("_")
+            r.price_source = f"built-in table {INSTANCE_PRICES_AS_OF}" + (
+                f", {where} VM only" if where else ""
+            )
+    unused = sorted(set(prices) - matched)
+    if unused:
+        raise ValueError(f"--price names no run, machine type or tier: {', '.join(unused)}")
+
+
+def ops_per_dollar(ops_per_s: float | None, price_per_hour: float | None) -> float | None:
+    """Operations bought by one dollar at this throughput: ops/s x 3600 / ($/h)."""
+    if ops_per_s is None or not price_per_hour:
+        return None
+    return ops_per_s * 3600.0 / price_per_hour
+
+
+# ----------------------------------------------------------------------------- figures
+
+
+@dataclass
+class SweepPoint:
+    runtime_s: float | None = None
+    throughput: float | None = None
+    p99_ms: dict = field(default_factory=dict)
+    exceeds_memory: bool | None = None
+    error: str | None = None
+
+
+def _bool(v) -> bool | None:
+    if isinstance(v, bool):
+        return v
+    if v is None or str(v).lower() in _MISSING:
+        return None
+    return str(v).lower() == "true"
+
+
+def sweep_points(run: Run) -> dict[tuple[str, float], SweepPoint]:
+    """(phase, size_mb) -> figures of one run's sweep samples."""
+    out: dict[tuple[str, float], SweepPoint] = {}
+    for s in run.samples:
+        if _kind(s) != "sweep":
+            continue
+        md = s["metadata"]
+        point = out.setdefault((md["phase"], float(md["size_mb"])), SweepPoint())
+        point.exceeds_memory = _bool(md.get("exceeds_memory"))
+        metric = s["metric"]
+        if metric == sweep.RUNTIME_METRIC:
+            point.runtime_s = float(s["value"])
+        elif metric == sweep.THROUGHPUT_METRIC:
+            point.throughput = float(s["value"])
+        elif metric == sweep.FAILED_METRIC:
+            point.error = str(md.get("error") or "failed")
+        elif metric == sweep.latency_metric(md.get("op", ""), "p99"):
+            point.p99_ms[md["op"]] = float(s["value"])
+    return out
+
+
+def perftables_rows(run: Run) -> dict[str, dict[tuple[int, str], dict]]:
+    """experiment -> (variant_index, variant) -> {column key: value}."""
+    out: dict = {}
+    for experiment, rows in report.group(
+        [s for s in run.samples if _kind(s) == "perftables"]
+    ).items():
+        for (_, idx, variant), row in rows.items():
+            out.setdefault(experiment, {})[(idx, variant)] = row
+    return out
+
+
+def throughput_key(experiment: str, rows: Sequence[dict], catalog: Mapping) -> str | None:
+    """The experiment's throughput column: the first of its Performance table, else the first
+    the samples have."""
+    e = catalog.get(experiment)
+    columns = list((e.tables.get("performance") if e else None) or []) + list(_THROUGHPUT_KEYS)
+    for key in columns:
+        if key in _THROUGHPUT_KEYS and any(key in r for r in rows):
+            return key
+    return None
+
+
+def stress_kpis(run: Run) -> dict[str, dict]:
+    """KPI metric -> {value, metadata}."""
+    return {
+        s["metric"]: {"value": float(s["value"]), "metadata": s["metadata"]}
+        for s in run.samples
+        if _kind(s) == "stress"
+    }

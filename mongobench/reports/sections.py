@@ -1,0 +1,284 @@
+"""The markdown sections of `mongobench compare`: sweep, perftables and stress."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+
+from mongobench.core import pricing as atlas
+from mongobench.core.markdown import NA, fmt, md_table
+from mongobench.core.pricing import INSTANCE_PRICES_AS_OF
+from mongobench.perftables import experiments as exp_mod
+from mongobench.reports.plots import linear_sizes, plot_bars, plot_sweep_metric, plot_sweep_p99
+from mongobench.reports.results import COLUMNS
+from mongobench.reports.runs import (
+    _MISSING,
+    Run,
+    SweepPoint,
+    ops_per_dollar,
+    perftables_rows,
+    stress_kpis,
+    sweep_points,
+    throughput_key,
+)
+from mongobench.stress import search as stress
+from mongobench.sweep import plan as sweep
+
+# ----------------------------------------------------------------------------- report
+
+
+def _sweep_section(runs, plots_dir, ref, plots) -> list[str]:
+    points = {r.label: sweep_points(r) for r in runs}
+    with_sweep = [r for r in runs if points[r.label]]
+    if not with_sweep:
+        return []
+    sizes = sorted({k[1] for pts in points.values() for k in pts})
+    lin = linear_sizes(sizes)
+    out = [
+        "## Dataset-size sweep (YCSB, seed 002)",
+        "",
+        f"Sizes: {', '.join(sweep.size_label(s) for s in sizes)} of 1 KB records; each size is "
+        "rebuilt (drop, load), then read-only, update-only and 50/50 read/update workloads run "
+        "with zipfian keys. † marks a dataset larger than the memory of the machine holding it.",
+        "",
+    ]
+    specs = [
+        ("runtime_s", "runtime (s)", "Runtime", "sweep_runtime"),
+        ("throughput", "throughput (ops/s)", "Throughput", "sweep_throughput"),
+    ]
+    for attr, ylabel, name, stem in specs:
+        for log, xs, kind in ((False, lin, "linear"), (True, sizes, "log")):
+            png = os.path.join(plots_dir, f"{stem}_{kind}.png")
+            scope = (
+                f"sizes {', '.join(f'{x:g}' for x in xs)} MB, linear axes"
+                if not log
+                else "all sizes, log axes"
+            )
+            title = f"{name} vs dataset size ({scope})"
+            plots.append(plot_sweep_metric(with_sweep, points, attr, ylabel, xs, log, title, png))
+            out += [f"![{title}]({ref}/{os.path.basename(png)})", ""]
+    png = plot_sweep_p99(with_sweep, points, sizes, os.path.join(plots_dir, "sweep_p99.png"))
+    if png:
+        plots.append(png)
+        out += [f"![p99 latency per operation]({ref}/{os.path.basename(png)})", ""]
+    priced = [r for r in with_sweep if r.price]
+    for phase in sweep.PHASES:
+        keys = [(phase.name, s) for s in sizes]
+        if not any(k in points[r.label] for r in with_sweep for k in keys):
+            continue
+        ops = sorted({op for r in with_sweep for k in keys for op in _p99_ops(points[r.label], k)})
+        # Figure by figure, the runs side by side.
+        figures = [("Runtime (s)", lambda p: p.runtime_s), ("Throughput (ops/s)", _tput)]
+        figures += [(f"{op} p99 (ms)", _p99(op)) for op in ops]
+        headers = ["Size"] + [f"{r.label} {name}" for name, _ in figures for r in with_sweep]
+        headers += [f"{r.label} ops/$" for r in priced]
+        rows = []
+        for size in sizes:
+            got = {r.label: points[r.label].get((phase.name, size)) for r in with_sweep}
+            over = any(p is not None and p.exceeds_memory for p in got.values())
+            row = [sweep.size_label(size) + (" †" if over else "")]
+            for _name, get in figures:
+                for r in with_sweep:
+                    p = got[r.label]
+                    if p is not None and p.error:
+                        row.append("failed")
+                        continue
+                    value = fmt(get(p or SweepPoint()))
+                    # The throughput cell says which run's dataset did not fit in memory.
+                    mark = " †" if get is _tput and p and p.exceeds_memory and value != NA else ""
+                    row.append(value + mark)
+            for r in priced:
+                p = got[r.label] or SweepPoint()
+                row.append(fmt(ops_per_dollar(p.throughput, r.price), 0))
+            rows.append(row)
+        out += [f"### {phase.title}", "", md_table(headers, rows), ""]
+    errors = [
+        f"- {r.label}: {sweep.size_label(k[1])} {k[0]}: {p.error[:200]}"
+        for r in with_sweep
+        for k, p in sorted(points[r.label].items(), key=lambda kv: (kv[0][1], kv[0][0]))
+        if p.error
+    ]
+    if errors:
+        out += ["Failed phases:", "", *errors, ""]
+    return out
+
+
+def _tput(p: SweepPoint) -> float | None:
+    return p.throughput
+
+
+def _p99(op: str):
+    return lambda p: p.p99_ms.get(op)
+
+
+def _p99_ops(pts: Mapping, key) -> list[str]:
+    p = pts.get(key)
+    return list(p.p99_ms) if p else []
+
+
+def _perftables_section(runs, plots_dir, ref, plots, catalog) -> list[str]:
+    rows_by_run = {r.label: perftables_rows(r) for r in runs}
+    experiments = [e for e in catalog if any(e in rows_by_run[r.label] for r in runs)]
+    experiments += sorted(
+        {e for rr in rows_by_run.values() for e in rr} - set(experiments)
+    )  # experiments the catalog does not know still get their figures
+    if not experiments:
+        return []
+    priced = [r for r in runs if r.price]
+    out = [
+        "## Performance Tables KPIs",
+        "",
+        "Per experiment and variant: the experiment's throughput figure, one column per run.",
+        "",
+    ]
+    for name in experiments:
+        in_runs = [r for r in runs if name in rows_by_run[r.label]]
+        all_rows = [row for r in in_runs for row in rows_by_run[r.label][name].values()]
+        key = throughput_key(name, all_rows, catalog)
+        if key is None:
+            continue
+        col = COLUMNS[key]
+        variants = sorted({v for r in in_runs for v in rows_by_run[r.label][name]})
+        title = catalog[name].title if name in catalog else name
+        headers = ["Variant"] + [f"{r.label} ({col.header})" for r in in_runs]
+        headers += [f"{r.label} ops/$" for r in priced if r in in_runs]
+        rows = []
+        series: dict[str, list[float | None]] = {r.label: [] for r in in_runs}
+        for v in variants:
+            row = [v[1]]
+            for r in in_runs:
+                value = rows_by_run[r.label][name].get(v, {}).get(key)
+                series[r.label].append(value)
+                row.append(fmt(value, col.digits))
+            for r in priced:
+                if r in in_runs:
+                    value = rows_by_run[r.label][name].get(v, {}).get(key)
+                    row.append(fmt(ops_per_dollar(value, r.price), 0))
+            rows.append(row)
+        out += [f"### {title}", "", md_table(headers, rows), ""]
+        png = os.path.join(plots_dir, f"perftables_{name}.png")
+        plots.append(
+            plot_bars(f"{title}: {col.header}", [v[1] for v in variants], series, col.header, png)
+        )
+        out += [f"![{title}]({ref}/{os.path.basename(png)})", ""]
+    return out
+
+
+def _stress_section(runs, plots_dir, ref, plots) -> list[str]:
+    kpis = {r.label: stress_kpis(r) for r in runs}
+    if not any(kpis.values()):
+        return []
+
+    def value(label, metric):
+        k = kpis[label].get(metric)
+        return None if k is None else k["value"]
+
+    def meta(label, metric, key):
+        k = kpis[label].get(metric)
+        v = None if k is None else k["metadata"].get(key)
+        try:
+            return None if v is None or str(v).lower() in _MISSING else float(v)
+        except ValueError:
+            return None
+
+    def sla_cell(label):
+        k = kpis[label].get(stress.SLA_METRIC)
+        if k is None:
+            return NA
+        if k["metadata"].get("reason") and k["value"] == 0:
+            return "none within SLA"
+        return fmt(k["value"], 0)
+
+    labels = [r.label for r in runs]
+    rows = [
+        ["Maximum Throughput (ops/s)"] + [fmt(value(x, stress.MAX_METRIC), 0) for x in labels],
+        ["Maximum Throughput for Latency SLA (ops/s)"] + [sla_cell(x) for x in labels],
+        ["Read p99 at maximum (ms)"]
+        + [fmt(meta(x, stress.MAX_METRIC, "p99_read_latency_ms")) for x in labels],
+        ["Instances at maximum"]
+        + [fmt(meta(x, stress.MAX_METRIC, "instances"), 0) for x in labels],
+        ["Price ($/h)"] + [fmt(r.price, 4) for r in runs],
+        ["Maximum Throughput per dollar (ops/$)"]
+        + [fmt(ops_per_dollar(value(r.label, stress.MAX_METRIC), r.price), 0) for r in runs],
+    ]
+    out = ["## Stress KPIs (mongodb_stress)", "", md_table(["KPI", *labels], rows), ""]
+    png = os.path.join(plots_dir, "stress_kpis.png")
+    sla = [sla_cell(x) for x in labels]
+    series = {
+        stress.MAX_METRIC: [value(x, stress.MAX_METRIC) for x in labels],
+        stress.SLA_METRIC: [
+            None if c == "none within SLA" else value(x, stress.SLA_METRIC)
+            for x, c in zip(labels, sla, strict=True)
+        ],
+    }
+    texts = {stress.SLA_METRIC: [c if c == "none within SLA" else None for c in sla]}
+    plots.append(plot_bars("mongodb_stress KPIs", labels, series, "ops/s", png, texts))
+    out += [f"![mongodb_stress KPIs]({ref}/{os.path.basename(png)})", ""]
+    return out
+
+
+def render(
+    runs: Sequence[Run],
+    plots_dir: str,
+    plots_ref: str | None = None,
+    title: str = "MongoDB benchmark comparison",
+    catalog: Mapping | None = None,
+) -> tuple[str, list[str]]:
+    """(markdown, PNG paths written). Images are linked as `plots_ref/<name>.png`."""
+    catalog = catalog if catalog is not None else exp_mod.load()
+    os.makedirs(plots_dir, exist_ok=True)
+    ref = plots_ref if plots_ref is not None else os.path.basename(plots_dir.rstrip("/"))
+    plots: list[str] = []
+    head = [
+        f"# {title}",
+        "",
+        md_table(
+            [
+                "Run",
+                "File",
+                "run_uri",
+                "Samples of",
+                "Machine type",
+                "Disk type",
+                "Atlas tier",
+                "$/h",
+                "Price source",
+            ],
+            [
+                [
+                    r.label,
+                    os.path.basename(r.path),
+                    r.run_uri or NA,
+                    ", ".join(r.benchmarks) or NA,
+                    r.machine_type or NA,
+                    r.disk_type or NA,
+                    r.tier or NA,
+                    fmt(r.price, 4),
+                    r.price_source or NA,
+                ]
+                for r in runs
+            ],
+            align=":--",
+        ),
+        "",
+    ]
+    body = (
+        _sweep_section(runs, plots_dir, ref, plots)
+        + _perftables_section(runs, plots_dir, ref, plots, catalog)
+        + _stress_section(runs, plots_dir, ref, plots)
+    )
+    if not body:
+        body = ["No sweep, Performance Tables or stress samples found.", ""]
+    notes = [
+        "## Notes",
+        "",
+        "- n/a: the run has no sample for that figure (missing, not zero).",
+        "- ops/$ = throughput (ops/s) x 3600 / price ($/h): operations one dollar of the "
+        "priced machine buys at that rate. It covers only what the price names (the labelled "
+        "machine or Atlas tier), not client VMs, disks or traffic.",
+        f"- Built-in instance prices: on-demand Linux list prices, {INSTANCE_PRICES_AS_OF}; "
+        f"Atlas tiers: {atlas.PRICES_AS_OF}, {atlas.PRICES_SOURCE}. Prefer --price with "
+        "your own rates.",
+        "",
+    ]
+    return "\n".join(head + body + notes), plots

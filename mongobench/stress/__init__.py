@@ -1,0 +1,1 @@
+"""mongodb_stress: sizing, placement, steps and the search for peak throughput."""

@@ -1,0 +1,176 @@
+"""The search for peak throughput: the next step, and the KPIs of the steps run."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from mongobench.stress.steps import TARGET_PER_PROCESS, StepResult
+
+READ_P99_SLA_MS = 3.0
+SEARCHES = ("linear", "bounded")
+
+MAX_METRIC = "Maximum Throughput"
+SLA_METRIC = "Maximum Throughput for Latency SLA"
+THROUGHPUT_UNIT = "ops/sec"
+
+
+# ----------------------------------------------------------------------------- search
+
+
+def anchor_should_stop(throughputs: Sequence[float], min_steps: int = 3) -> bool:
+    """The anchor's rule: after at least `min_steps` steps, stop when the best so far is
+    strictly greater than both of the last two."""
+    if len(throughputs) < min_steps:
+        return False
+    best = max(throughputs)
+    return best > throughputs[-1] and best > throughputs[-2]
+
+
+def next_step(
+    history: Sequence[StepResult],
+    max_instances: int,
+    *,
+    search: str = "linear",
+    min_instances: int = 1,
+    target_per_process: float | None = TARGET_PER_PROCESS,
+    sla_ms: float = READ_P99_SLA_MS,
+    tolerance: float = 0.02,
+    first_step: int = 2,
+) -> int | None:
+    """Instance count of the next step, or None when the search is over.
+
+    "linear" is the anchor's schedule: min_instances, +1, ... until anchor_should_stop or
+    max_instances. "bounded" skips only steps that provably cannot change a KPI: n YCSB
+    processes with a per-process target cannot exceed n x target (x (1 + tolerance)). It
+    starts at `first_step` and doubles n while every step delivered its offered load (so no
+    smaller step can be the best), then measures, lowest first, every step up to two above
+    the best that could still beat the best, and then those that could beat the best step
+    within the SLA. Its KPIs equal the linear search's on the same measurements unless the
+    linear search stopped before the peak (then they are higher); on the simulated curves of
+    the tests without noise it never needs more steps.
+    Without a target (unthrottled YCSB) there is no bound and it falls back to "linear".
+    """
+    if search not in SEARCHES:
+        raise ValueError(f"search must be one of {SEARCHES}, got {search!r}")
+    if max_instances < min_instances:
+        raise ValueError(f"max_instances {max_instances} < min_instances {min_instances}")
+    if search == "linear" or not target_per_process:
+        if not history:
+            return min_instances
+        last = history[-1].instances
+        if anchor_should_stop([r.throughput for r in history]) or last >= max_instances:
+            return None
+        return last + 1
+
+    if not history:
+        return min(max(min_instances, first_step), max_instances)
+    thr = {r.instances: r.throughput for r in history}
+    p99 = {r.instances: r.read_p99_ms for r in history}
+    measured = sorted(thr)
+    bound = target_per_process * (1.0 + tolerance)
+
+    if all(thr[n] >= (1.0 - tolerance) * n * target_per_process for n in measured):
+        if measured[-1] < max_instances:  # still unsaturated: nothing below can be the peak
+            return min(2 * measured[-1], max_instances)
+
+    best = max(thr.values())
+    peak_hi = max(n for n in measured if thr[n] == best)
+    # The linear walk would stop two steps above the peak; below that, measure every step
+    # that could still beat the best, lowest first (it raises the best fastest on the way up).
+    stop = min(max_instances, peak_hi + 2)
+    todo = [
+        m
+        for m in range(min_instances, stop + 1)
+        if m not in thr and (m > peak_hi or m * bound > best)
+    ]
+    if todo:
+        return todo[0]
+    within = [thr[n] for n in measured if p99[n] is not None and p99[n] <= sla_ms]
+    sla_best = max(within, default=0.0)
+    todo = [m for m in range(min_instances, stop + 1) if m not in thr and m * bound > sla_best]
+    return todo[0] if todo else None
+
+
+# ----------------------------------------------------------------------------- KPIs
+
+
+@dataclass(frozen=True)
+class Kpi:
+    metric: str
+    value: float
+    unit: str
+    metadata: dict
+
+
+def _best(results: Sequence[StepResult]) -> StepResult:
+    # Ties go to the fewer instances, as the anchor's strict comparison did.
+    return min(results, key=lambda r: (-r.throughput, r.instances))
+
+
+def select_kpis(
+    history: Sequence[StepResult],
+    *,
+    sla_ms: float = READ_P99_SLA_MS,
+    mongodb_version: str | None = None,
+    max_instances: int | None = None,
+    metadata: Mapping | None = None,
+) -> list[Kpi]:
+    """`Maximum Throughput` (best step) and `Maximum Throughput for Latency SLA` (best step
+    whose read p99 <= sla_ms; 0 with a reason when none)."""
+    if not history:
+        raise ValueError("no steps were measured")
+    common = dict(metadata or {})
+    common.update(
+        {
+            "mongodb_version": mongodb_version,
+            "read_p99_sla_ms": sla_ms,
+            "steps_run": len(history),
+            "instances_tried": [r.instances for r in history],
+            "max_instances": max_instances,
+        }
+    )
+    order = {id(r): k + 1 for k, r in enumerate(history)}
+
+    def describe(r: StepResult) -> dict:
+        return {**common, **r.metadata(), "step": order[id(r)]}
+
+    best = _best(history)
+    top_meta = describe(best)
+    largest = max(r.instances for r in history)
+    if best.instances == largest:
+        limit = " (the instance limit)" if max_instances == largest else ""
+        top_meta["warning"] = (
+            f"maximum throughput was at the largest instance count tried, {largest}{limit}; "
+            "the server may have more capacity"
+        )
+    kpis = [Kpi(MAX_METRIC, best.throughput, THROUGHPUT_UNIT, top_meta)]
+
+    ok = [r for r in history if r.read_p99_ms is not None and r.read_p99_ms <= sla_ms]
+    if ok:
+        within = _best(ok)
+        kpis.append(Kpi(SLA_METRIC, within.throughput, THROUGHPUT_UNIT, describe(within)))
+    else:
+        lowest = min(
+            history, key=lambda r: r.read_p99_ms if r.read_p99_ms is not None else math.inf
+        )
+        reason = (
+            f"no step met read p99 <= {sla_ms:g} ms; the lowest read p99 was "
+            f"{lowest.read_p99_ms:g} ms with {lowest.instances} instance(s)"
+        )
+        kpis.append(Kpi(SLA_METRIC, 0.0, THROUGHPUT_UNIT, {**common, "reason": reason}))
+    return kpis
+
+
+def step_kpis(history: Sequence[StepResult], metadata: Mapping | None = None) -> list[Kpi]:
+    """Per-step samples: throughput and read/update p99 of every step."""
+    out = []
+    for k, r in enumerate(history, 1):
+        meta = {**(metadata or {}), **r.metadata(), "step": k}
+        out.append(Kpi("Step Throughput", r.throughput, THROUGHPUT_UNIT, meta))
+        if r.read_p99_ms is not None:
+            out.append(Kpi("Step Read p99 Latency", r.read_p99_ms, "ms", meta))
+        if r.update_p99_ms is not None:
+            out.append(Kpi("Step Update p99 Latency", r.update_p99_ms, "ms", meta))
+    return out

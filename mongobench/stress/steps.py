@@ -1,0 +1,299 @@
+"""One stress step: YCSB processes and properties, and the result merged from their outputs."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from mongobench.deploy.mongod import FIRST_PORT, instance_port
+from mongobench.ycsb import merge, parse, properties
+
+TARGET_PER_PROCESS = 25_000  # ops/s offered by each YCSB process
+RUN_THREADS = 10
+LOAD_THREADS = 30
+
+
+class StepError(RuntimeError):
+    """A step whose measurement cannot be trusted: failed YCSB process, missing p99, dead mongod."""
+
+
+# ----------------------------------------------------------------------------- step plans
+
+
+@dataclass(frozen=True)
+class YcsbProcess:
+    """One YCSB process: its instance, the client VM (index) that runs it, its key range and
+    its file stem (`<stem>.properties`, `.out`, `.err`, `<stem>-<OP>.hdr`), unique per run."""
+
+    phase: str  # "load" or "run"
+    instance: int
+    client: int
+    host: str
+    port: int
+    insertstart: int
+    insertcount: int
+    recordcount: int
+    stem: str
+
+    def uri(self, options: str = "") -> str:
+        return f"mongodb://{self.host}:{self.port}/ycsb" + (f"?{options}" if options else "")
+
+
+def _url(proc: YcsbProcess, url: str | None, urlfile: str | None, tls_ca_file: str | None):
+    """The process's own URI unless one is given; tls=true with a CA (the binding then trusts
+    that CA only and checks that the certificate names proc.host)."""
+    if url or urlfile:
+        return url
+    return proc.uri("tls=true" if tls_ca_file else "")
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    step: int  # = number of instances and of YCSB run processes
+    instances: tuple[int, ...]
+    load: tuple[YcsbProcess, ...]  # instances not loaded yet, loaded in parallel before the step
+    run: tuple[YcsbProcess, ...]
+
+    @property
+    def clients_used(self) -> int:
+        return len({p.client for p in self.run})
+
+
+def _process(phase, instance, client, hosts, records, first_port, stem) -> YcsbProcess:
+    return YcsbProcess(
+        phase=phase,
+        instance=instance,
+        client=client,
+        host=hosts[instance % len(hosts)],
+        port=instance_port(instance, first_port),
+        insertstart=instance * records,
+        insertcount=records,
+        recordcount=(instance + 1) * records,
+        stem=stem,
+    )
+
+
+def plan_step(
+    n: int,
+    *,
+    loaded: Collection[int],
+    clients: int,
+    records: int,
+    hosts: Sequence[str],
+    first_port: int = FIRST_PORT,
+) -> StepPlan:
+    """Step n: instances 0..n-1, each driven by its own YCSB process; process i runs on client
+    VM i mod `clients`. Instances missing from `loaded` get a load process first (spread over
+    the clients the same way). `hosts` are the server's addresses (several NICs: instance i
+    is reached on hosts[i mod len])."""
+    if n < 1 or clients < 1 or records < 1 or not hosts:
+        raise ValueError("need n >= 1, clients >= 1, records >= 1 and at least one host")
+    todo = [i for i in range(n) if i not in set(loaded)]
+    loads = tuple(
+        _process("load", i, j % clients, hosts, records, first_port, f"load-i{i:03d}")
+        for j, i in enumerate(todo)
+    )
+    runs = tuple(
+        _process("run", i, i % clients, hosts, records, first_port, f"step{n:03d}-i{i:03d}")
+        for i in range(n)
+    )
+    return StepPlan(step=n, instances=tuple(range(n)), load=loads, run=runs)
+
+
+def run_properties(
+    proc: YcsbProcess,
+    *,
+    directory: str,
+    duration_s: int,
+    target: float | None = TARGET_PER_PROCESS,
+    threads: int = RUN_THREADS,
+    url: str | None = None,
+    urlfile: str | None = None,
+    histograms: bool = False,
+    tls_ca_file: str | None = None,
+    extra: Mapping | None = None,
+) -> str:
+    """90 % read / 10 % update, zipfian, 1 KB records, on the process's own key range, ended
+    by `duration_s`. With `histograms`, HdrHistogram logs go to `<directory>/<stem>-<OP>.hdr`
+    (step_result then merges them exactly); that needs HdrHistogram >= 2.1.10 on the YCSB
+    classpath: YCSB 0.17's 2.1.4 needs JAXB, absent from Java 11+, and the run fails.
+    With `tls_ca_file` (the CA certificate on the client VM) the process connects with TLS."""
+    return properties.workload_properties(
+        recordcount=proc.recordcount,
+        insertstart=proc.insertstart,
+        insertcount=proc.insertcount,
+        operationcount=properties.MAX_OPERATION_COUNT,
+        readproportion=0.9,
+        updateproportion=0.1,
+        requestdistribution="zipfian",
+        target=target,
+        threadcount=threads,
+        maxexecutiontime=duration_s,
+        url=_url(proc, url, urlfile, tls_ca_file),
+        urlfile=urlfile,
+        histogram_prefix=f"{directory.rstrip('/')}/{proc.stem}-" if histograms else None,
+        tls_ca_file=tls_ca_file,
+        extra=extra,
+    )
+
+
+def load_properties(
+    proc: YcsbProcess,
+    *,
+    threads: int = LOAD_THREADS,
+    batchsize: int | None = None,
+    url: str | None = None,
+    urlfile: str | None = None,
+    tls_ca_file: str | None = None,
+    extra: Mapping | None = None,
+) -> str:
+    """Inserts the instance's key range [insertstart, insertstart + records), unthrottled
+    (with TLS when `tls_ca_file` is given, as run_properties)."""
+    return properties.workload_properties(
+        recordcount=proc.recordcount,
+        insertstart=proc.insertstart,
+        insertcount=proc.insertcount,
+        operationcount=proc.insertcount,
+        threadcount=threads,
+        batchsize=batchsize,
+        url=_url(proc, url, urlfile, tls_ca_file),
+        urlfile=urlfile,
+        tls_ca_file=tls_ca_file,
+        extra=extra,
+    )
+
+
+# ----------------------------------------------------------------------------- step results
+
+
+@dataclass(frozen=True)
+class ProcessOutput:
+    """What one YCSB run process left: exit code, stdout+stderr, optional `.hdr` logs by op."""
+
+    instance: int
+    client: int
+    returncode: int | None
+    output: str
+    histograms: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StepResult:
+    instances: int
+    throughput: float  # ops/s, summed over processes
+    read_p99_ms: float | None
+    update_p99_ms: float | None = None
+    clients: int = 1
+    processes: int = 1
+    operations: int = 0
+    p99_source: str = ""
+    process_throughputs: tuple[float, ...] = ()
+
+    def metadata(self) -> dict:
+        return {
+            "instances": self.instances,
+            "clients": self.clients,
+            "ycsb_processes": self.processes,
+            "operations": self.operations,
+            "p99_read_latency_ms": self.read_p99_ms,
+            "p99_update_latency_ms": self.update_p99_ms,
+            "p99_source": self.p99_source,
+        }
+
+
+def _merged_p99(outputs: Sequence[ProcessOutput], op: str) -> float | None:
+    texts = [o.histograms[op] for o in outputs if op in o.histograms]
+    if len(texts) != len(outputs):
+        return None
+    try:
+        return merge.histogram_percentile_ms(merge.merge_histogram_logs(texts), 99.0)
+    except ValueError:  # damaged log: fall back to the printed per-process values
+        return None
+
+
+def step_result(
+    n: int,
+    outputs: Sequence[ProcessOutput],
+    *,
+    dead_instances: Mapping[int, str] | Collection[int] = (),
+    required_ops: Sequence[str] = ("READ", "UPDATE"),
+    first_port: int = FIRST_PORT,
+) -> StepResult:
+    """Combines the step's YCSB outputs; raises StepError naming the process or instance.
+
+    Throughput is the sum over processes. p99 per op is exact over all processes when every
+    process supplied its histogram log for that op, otherwise the largest per-process p99 (an
+    upper bound; `p99_source` says which). NOT_FOUND reads mean an instance lacks its data.
+    """
+    if dead_instances:
+        detail = dead_instances if isinstance(dead_instances, Mapping) else {}
+        names = ", ".join(
+            f"{i} (port {instance_port(i, first_port)}{': ' + detail[i] if i in detail else ''})"
+            for i in sorted(dead_instances)
+        )
+        raise StepError(f"step {n}: mongod instance(s) not running after the step: {names}")
+    if sorted(o.instance for o in outputs) != list(range(n)):
+        got = sorted(o.instance for o in outputs)
+        raise StepError(f"step {n}: expected one YCSB output per instance 0..{n - 1}, got {got}")
+    parsed = []
+    for o in outputs:
+        where = f"step {n}: YCSB process for instance {o.instance} on client {o.client}"
+        if o.returncode != 0:
+            tail = "\n".join(o.output.strip().splitlines()[-5:])
+            raise StepError(f"{where} exited with {o.returncode}; output ends:\n{tail}")
+        try:
+            res = parse.parse_output(o.output, required_ops=required_ops)
+        except parse.YcsbError as exc:
+            raise StepError(f"{where}: {exc}") from exc
+        if res.not_found:
+            raise StepError(
+                f"{where}: {res.not_found} operations found no document; instance "
+                f"{o.instance} lacks (part of) its data"
+            )
+        parsed.append(res)
+
+    def p99(op: str) -> tuple[float | None, str]:
+        merged = _merged_p99(outputs, op)
+        if merged is not None:
+            return merged, "merged histograms"
+        values = [r.p99_ms(op) for r in parsed]
+        if any(v is None for v in values):
+            return None, "missing"
+        return max(values), "max over processes"
+
+    read, source = p99("READ")
+    update = p99("UPDATE")[0] if all("UPDATE" in r.ops for r in parsed) else None
+    if read is None:
+        raise StepError(f"step {n}: no READ p99 latency in the YCSB outputs")
+    return StepResult(
+        instances=n,
+        throughput=sum(r.throughput for r in parsed),
+        read_p99_ms=read,
+        update_p99_ms=update,
+        clients=len({o.client for o in outputs}),
+        processes=len(outputs),
+        operations=sum(r.operations for r in parsed),
+        p99_source=source,
+        process_throughputs=tuple(r.throughput for r in parsed),
+    )
+
+
+def load_result(proc: YcsbProcess, returncode: int | None, output: str) -> parse.YcsbResult:
+    """Checks one load process: exit status 0, no failure in its output, and exactly its key
+    range inserted (a short load would make later reads NOT_FOUND). Raises StepError."""
+    last = proc.insertstart + proc.insertcount - 1
+    where = (
+        f"loading instance {proc.instance} (port {proc.port}, keys {proc.insertstart}..{last}) "
+        f"from client {proc.client}"
+    )
+    if returncode != 0:
+        tail = "\n".join(output.strip().splitlines()[-5:])
+        raise StepError(f"{where}: YCSB exited with {returncode}; output ends:\n{tail}")
+    try:
+        res = parse.parse_output(output, required_ops=["INSERT"], required_percentiles=())
+    except parse.YcsbError as exc:
+        raise StepError(f"{where}: {exc}") from exc
+    done = res.ops["INSERT"].operations
+    if done != proc.insertcount:
+        raise StepError(f"{where}: {done} records inserted, expected {proc.insertcount}")
+    return res

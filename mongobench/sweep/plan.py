@@ -1,0 +1,279 @@
+"""YCSB dataset-size sweep (seed 002): one collection rebuilt and measured at growing sizes.
+
+For each dataset size (MB of 1 KB records: 10 fields x 100 B, so 1 MB = 1,000 records) the
+collection is dropped, loaded with YCSB, then read-only, update-only and 50/50 read/update
+workloads run over it (zipfian keys, operation count = record count unless overridden). Every
+size and phase yields samples: runtime, throughput, and average/p95/p99 latency per operation.
+Sizes larger than the memory of the machine holding the data are allowed; their samples say so
+(``exceeds_memory``).
+
+Pure planning and sample functions (no PKB imports), plus `run_sweep`, a local runner that
+starts our YCSB client as subprocesses (the engine CLI and the integration test use it; the PKB
+module runs the same property files on client VMs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from mongobench.core import split as stress
+from mongobench.core.units import MB, MiB
+from mongobench.ycsb import properties as ycsb
+from mongobench.ycsb.properties import FIELD_COUNT, FIELD_LENGTH
+
+BENCHMARK_NAME = "mongodb_ycsb_sweep"
+DEFAULT_SIZES_MB = (1, 2, 3, 10, 100, 1000, 10000)
+RECORD_BYTES = FIELD_COUNT * FIELD_LENGTH  # "1 KB" records, as in the seed
+RECORDS_PER_MB = 1_000_000 // RECORD_BYTES  # the seed: 1,000 records ~ 1 MB
+DEFAULT_TABLE = "usertable"
+DEFAULT_DATABASE = "ycsb"  # our binding's database when the URI names none (or admin)
+DISTRIBUTION = "zipfian"
+
+RUNTIME_METRIC = "Runtime"
+THROUGHPUT_METRIC = "Throughput"
+FAILED_METRIC = "Phase Failed"
+LATENCY_STATS = (("Average", None), ("p95", 95.0), ("p99", 99.0))
+
+
+class SweepError(ValueError):
+    """A bad size list, phase name or option."""
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    title: str
+    ycsb_phase: str  # "load" or "run"
+    read: float
+    update: float
+    insert: float
+    ops: tuple[str, ...]  # operations the phase must report
+
+
+PHASES = (
+    Phase("load", "Load", "load", 0.0, 0.0, 1.0, ("INSERT",)),
+    Phase("read_only", "Read-only", "run", 1.0, 0.0, 0.0, ("READ",)),
+    Phase("update_only", "Update-only", "run", 0.0, 1.0, 0.0, ("UPDATE",)),
+    Phase("read_update", "50/50 read/update", "run", 0.5, 0.5, 0.0, ("READ", "UPDATE")),
+)
+PHASES_BY_NAME = {p.name: p for p in PHASES}
+
+
+def latency_metric(op: str, stat: str) -> str:
+    """``READ p99 Latency``, ``UPDATE Average Latency``, ..."""
+    return f"{op} {stat} Latency"
+
+
+def size_label(size_mb: float) -> str:
+    return f"{size_mb / 1000:g} GB" if size_mb >= 1000 else f"{size_mb:g} MB"
+
+
+def parse_sizes(value: str | Iterable[float] | None) -> list[float]:
+    """``"1,2,3"`` (MB) -> [1.0, 2.0, 3.0]; None -> the seed's sizes. An empty value is
+    an error, not the default sweep (which loads up to 10 GB)."""
+    if value is None:
+        return [float(s) for s in DEFAULT_SIZES_MB]
+    items = value.split(",") if isinstance(value, str) else list(value)
+    out = []
+    for item in items:
+        if isinstance(item, str):
+            item = item.strip()
+            if not item:
+                continue
+        try:
+            size = float(item)
+        except (TypeError, ValueError):
+            raise SweepError(f"dataset size must be a number of MB, not {item!r}") from None
+        if not size > 0 or size != size or size == float("inf"):
+            raise SweepError(f"dataset size must be > 0 MB, not {item!r}")
+        if round(size * RECORDS_PER_MB) < 1:
+            raise SweepError(f"dataset size {size:g} MB is less than one 1 KB record")
+        out.append(size)
+    if not out:
+        raise SweepError("no dataset sizes given")
+    if len(set(out)) != len(out):
+        raise SweepError(f"dataset sizes repeat: {value}")
+    return out
+
+
+def parse_phases(value: str | Iterable[str] | None) -> list[Phase]:
+    """Phase names (``load`` is always first and required for the runs)."""
+    if value is None or value == "" or value == [] or value == "all" or value == ["all"]:
+        return list(PHASES)
+    names = [v.strip() for v in value.split(",")] if isinstance(value, str) else list(value)
+    names = [n for n in names if n]
+    unknown = [n for n in names if n not in PHASES_BY_NAME]
+    if unknown:
+        raise SweepError(
+            f"unknown phase(s) {', '.join(unknown)}; phases: {', '.join(PHASES_BY_NAME)}"
+        )
+    if "load" not in names:
+        raise SweepError("the load phase is needed: every size is rebuilt before it is measured")
+    return [p for p in PHASES if p.name in names]
+
+
+@dataclass(frozen=True)
+class SizeStep:
+    """One dataset size of the sweep."""
+
+    size_mb: float
+    records: int
+    operations: int  # operationcount of the run phases
+    memory_bytes: int | None = None
+    memory_source: str | None = None
+
+    @property
+    def dataset_bytes(self) -> int:
+        return self.records * RECORD_BYTES
+
+    @property
+    def exceeds_memory(self) -> bool | None:
+        """True when the records alone are larger than the memory; None when it is unknown."""
+        if not self.memory_bytes:
+            return None
+        return self.dataset_bytes > self.memory_bytes
+
+    @property
+    def label(self) -> str:
+        return size_label(self.size_mb)
+
+    def metadata(self) -> dict:
+        md = {
+            "size_mb": self.size_mb,
+            "size_label": self.label,
+            "records": self.records,
+            "operation_count": self.operations,
+            "record_bytes": RECORD_BYTES,
+            "dataset_mb": round(self.dataset_bytes / MB, 3),
+        }
+        if self.memory_bytes:
+            md["exceeds_memory"] = self.exceeds_memory
+            md["memory_mb"] = round(self.memory_bytes / MiB)
+            md["memory_source"] = self.memory_source or "given"
+        else:
+            md["memory_source"] = "unknown"
+        return md
+
+
+def plan(
+    sizes_mb: Iterable[float] | str | None = None,
+    *,
+    operation_count: int | None = None,
+    memory_bytes: int | None = None,
+    memory_source: str | None = None,
+) -> list[SizeStep]:
+    """The sweep's sizes, smallest first: records = size x 1,000, operations = records unless
+    `operation_count` fixes them for every size."""
+    if operation_count is not None and not 0 < operation_count <= ycsb.MAX_OPERATION_COUNT:
+        raise SweepError(f"operation count must be in 1..{ycsb.MAX_OPERATION_COUNT}")
+    steps = []
+    for size in sorted(parse_sizes(sizes_mb)):
+        records = int(round(size * RECORDS_PER_MB))
+        if records > ycsb.MAX_OPERATION_COUNT:
+            raise SweepError(f"{size:g} MB is more records than YCSB can count")
+        steps.append(
+            SizeStep(
+                size_mb=size,
+                records=records,
+                operations=operation_count or records,
+                memory_bytes=int(memory_bytes) if memory_bytes else None,
+                memory_source=memory_source,
+            )
+        )
+    return steps
+
+
+def phase_properties(
+    step: SizeStep,
+    phase: Phase,
+    *,
+    urlfile: str | None = None,
+    url: str | None = None,
+    threads: int = 1,
+    distribution: str = DISTRIBUTION,
+    load_batchsize: int | None = None,
+    max_seconds: int | None = None,
+    table: str = DEFAULT_TABLE,
+    percentiles: Sequence[float] = ycsb.DEFAULT_PERCENTILES,
+    insertstart: int | None = None,
+    insertcount: int | None = None,
+    operationcount: int | None = None,
+    histogram_prefix: str | None = None,
+) -> str:
+    """The YCSB property file of one phase at one size (the URI only through `urlfile`).
+
+    One process does it all by default; `insertstart`/`insertcount` give a load process its own
+    key range and `operationcount` a run process its share (see `process_properties`)."""
+    extra = {"table": table} if table != DEFAULT_TABLE else None
+    if operationcount is None:
+        loading = phase.ycsb_phase == "load"
+        operationcount = (insertcount or step.records) if loading else step.operations
+    return ycsb.workload_properties(
+        recordcount=step.records,
+        operationcount=operationcount,
+        insertstart=insertstart,
+        insertcount=insertcount,
+        histogram_prefix=histogram_prefix,
+        readproportion=phase.read,
+        updateproportion=phase.update,
+        insertproportion=phase.insert,
+        requestdistribution=distribution,
+        fieldcount=FIELD_COUNT,
+        fieldlength=FIELD_LENGTH,
+        threadcount=threads,
+        percentiles=percentiles,
+        url=url,
+        urlfile=urlfile,
+        maxexecutiontime=max_seconds,
+        batchsize=load_batchsize if phase.ycsb_phase == "load" else None,
+        extra=extra,
+    )
+
+
+def process_properties(
+    step: SizeStep,
+    phase: Phase,
+    processes: int,
+    *,
+    histogram_prefixes: Sequence[str] | None = None,
+    urlfiles: Sequence[str] | None = None,
+    **kwargs,
+) -> list[str]:
+    """Property files of `processes` YCSB processes (one per client VM) sharing one phase: a
+    load splits the key range, a run splits the operations over all keys. Processes whose
+    share would be empty are left out, so the list may be shorter. With several processes,
+    `histogram_prefixes` (one per process) turn on HdrHistogram logs so percentiles can be
+    merged exactly (`combine`). `urlfiles` (one per process) replaces `urlfile` when the URI
+    file's path differs between client VMs. Empty shares are always the last ones."""
+    if processes < 1:
+        raise SweepError("at least one YCSB process is needed")
+    if processes == 1:
+        prefix = histogram_prefixes[0] if histogram_prefixes else None
+        if urlfiles:
+            kwargs["urlfile"] = urlfiles[0]
+        return [phase_properties(step, phase, histogram_prefix=prefix, **kwargs)]
+    total = step.records if phase.ycsb_phase == "load" else step.operations
+    out, start = [], 0
+    for i, share in enumerate(stress.split_evenly(total, processes)):
+        if share == 0:
+            continue
+        prefix = histogram_prefixes[i] if histogram_prefixes else None
+        if urlfiles:
+            kwargs["urlfile"] = urlfiles[i]
+        if phase.ycsb_phase == "load":
+            props = phase_properties(
+                step,
+                phase,
+                insertstart=start,
+                insertcount=share,
+                histogram_prefix=prefix,
+                **kwargs,
+            )
+        else:
+            props = phase_properties(
+                step, phase, operationcount=share, histogram_prefix=prefix, **kwargs
+            )
+        out.append(props)
+        start += share
+    return out

@@ -1,0 +1,190 @@
+"""Samples, failure samples and the text table of the sweep."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from collections.abc import Iterable, Mapping, Sequence
+
+from mongobench.core.markdown import fixed
+from mongobench.core.samples import sample
+from mongobench.sweep.plan import (
+    BENCHMARK_NAME,
+    FAILED_METRIC,
+    LATENCY_STATS,
+    PHASES,
+    RUNTIME_METRIC,
+    THROUGHPUT_METRIC,
+    Phase,
+    SizeStep,
+    latency_metric,
+)
+from mongobench.ycsb import parse as ycsb
+from mongobench.ycsb.merge import _OPS, combine
+
+
+def phase_metadata(step: SizeStep, phase: Phase, extra: Mapping | None = None) -> dict:
+    md = dict(extra or {})
+    md.update(step.metadata())
+    md.update({"phase": phase.name, "phase_title": phase.title, "ycsb_phase": phase.ycsb_phase})
+    return md
+
+
+def phase_samples(
+    step: SizeStep, phase: Phase, result: ycsb.YcsbResult, metadata: Mapping | None = None
+) -> list[dict]:
+    """Runtime, throughput and average/p95/p99 latency per operation of one phase."""
+    md = phase_metadata(step, phase, metadata)
+    expected = step.records if phase.ycsb_phase == "load" else step.operations
+    md["operations"] = result.operations
+    if result.operations < expected:
+        md["stopped_early"] = True  # maxexecutiontime ended the phase
+    if result.not_found:
+        md["not_found"] = result.not_found
+    missing = []
+    out = [
+        sample(RUNTIME_METRIC, result.runtime_ms / 1000.0, "sec", md),
+        sample(THROUGHPUT_METRIC, result.throughput, "ops/sec", md),
+    ]
+    for op in _OPS:
+        stats = result.ops.get(op)
+        if stats is None or stats.operations == 0:
+            continue
+        op_md = dict(md, op=op, op_count=stats.operations)
+        for stat, p in LATENCY_STATS:
+            if p is None:
+                value = None if stats.average_us is None else stats.average_us / 1000.0
+            else:
+                value = stats.percentile_ms(p)
+            if value is None:
+                missing.append(f"{op} {stat}")
+                continue
+            out.append(sample(latency_metric(op, stat), value, "ms", op_md))
+    if missing:
+        for s in out:
+            s["metadata"]["missing_metrics"] = ",".join(missing)
+    return out
+
+
+def failure_sample(
+    step: SizeStep, phase: Phase, error: str, metadata: Mapping | None = None
+) -> dict:
+    md = phase_metadata(step, phase, metadata)
+    md["error"] = error[:1000]
+    return sample(FAILED_METRIC, 1, "count", md)
+
+
+def skipped_phases(phases: Sequence[Phase], failed: Phase) -> list[Phase]:
+    """Phases that cannot run at a size once `failed` failed there (a failed load: all)."""
+    if failed.ycsb_phase == "load":
+        return [p for p in phases if p is not failed]
+    return []
+
+
+def measure(
+    step: SizeStep, phase: Phase, output: str, metadata: Mapping | None = None
+) -> list[dict]:
+    """Samples of one phase from YCSB's output; a failed phase gives one `Phase Failed`."""
+    return measure_processes(step, phase, [output], metadata)
+
+
+def measure_processes(
+    step: SizeStep,
+    phase: Phase,
+    outputs: Sequence[str],
+    metadata: Mapping | None = None,
+    histograms: Sequence[Mapping[str, str]] | None = None,
+) -> list[dict]:
+    """Samples of one phase run by one or more YCSB processes (their outputs, and optionally
+    their HdrHistogram logs by operation). Any failed process fails the phase: one `Phase
+    Failed` sample naming it, never a partial figure."""
+    results = []
+    for i, text in enumerate(outputs):
+        try:
+            results.append(
+                ycsb.parse_output(text, required_ops=phase.ops, required_percentiles=(99.0,))
+            )
+        except ycsb.YcsbError as e:
+            who = f"YCSB process {i + 1} of {len(outputs)}: " if len(outputs) > 1 else ""
+            return [failure_sample(step, phase, who + str(e), metadata)]
+    if not results:
+        return [failure_sample(step, phase, "no YCSB process ran", metadata)]
+    result, source = combine(results, histograms)
+    md = dict(metadata or {})
+    md["ycsb_processes"] = len(results)
+    if len(results) > 1:
+        md["latency_source"] = source
+    return phase_samples(step, phase, result, md)
+
+
+def failed(samples: Iterable[Mapping]) -> list[Mapping]:
+    return [s for s in samples if s["metric"] == FAILED_METRIC]
+
+
+def table_text(samples: Sequence[Mapping]) -> str:
+    """A markdown table: one row per size and phase (throughput, runtime, p99 per op)."""
+    rows: dict = {}
+    for s in samples:
+        md = s["metadata"]
+        key = (float(md["size_mb"]), [p.name for p in PHASES].index(md["phase"]))
+        row = rows.setdefault(key, {"md": md, "p99": {}})
+        if s["metric"] == THROUGHPUT_METRIC:
+            row["tput"] = s["value"]
+        elif s["metric"] == RUNTIME_METRIC:
+            row["runtime"] = s["value"]
+        elif s["metric"] == FAILED_METRIC:
+            row["error"] = md.get("error", "failed")
+        elif s["metric"].endswith(" p99 Latency"):
+            row["p99"][md["op"]] = s["value"]
+    lines = [
+        "| Size | Records | Phase | Runtime (s) | Throughput (ops/s) | p99 (ms) | > memory |",
+        "| --: | --: | :-- | --: | --: | :-- | :-- |",
+    ]
+    for (_, _), row in sorted(rows.items()):
+        md = row["md"]
+        exceeds = md.get("exceeds_memory")
+        p99 = ", ".join(f"{op} {v:.3f}" for op, v in row["p99"].items()) or "n/a"
+        if "error" in row:
+            p99 = "FAILED: " + str(row["error"])[:80]
+        lines.append(
+            f"| {md['size_label']} | {md['records']} | {md['phase_title']} | "
+            f"{fixed(row.get('runtime'), 3)} | {fixed(row.get('tput'), 1)} | {p99} | "
+            f"{'n/a' if exceeds is None else ('yes' if exceeds else 'no')} |"
+        )
+    return "\n".join(lines)
+
+
+def results_lines(
+    samples: Iterable[Mapping], run_uri: str, test: str = BENCHMARK_NAME
+) -> list[str]:
+    """Samples as PKB results lines (``perfkitbenchmarker_results.json``, metadata as a dict,
+    as PKB writes it with --collapse_labels=False), so `mongobench compare` reads them."""
+    now = time.time()
+    return [
+        json.dumps(
+            {
+                "metric": s["metric"],
+                "value": s["value"],
+                "unit": s["unit"],
+                "metadata": s["metadata"],
+                "test": test,
+                "run_uri": run_uri,
+                "timestamp": now,
+                "product_name": "mongobench",
+            },
+            default=str,
+        )
+        for s in samples
+    ]
+
+
+def write_results(path: str, samples: Sequence[Mapping], run_uri: str) -> None:
+    """Atomically (re)writes the results file: a crash later loses nothing written so far."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
+    with os.fdopen(fd, "w") as f:
+        f.write("".join(line + "\n" for line in results_lines(samples, run_uri)))
+    os.replace(tmp, path)

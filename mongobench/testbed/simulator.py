@@ -1,0 +1,133 @@
+"""A simulated server for the stress search: compares search strategies without a server."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from mongobench.stress.search import READ_P99_SLA_MS, Kpi, next_step, select_kpis
+from mongobench.stress.steps import TARGET_PER_PROCESS, StepResult, plan_step
+
+# ----------------------------------------------------------------------------- simulation
+
+
+@dataclass(frozen=True)
+class SimulatedServer:
+    """A server whose capacity per instance count is known: capacity[n-1] ops/s with n
+    instances; `noise[n-1]` a fixed relative error of that step's measurement."""
+
+    capacity: tuple[float, ...]
+    noise: tuple[float, ...] = ()
+    read_p99_base_ms: float = 0.8
+    read_p99_slope_ms: float = 4.0
+
+    @property
+    def max_instances(self) -> int:
+        return len(self.capacity)
+
+    def measure(self, n: int, target: float) -> StepResult:
+        """A saturated step delivers the capacity (plus noise); an unsaturated one 99.5 % of
+        the offered load, as a throttled YCSB does. p99 grows with utilisation."""
+        offered = n * target
+        eps = self.noise[n - 1] if self.noise else 0.0
+        thr = min(0.995 * offered, self.capacity[n - 1] * (1.0 + eps))
+        util = offered / self.capacity[n - 1]
+        p99 = self.read_p99_base_ms + self.read_p99_slope_ms * util**4
+        return StepResult(n, thr, p99, 1.5 * p99, p99_source="simulated")
+
+
+def peaked_capacity(
+    peak: int, max_instances: int, *, saturation: float = 0.8, target: float = TARGET_PER_PROCESS
+) -> tuple[float, ...]:
+    """Capacity rising to its maximum at `peak` instances, then falling: C(n) = P (n/peak)
+    e^(1 - n/peak), with P = `saturation` x the offered load at the peak."""
+    top = saturation * peak * target
+    return tuple(top * (n / peak) * math.exp(1.0 - n / peak) for n in range(1, max_instances + 1))
+
+
+def noise(max_instances: int, sigma: float, seed: int) -> tuple[float, ...]:
+    rng = random.Random(seed)
+    return tuple(rng.gauss(0.0, sigma) for _ in range(max_instances))
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Wall-time model of a search. Loads are bounded by the server's insert capacity
+    (records/s over all loaders: one data disk takes data and journal writes of every
+    instance), each loader by its own rate."""
+
+    records_per_instance: int = 10_000_000
+    loader_rate: float = 30_000.0
+    load_capacity: float = 30_000.0
+    step_seconds: float = 180.0
+    step_overhead_seconds: float = 60.0  # drop caches, stress-ng, start mongods, JVM warm-up
+    load_overhead_seconds: float = 30.0  # start the instances to load, JVM start
+
+    def load_seconds(self, instances: int) -> float:
+        if instances <= 0:
+            return 0.0
+        rate = min(instances * self.loader_rate, self.load_capacity)
+        return self.load_overhead_seconds + instances * self.records_per_instance / rate
+
+    @property
+    def step_total_seconds(self) -> float:
+        return self.step_seconds + self.step_overhead_seconds
+
+
+@dataclass(frozen=True)
+class SimRun:
+    steps: tuple[int, ...]
+    records_loaded: int
+    load_seconds: float
+    wall_seconds: float
+    kpis: tuple[Kpi, ...]
+
+    @property
+    def peak(self) -> int:
+        return self.kpis[0].metadata["instances"]
+
+    @property
+    def sla_peak(self) -> int | None:
+        return self.kpis[1].metadata.get("instances")
+
+
+def simulate(
+    server: SimulatedServer,
+    *,
+    search: str,
+    cost: CostModel = CostModel(),
+    target: float = TARGET_PER_PROCESS,
+    sla_ms: float = READ_P99_SLA_MS,
+    clients: int = 2,
+    measure: Callable[[int], StepResult] | None = None,
+) -> SimRun:
+    """Runs a search against `server` with the engine's own next_step and plan_step.
+    search "anchor" is the anchor's schedule (linear, every step reloads all its instances);
+    "linear" and "bounded" load each instance once."""
+    measure = measure or (lambda n: server.measure(n, target))
+    algo = "linear" if search == "anchor" else search
+    history: list[StepResult] = []
+    loaded: set[int] = set()
+    records = load_s = wall = 0.0
+    while (
+        n := next_step(
+            history, server.max_instances, search=algo, target_per_process=target, sla_ms=sla_ms
+        )
+    ) is not None:
+        plan = plan_step(
+            n,
+            loaded=() if search == "anchor" else loaded,
+            clients=clients,
+            records=cost.records_per_instance,
+            hosts=("server",),
+        )
+        new = len(plan.load)
+        records += new * cost.records_per_instance
+        load_s += cost.load_seconds(new)
+        wall += cost.load_seconds(new) + cost.step_total_seconds
+        loaded.update(p.instance for p in plan.load)
+        history.append(measure(n))
+    kpis = select_kpis(history, sla_ms=sla_ms, max_instances=server.max_instances)
+    return SimRun(tuple(r.instances for r in history), int(records), load_s, wall, tuple(kpis))

@@ -1,0 +1,1 @@
+"""YCSB: property files and command lines, output parsing, and the merge of several processes' results."""
