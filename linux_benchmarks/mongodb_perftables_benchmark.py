@@ -38,6 +38,7 @@ from perfkitbenchmarker.linux_packages import (
     mongobench_ycsb,
 )
 
+from mongobench.core.samples import failure_sample
 from mongobench.deploy import placement, topology
 from mongobench.deploy.atlas import api, cluster
 from mongobench.perftables import experiments as exp_mod
@@ -530,19 +531,8 @@ def _RunStep(benchmark_spec, step_index, overrides, extra_metadata):
     ]
     failed = results.failed(run)
     for r in failed:
-        out.append(
-            sample.Sample(
-                "Variant Failed",
-                1,
-                "count",
-                dict(
-                    extra_metadata,
-                    experiment=r["experiment"],
-                    variant=r["label"],
-                    error=r["error"][:1000],
-                ),
-            )
-        )
+        md = dict(extra_metadata, experiment=r["experiment"], variant=r["label"])
+        out.append(sample.Sample(**failure_sample("Variant Failed", r["error"], md)))
     expected = sum(len(variants) for _, variants in _Plan())
     if len(run["results"]) < expected:
         failed.append({"experiment": "?", "label": "?", "error": f"run ended early: {last_line}"})

@@ -8,6 +8,7 @@ import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
 
+from mongobench.core import samples as core_samples
 from mongobench.core.markdown import fixed
 from mongobench.core.samples import sample
 from mongobench.sweep.plan import (
@@ -71,9 +72,7 @@ def phase_samples(
 def failure_sample(
     step: SizeStep, phase: Phase, error: str, metadata: Mapping | None = None
 ) -> dict:
-    md = phase_metadata(step, phase, metadata)
-    md["error"] = error[:1000]
-    return sample(FAILED_METRIC, 1, "count", md)
+    return core_samples.failure_sample(FAILED_METRIC, error, phase_metadata(step, phase, metadata))
 
 
 def skipped_phases(phases: Sequence[Phase], failed: Phase) -> list[Phase]:
