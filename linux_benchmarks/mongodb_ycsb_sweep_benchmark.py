@@ -243,6 +243,10 @@ def _RunPhase(clients, state, step, phase, base_md, local_dir):
     return sweep_samples.measure_processes(step, phase, texts, base_md, hists)
 
 
+def _Log(message, problem=False):
+    (logging.error if problem else logging.info)("mongodb_ycsb_sweep: %s", message)
+
+
 def Run(benchmark_spec):
     clients = _Clients(benchmark_spec)
     state = benchmark_spec.mongobench_sweep
@@ -254,47 +258,20 @@ def Run(benchmark_spec):
         memory_source=source,
     )
     phases = plan.parse_phases(_PHASES.value)
-    base_md = {
-        "threads": _THREADS.value,
-        "request_distribution": plan.DISTRIBUTION,
-        "sweep_sizes_mb": ",".join(f"{s.size_mb:g}" for s in steps),
-        "client_vms": len(clients),
-        "table": _TABLE.value,
-    }
+    base_md = sweep_samples.base_metadata(steps, _THREADS.value)
+    base_md.update(client_vms=len(clients), table=_TABLE.value)
     local_dir = os.path.join(vm_util.GetTempDir(), "ycsb-sweep")
-    samples = []
-    for step in steps:
-        try:
-            _Drop(clients[0], state)
-        except (errors.VirtualMachine.RemoteCommandError, ValueError) as e:
-            error = f"could not drop the collection before loading: {str(e)[-500:]}"
-            samples += [sweep_samples.failure_sample(step, p, error, base_md) for p in phases]
-            continue
-        skip = []
-        for phase in phases:
-            if phase in skip:
-                samples.append(
-                    sweep_samples.failure_sample(step, phase, "skipped: the load failed", base_md)
-                )
-                continue
-            logging.info(
-                "mongodb_ycsb_sweep: %s (%d records): %s", step.label, step.records, phase.title
-            )
-            got = _RunPhase(clients, state, step, phase, base_md, local_dir)
-            for s in sweep_samples.failed(got):
-                skip = sweep_samples.skipped_phases(phases, phase)
-                logging.error(
-                    "mongodb_ycsb_sweep: %s %s failed: %s",
-                    step.label,
-                    phase.title,
-                    s["metadata"]["error"],
-                )
-            samples += got
-    if not _KEEP_DATA.value:
-        try:
-            _Drop(clients[0], state)
-        except (errors.VirtualMachine.RemoteCommandError, ValueError) as e:
-            logging.warning("mongodb_ycsb_sweep: final drop failed: %s", e)
+    samples = runner.sweep_steps(
+        steps,
+        phases,
+        base_md,
+        drop=lambda: _Drop(clients[0], state),
+        drop_errors=(errors.VirtualMachine.RemoteCommandError, ValueError),
+        describe_error=lambda e: str(e)[-500:],
+        run_phase=lambda step, phase: _RunPhase(clients, state, step, phase, base_md, local_dir),
+        log=_Log,
+        keep_data=_KEEP_DATA.value,
+    )
     logging.info("mongodb_ycsb_sweep: YCSB outputs kept in %s", local_dir)
     # Cleanup turns failures into a FAILED status after these samples are kept.
     state["failed"] = [

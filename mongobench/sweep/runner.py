@@ -1,4 +1,5 @@
-"""The sweep run locally by the engine: drop, load, phases, YCSB processes."""
+"""The sweep loop (local runner and PKB benchmark) and the sweep run locally by the engine:
+drop, load, phases, YCSB processes."""
 
 from __future__ import annotations
 
@@ -19,14 +20,20 @@ from mongobench.remote import javabuild
 from mongobench.sweep.plan import (
     DEFAULT_DATABASE,
     DEFAULT_TABLE,
-    DISTRIBUTION,
     Phase,
     SizeStep,
     parse_phases,
     phase_properties,
     plan,
 )
-from mongobench.sweep.samples import failed, failure_sample, measure, skipped_phases, write_results
+from mongobench.sweep.samples import (
+    base_metadata,
+    failed,
+    failure_sample,
+    measure,
+    skipped_phases,
+    write_results,
+)
 from mongobench.ycsb import properties as ycsb
 
 # ----------------------------------------------------------------------------- local runner
@@ -165,62 +172,99 @@ def run_sweep(
         memory_source=memory_source,
     )
     run_uri = run_uri or uuid.uuid4().hex[:8]
-    base_md = dict(metadata or {})
-    base_md.update(
-        {"threads": threads, "request_distribution": DISTRIBUTION, "sweep_sizes_mb": _sizes(steps)}
-    )
-    samples: list[dict] = []
+    base_md = base_metadata(steps, threads, metadata)
     timeout = None if not max_seconds else max_seconds + 300
     if raw_dir:
         os.makedirs(raw_dir, exist_ok=True)
+
     with tempfile.TemporaryDirectory(prefix="mongobench-sweep-") as workdir:
-        for step in steps:
-            try:
-                drop_collection(uri, table, connect_timeout_ms)
-            except PyMongoError as e:
-                error = f"could not drop the collection before loading: {redact.text(str(e), uri)}"
-                log(f"sweep: {step.label}: {error}")
-                samples += [failure_sample(step, p, error, base_md) for p in chosen]
-                continue
-            skip: list[Phase] = []
-            for phase in chosen:
-                if phase in skip:
-                    samples.append(failure_sample(step, phase, "skipped: the load failed", base_md))
-                    continue
-                log(f"sweep: {step.label} ({step.records} records): {phase.title}")
-                props = phase_properties(
-                    step,
-                    phase,
-                    urlfile=os.path.abspath(uri_file),
-                    threads=threads,
-                    max_seconds=max_seconds,
-                    load_batchsize=load_batchsize,
-                    table=table,
-                )
-                stem = f"{step.records}-{phase.name}"
-                output = run_ycsb(
-                    props, phase, workdir, stem, classpath=classpath, java=java, timeout=timeout
-                )
-                output = redact.text(output, uri)
-                if raw_dir:
-                    with open(os.path.join(raw_dir, f"{stem}.txt"), "w") as f:
-                        f.write(output)
-                got = measure(step, phase, output, base_md)
-                for s in failed(got):
-                    log(f"sweep: {step.label} {phase.title} FAILED: {s['metadata']['error']}")
-                    skip = skipped_phases(chosen, phase)
-                samples.extend(got)
-                if out:
-                    write_results(out, samples, run_uri)
-        if not keep_data:
-            try:
-                drop_collection(uri, table, connect_timeout_ms)
-            except PyMongoError as e:
-                log(f"sweep: the final drop failed: {redact.text(str(e), uri)}")
+
+        def run_phase(step: SizeStep, phase: Phase) -> list[dict]:
+            props = phase_properties(
+                step,
+                phase,
+                urlfile=os.path.abspath(uri_file),
+                threads=threads,
+                max_seconds=max_seconds,
+                load_batchsize=load_batchsize,
+                table=table,
+            )
+            stem = f"{step.records}-{phase.name}"
+            output = run_ycsb(
+                props, phase, workdir, stem, classpath=classpath, java=java, timeout=timeout
+            )
+            output = redact.text(output, uri)
+            if raw_dir:
+                with open(os.path.join(raw_dir, f"{stem}.txt"), "w") as f:
+                    f.write(output)
+            return measure(step, phase, output, base_md)
+
+        samples = sweep_steps(
+            steps,
+            chosen,
+            base_md,
+            drop=lambda: drop_collection(uri, table, connect_timeout_ms),
+            drop_errors=(PyMongoError,),
+            describe_error=lambda e: redact.text(str(e), uri),
+            run_phase=run_phase,
+            log=lambda message, problem=False: log(f"sweep: {message}"),
+            keep_data=keep_data,
+            after_phase=(lambda got: write_results(out, got, run_uri)) if out else None,
+        )
     if out:
         write_results(out, samples, run_uri)
     return samples
 
 
-def _sizes(steps: Sequence[SizeStep]) -> str:
-    return ",".join(f"{s.size_mb:g}" for s in steps)
+# ----------------------------------------------------------------------------- the sweep loop
+
+
+def sweep_steps(
+    steps: Sequence[SizeStep],
+    phases: Sequence[Phase],
+    metadata: Mapping,
+    *,
+    drop: Callable[[], object],
+    drop_errors: tuple[type[BaseException], ...],
+    describe_error: Callable[[BaseException], str],
+    run_phase: Callable[[SizeStep, Phase], list[dict]],
+    log: Callable[..., None],
+    keep_data: bool,
+    after_phase: Callable[[list[dict]], None] | None = None,
+) -> list[dict]:
+    """The sweep loop of the local runner and of the PKB benchmark.
+
+    Per size: `drop` the collection (on `drop_errors`, every phase of that size fails with
+    the error and the sweep goes on), then `run_phase` each phase; a failed load skips the
+    size's other phases. At the end, `drop` again unless `keep_data`. `log(message,
+    problem=False)` hears each event; `after_phase(samples so far)` follows each phase run.
+    """
+
+    samples: list[dict] = []
+    for step in steps:
+        try:
+            drop()
+        except drop_errors as e:
+            error = f"could not drop the collection before loading: {describe_error(e)}"
+            log(f"{step.label}: {error}", problem=True)
+            samples += [failure_sample(step, p, error, metadata) for p in phases]
+            continue
+        skip: list[Phase] = []
+        for phase in phases:
+            if phase in skip:
+                samples.append(failure_sample(step, phase, "skipped: the load failed", metadata))
+                continue
+            log(f"{step.label} ({step.records} records): {phase.title}")
+            got = run_phase(step, phase)
+            for s in failed(got):
+                log(f"{step.label} {phase.title} FAILED: {s['metadata']['error']}", problem=True)
+                skip = skipped_phases(phases, phase)
+            samples.extend(got)
+            if after_phase is not None:
+                after_phase(samples)
+    if not keep_data:
+        try:
+            drop()
+        except drop_errors as e:
+            log(f"the final drop failed: {describe_error(e)}", problem=True)
+    return samples

@@ -13,6 +13,7 @@ from mongobench.core.markdown import fixed
 from mongobench.core.samples import sample
 from mongobench.sweep.plan import (
     BENCHMARK_NAME,
+    DISTRIBUTION,
     FAILED_METRIC,
     LATENCY_STATS,
     PHASES,
@@ -24,6 +25,16 @@ from mongobench.sweep.plan import (
 )
 from mongobench.ycsb import parse as ycsb
 from mongobench.ycsb.merge import _OPS, combine
+
+
+def base_metadata(steps: Sequence[SizeStep], threads: int, extra: Mapping | None = None) -> dict:
+    """Metadata of every sample of a sweep: `extra` (user keys first), then the sweep's own."""
+    return {
+        **(extra or {}),
+        "threads": threads,
+        "request_distribution": DISTRIBUTION,
+        "sweep_sizes_mb": ",".join(f"{s.size_mb:g}" for s in steps),
+    }
 
 
 def phase_metadata(step: SizeStep, phase: Phase, extra: Mapping | None = None) -> dict:

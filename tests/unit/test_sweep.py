@@ -192,6 +192,71 @@ def test_failed_output_is_one_failure_sample_and_a_failed_load_skips_the_runs():
     assert sweep_samples.skipped_phases(plan.PHASES, PH["read_only"]) == []
 
 
+class _DropFailed(Exception):
+    pass
+
+
+def test_sweep_loop_drop_failure_failed_load_and_final_drop():
+    steps = plan.plan([1, 2, 3])
+    phases = [PH["load"], PH["read_only"]]
+    drops = iter([None, _DropFailed("no primary"), None, _DropFailed("gone")])
+    logs, after, ran = [], [], []
+
+    def drop():
+        if (e := next(drops)) is not None:
+            raise e
+
+    def run_phase(step, phase):
+        ran.append((step.size_mb, phase.name))
+        if step.size_mb == 3:  # its load fails
+            return [sweep_samples.failure_sample(step, phase, "YCSB died", {"k": "v"})]
+        res = _result({"READ": (1, 1.0, {95.0: 1.0, 99.0: 1.0})})
+        return sweep_samples.phase_samples(step, phase, res, {"k": "v"})
+
+    samples = runner.sweep_steps(
+        steps,
+        phases,
+        {"k": "v"},
+        drop=drop,
+        drop_errors=(_DropFailed,),
+        describe_error=lambda e: f"<{e}>",
+        run_phase=run_phase,
+        log=lambda m, problem=False: logs.append((m, problem)),
+        keep_data=False,
+        after_phase=lambda got: after.append(len(got)),
+    )
+    assert ran == [(1, "load"), (1, "read_only"), (3, "load")]
+    failures = [
+        (s["metadata"]["size_mb"], s["metadata"]["phase"], s["metadata"]["error"])
+        for s in sweep_samples.failed(samples)
+    ]
+    assert failures == [
+        (2, "load", "could not drop the collection before loading: <no primary>"),
+        (2, "read_only", "could not drop the collection before loading: <no primary>"),
+        (3, "load", "YCSB died"),
+        (3, "read_only", "skipped: the load failed"),
+    ]
+    assert all(s["metadata"]["k"] == "v" for s in samples)
+    assert len(after) == 3 and after[-1] == len(samples) - 1  # not after the skipped phase
+    assert [m for m, problem in logs if problem] == [
+        "2 MB: could not drop the collection before loading: <no primary>",
+        "3 MB Load FAILED: YCSB died",
+        "the final drop failed: <gone>",
+    ]
+    kept = runner.sweep_steps(
+        steps[:1],
+        phases[:1],
+        {},
+        drop=lambda: ran.append("drop"),
+        drop_errors=(),
+        describe_error=str,
+        run_phase=lambda s, p: [],
+        log=lambda m, problem=False: None,
+        keep_data=True,
+    )
+    assert kept == [] and ran[-1] == "drop" and ran.count("drop") == 1
+
+
 def _result(ops, runtime_ms=1000.0, throughput=100.0):
     stats = {
         name: ycsb.OpStats(name=name, operations=n, average_us=avg, percentiles_us=pct)
