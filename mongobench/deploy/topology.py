@@ -23,6 +23,8 @@ import time
 import urllib.parse
 from dataclasses import dataclass, field
 
+from mongobench.core.poll import PollTimeout, poll_until
+
 # replSetGetStatus member states (members[].state / stateStr)
 PRIMARY, SECONDARY, ARBITER = "PRIMARY", "SECONDARY", "ARBITER"
 _HEALTHY = {PRIMARY, SECONDARY, ARBITER}
@@ -154,9 +156,8 @@ def initiate_replica_set(
     except Exception as exc:  # pymongo OperationFailure (not imported here)
         if getattr(exc, "code", None) != ALREADY_INITIALIZED:
             raise
-    deadline = clock() + timeout
-    last = ReplicaSetState("uninitialized", False, message="not polled yet")
-    while True:
+
+    def check():
         try:
             status = client.admin.command("replSetGetStatus")
         except Exception as exc:
@@ -165,15 +166,17 @@ def initiate_replica_set(
                 raise
             details = getattr(exc, "details", None) or {}
             status = {"ok": 0, "code": code, "errmsg": details.get("errmsg", str(exc))}
-        last = wait_for_primary(status, expected_members=len(cfg["members"]))
-        if last.ready:
-            return last
-        if clock() >= deadline:
-            raise TimeoutError(
-                f"replica set {cfg['_id']} not ready after {timeout:.0f}s: {last.state}: {last.message}"
-                f" members={last.members}"
-            )
-        sleep(poll)
+        state = wait_for_primary(status, expected_members=len(cfg["members"]))
+        return state.ready, state
+
+    try:
+        return poll_until(check, timeout=timeout, interval=poll, sleep=sleep, clock=clock)
+    except PollTimeout as t:
+        last = t.last
+        raise TimeoutError(
+            f"replica set {cfg['_id']} not ready after {timeout:.0f}s: {last.state}: {last.message}"
+            f" members={last.members}"
+        ) from None
 
 
 # ---- sharding --------------------------------------------------------------------

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import yaml
 
 from mongobench.core.files import write_private
+from mongobench.core.poll import PollTimeout, poll_until
 from mongobench.remote import javabuild
 
 STATE_FILE = "state.json"
@@ -63,16 +64,19 @@ def free_port_block(count: int, low: int = 20000, high: int = 32000) -> int:
 
 
 def wait_port(port: int, timeout: float = 30.0, proc: subprocess.Popen | None = None) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
+    def check():
         if proc is not None and proc.poll() is not None:
             raise RuntimeError(f"process {proc.args[0]} exited with {proc.returncode}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
+                return True, None
         except OSError:
-            time.sleep(0.1)
-    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout}s")
+            return False, None
+
+    try:
+        poll_until(check, timeout=timeout, interval=0.1)
+    except PollTimeout:
+        raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout}s") from None
 
 
 @dataclass

@@ -17,6 +17,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+from mongobench.core.poll import PollTimeout, poll_until
 from mongobench.deploy.atlas.cluster import ClusterSpec, cluster_body, resize_body
 
 API_BASE = "https://cloud.mongodb.com/api/atlas/v2"
@@ -460,31 +461,27 @@ class AtlasClient:
 
     def _poll(self, name, settled, waiting_for, timeout, poll, sleep, clock):
         """Polls the cluster until `settled(cluster or None)` returns (done, value)."""
-        deadline = clock() + timeout
-        state = "unknown"
-        while True:
+
+        def check():
             try:
-                cluster, failed = self.get_cluster(name), None
+                cluster = self.get_cluster(name)
             except AtlasNotFound:
-                cluster, failed = None, None
+                cluster = None
             except AtlasError as e:
                 if not transient(e.status):
                     raise
-                cluster, failed = None, e
-            if failed:
                 # a poll only reads: after its own retries, keep polling until the deadline
-                log.info("atlas: polling cluster %s failed (%s); polling on", name, failed)
-                state = f"unknown ({failed})"
-            else:
-                done, value = settled(cluster)
-                if done:
-                    return value
-                state = cluster.get("stateName")
-            if clock() >= deadline:
-                raise AtlasTimeout(
-                    f"cluster {name} still {state} after {timeout:.0f}s waiting for {waiting_for}"
-                )
-            sleep(poll)
+                log.info("atlas: polling cluster %s failed (%s); polling on", name, e)
+                return False, f"unknown ({e})"
+            done, value = settled(cluster)
+            return done, value if done else cluster.get("stateName")
+
+        try:
+            return poll_until(check, timeout=timeout, interval=poll, sleep=sleep, clock=clock)
+        except PollTimeout as t:
+            raise AtlasTimeout(
+                f"cluster {name} still {t.last} after {timeout:.0f}s waiting for {waiting_for}"
+            ) from None
 
     def wait_for_idle(
         self,
