@@ -10,9 +10,9 @@ when a static host lacks them.
 import logging
 import os
 import posixpath
-import tempfile
 
 from perfkitbenchmarker import errors, vm_util
+from perfkitbenchmarker.linux_packages import mongobench_vm
 
 from mongobench.core import redact
 from mongobench.remote import shipping
@@ -30,8 +30,7 @@ def YumInstall(vm):
 
 def WorkDir(vm):
     """Our private directory on the VM: on its scratch disk when it has one."""
-    base = vm.GetScratchDir() if vm.scratch_disks else vm_util.VM_TMP_DIR
-    return posixpath.join(base, WORKDIR_NAME)
+    return mongobench_vm.WorkDir(vm, WORKDIR_NAME)
 
 
 def Deploy(vm):
@@ -79,26 +78,13 @@ def ReadTargetUri(benchmark, uri_file, uri_env):
 
 
 def PushSecret(vm, remote_path, content):
-    """Writes `content` to a 0600 file on the VM without it touching argv or logs.
-
-    The remote file is created empty with mode 0600 before scp overwrites its
-    content, so it is never readable by others, even briefly.
-    """
-    vm.RemoteCommand(
-        f"umask 077 && rm -f {remote_path} && touch {remote_path} && chmod 600 {remote_path}"
-    )
-    fd, local = tempfile.mkstemp(dir=vm_util.GetTempDir(), prefix="secret-")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(content)
-        vm.PushFile(local, remote_path)
-    finally:
-        os.remove(local)
+    """Writes `content` to a 0600 file on the VM without it touching argv or logs."""
+    mongobench_vm.PushSecret(vm, remote_path, content)
 
 
 def Remove(vm):
     """Deletes the work directory (engine, virtualenv, result files)."""
-    vm.RemoteCommand(f"sudo rm -rf {WorkDir(vm)}")
+    mongobench_vm.RemoveWorkDir(vm, WORKDIR_NAME)
 
 
 def StartSampler(vm, workdir, data_path):

@@ -43,8 +43,8 @@ import posixpath
 import shlex
 
 from absl import flags
-from perfkitbenchmarker import errors, vm_util
-from perfkitbenchmarker.linux_packages import mongobench_ycsb
+from perfkitbenchmarker import errors
+from perfkitbenchmarker.linux_packages import mongobench_vm, mongobench_ycsb
 
 from mongobench.deploy import hostsettings, install, mongod
 from mongobench.remote import javabuild, probes, processes
@@ -180,8 +180,7 @@ class Server:
 
 
 def WorkDir(vm):
-    base = vm.GetScratchDir() if vm.scratch_disks else vm_util.VM_TMP_DIR
-    return posixpath.join(base, WORKDIR_NAME)
+    return mongobench_vm.WorkDir(vm, WORKDIR_NAME)
 
 
 def _BinDir(vm):
@@ -320,34 +319,22 @@ def NewInstance(
 
 
 def Config(server, inst, *, cache_gb=None, config_db=None, extra=None):
-    """The YAML config of `inst` for the server's version (mongod.mongod_config /
-    mongos_config): its port, bind address, data directory, log, WiredTiger cache, and
-    net.tls (requireTLS) when the instance has a TLS PEM."""
-    tls = mongod.tls_settings(inst.tls_pem) if inst.tls_pem else None
-    if inst.role == "mongos":
-        if not config_db:
-            raise ValueError("a mongos needs config_db ('cfgRS/host:port,...')")
-        doc = mongod.mongos_config(
-            inst.port, config_db, inst.paths.log, inst.bind_ip, version=server.config_version
-        )
-        if tls:
-            doc["net"].update(tls)
-            mongod.validate_config(doc, server.config_version)
-    else:
-        doc = mongod.mongod_config(
-            inst.index,
-            inst.port,
-            inst.paths.dbpath,
-            inst.paths.log,
-            cache_gb or 1.0,
-            inst.bind_ip,
-            inst.replset,
-            None if inst.role == "mongod" else inst.role,
-            version=server.config_version,
-            extra=extra,
-            tls=tls,
-        )
-    return mongod.render_config(doc, inst.index)
+    """The YAML config of `inst` for the server's version (mongobench.deploy.mongod.
+    instance_config): its port, bind address, role, data directory, log, WiredTiger cache,
+    and net.tls (requireTLS) when the instance has a TLS PEM."""
+    return mongod.instance_config(
+        inst.index,
+        base_dir=server.instances_dir,
+        version=server.config_version,
+        cache_gb=cache_gb,
+        bind_ip=inst.bind_ip,
+        port=inst.port,
+        role=inst.role,
+        replset=inst.replset,
+        config_db=config_db,
+        tls_certificate_key_file=inst.tls_pem,
+        extra=extra,
+    )
 
 
 def _Marker(server):
@@ -448,16 +435,9 @@ def _Tail(vm, inst, lines=20):
 
 def States(vm, server, instances):
     """index -> mongobench.stress.ProcessState of each instance (running PID or gone)."""
-    if not instances:
-        return {}
     entries = [(inst.name, inst.paths.pid_file, None) for inst in instances]
-    out, _ = vm.RemoteCommand(
-        processes.process_states_command(entries, marker=_Marker(server)), should_pre_log=False
-    )
-    states = processes.parse_process_states(out)
-    return {
-        i.index: states.get(i.name, processes.ProcessState(processes.STATE_GONE)) for i in instances
-    }
+    states = mongobench_vm.RemoteStates(vm, entries, _Marker(server))
+    return {i.index: states[i.name] for i in instances}
 
 
 def DeadInstances(vm, server, instances):
@@ -487,16 +467,10 @@ def Stop(vm, server, instances, timeout_s=120):
 def StopAll(vm, timeout_s=120):
     """Stops every instance whose PID file is in the work directory (Cleanup)."""
     workdir = WorkDir(vm)
-    out, _ = vm.RemoteCommand(
-        processes.pid_files_command(posixpath.join(workdir, "instances")), ignore_failure=True
+    instances = posixpath.join(workdir, "instances")
+    return mongobench_vm.StopByPidFiles(
+        vm, instances, marker=workdir, timeout_s=timeout_s, sudo=True
     )
-    files = out.split()
-    if files:
-        vm.RemoteCommand(
-            processes.stop_processes_command(files, marker=workdir, timeout_s=timeout_s, sudo=True),
-            ignore_failure=True,
-        )
-    return len(files)
 
 
 def RemoveData(vm, server=None, instances=None):
@@ -511,7 +485,7 @@ def RemoveData(vm, server=None, instances=None):
 
 def Remove(vm):
     """Deletes the whole work directory (binaries from a tarball, the stand-in, records)."""
-    vm.RemoteCommand(f"sudo rm -rf {shlex.quote(WorkDir(vm))}")
+    mongobench_vm.RemoveWorkDir(vm, WORKDIR_NAME)
 
 
 # ----------------------------------------------------------------------------- host settings

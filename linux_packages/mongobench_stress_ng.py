@@ -20,11 +20,12 @@ import dataclasses
 import logging
 import posixpath
 import shlex
-import time
 
-from perfkitbenchmarker import errors, vm_util
+from perfkitbenchmarker import errors
+from perfkitbenchmarker.linux_packages import mongobench_vm
 
 from mongobench.core import units
+from mongobench.core.poll import PollTimeout, poll_until
 from mongobench.remote import processes
 from mongobench.stress import placement
 
@@ -41,8 +42,7 @@ def YumInstall(vm):
 
 
 def WorkDir(vm):
-    base = vm.GetScratchDir() if vm.scratch_disks else vm_util.VM_TMP_DIR
-    return posixpath.join(base, WORKDIR_NAME)
+    return mongobench_vm.WorkDir(vm, WORKDIR_NAME)
 
 
 def Check(vm, numactl=False):
@@ -145,27 +145,30 @@ def Held(vm, hold):
     return processes.sum_kib(stdout)
 
 
+class _Died(Exception):
+    """A process of the hold exited while WaitHeld waited for its memory."""
+
+
 def WaitHeld(vm, hold, timeout_s, poll_s=1.0):
     """Waits until the hold's memory is locked (stress-ng rounds to KiB per process)."""
     want = hold.hold_bytes - MIB
-    deadline = time.time() + timeout_s
+    entries = [(f"p{k}", f, None) for k, f in enumerate(hold.pid_files)]
     held = 0
-    while time.time() < deadline:
+
+    def check():
+        nonlocal held
         held = Held(vm, hold)
         if held >= want:
-            return held
-        states = processes.parse_process_states(
-            vm.RemoteCommand(
-                processes.process_states_command(
-                    [(f"p{k}", f, None) for k, f in enumerate(hold.pid_files)],
-                    marker=WorkDir(vm),
-                ),
-                should_pre_log=False,
-            )[0]
-        )
+            return True, held
+        states = mongobench_vm.RemoteStates(vm, entries, WorkDir(vm))
         if not all(s.running for s in states.values()):
-            break
-        time.sleep(poll_s)
+            raise _Died()
+        return False, held
+
+    try:
+        return poll_until(check, timeout=timeout_s, interval=poll_s)
+    except (PollTimeout, _Died):
+        pass
     tail, _ = vm.RemoteCommand(
         "tail -n 5 " + " ".join(shlex.quote(o) for o in hold.outputs), ignore_failure=True
     )
@@ -189,17 +192,10 @@ def Stop(vm, hold, timeout_s=30):
 def StopAll(vm, timeout_s=30):
     """Stops every stress-ng process whose PID file is in the work directory (Cleanup)."""
     workdir = WorkDir(vm)
-    stdout, _ = vm.RemoteCommand(processes.pid_files_command(workdir), ignore_failure=True)
-    files = stdout.split()
-    if files:
-        vm.RemoteCommand(
-            processes.stop_processes_command(
-                files, marker=workdir, timeout_s=timeout_s, sudo=True, session=True
-            ),
-            ignore_failure=True,
-        )
-    return len(files)
+    return mongobench_vm.StopByPidFiles(
+        vm, workdir, marker=workdir, timeout_s=timeout_s, sudo=True, session=True
+    )
 
 
 def Remove(vm):
-    vm.RemoteCommand(f"sudo rm -rf {shlex.quote(WorkDir(vm))}")
+    mongobench_vm.RemoveWorkDir(vm, WORKDIR_NAME)

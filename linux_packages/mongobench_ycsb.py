@@ -37,7 +37,9 @@ import time
 
 from absl import flags
 from perfkitbenchmarker import errors, vm_util
+from perfkitbenchmarker.linux_packages import mongobench_vm
 
+from mongobench.core.poll import PollTimeout, poll_until
 from mongobench.remote import javabuild, probes, processes
 from mongobench.ycsb import properties as ycsb
 
@@ -112,8 +114,7 @@ def CheckJava(vm, minimum=MIN_JAVA):
 
 def WorkDir(vm):
     """Our private directory on `vm`: on its scratch disk when it has one."""
-    base = vm.GetScratchDir() if vm.scratch_disks else vm_util.VM_TMP_DIR
-    return posixpath.join(base, WORKDIR_NAME)
+    return mongobench_vm.WorkDir(vm, WORKDIR_NAME)
 
 
 def RunDir(vm):
@@ -140,13 +141,12 @@ def PushTlsCa(vm, local_path):
 
 def MakeWorkDir(vm, path):
     """Creates `path` owned by the ssh user (so processes need no root to write there)."""
-    q = shlex.quote(path)
-    vm.RemoteCommand(f"sudo mkdir -p {q} && sudo chown $(id -u):$(id -g) {q}")
+    mongobench_vm.MakeWorkDir(vm, path)
 
 
 def WriteRemoteFile(vm, path, text):
     """Writes `text` to `path` on `vm` (not for secrets: the content is in pkb.log)."""
-    vm.RemoteCommand(f"printf %s {shlex.quote(text)} > {shlex.quote(path)}")
+    mongobench_vm.WriteRemoteFile(vm, path, text)
 
 
 def _LocalArchive(key, files):
@@ -202,7 +202,7 @@ def Deploy(vm):
 
 def Remove(vm):
     """Deletes the work directory (jars, property files, outputs)."""
-    vm.RemoteCommand(f"sudo rm -rf {shlex.quote(WorkDir(vm))}")
+    mongobench_vm.RemoveWorkDir(vm, WORKDIR_NAME)
 
 
 # ----------------------------------------------------------------------------- processes
@@ -302,14 +302,8 @@ def Start(vm, specs, *, directory=None, jvm_args=None):
 
 def States(vm, procs):
     """name -> mongobench.stress.ProcessState (running PID / exited RC / gone)."""
-    if not procs:
-        return {}
     entries = [(p.name, p.pid_file, p.rc_file) for p in procs]
-    stdout, _ = vm.RemoteCommand(
-        processes.process_states_command(entries, marker=WorkDir(vm)), should_pre_log=False
-    )
-    states = processes.parse_process_states(stdout)
-    return {p.name: states.get(p.name, processes.ProcessState(processes.STATE_GONE)) for p in procs}
+    return mongobench_vm.RemoteStates(vm, entries, WorkDir(vm))
 
 
 def Wait(vm, procs, timeout_s, *, poll_s=2.0, expected_s=0.0, gone_grace_s=5.0):
@@ -318,21 +312,25 @@ def Wait(vm, procs, timeout_s, *, poll_s=2.0, expected_s=0.0, gone_grace_s=5.0):
     Sleeps `expected_s` first (the run's known duration), then polls every `poll_s`. A process
     that vanished without an exit status gets `gone_grace_s` for its status to appear. Returns
     the final states: callers treat `running` (timed out) and `gone` as failures."""
-    deadline = time.time() + timeout_s
+    start = time.monotonic()
     if expected_s:
         time.sleep(min(expected_s, timeout_s))
     gone_since = None
-    while True:
+
+    def check():
+        nonlocal gone_since
         states = States(vm, procs)
         running = any(s.running for s in states.values())
         gone = any(s.state == processes.STATE_GONE for s in states.values())
         if not running and gone:
-            gone_since = gone_since or time.time()
-        if (not running and (not gone or time.time() - gone_since >= gone_grace_s)) or (
-            time.time() >= deadline
-        ):
-            return states
-        time.sleep(poll_s)
+            gone_since = gone_since or time.monotonic()
+        return not running and (not gone or time.monotonic() - gone_since >= gone_grace_s), states
+
+    left = max(0.0, timeout_s - (time.monotonic() - start))
+    try:
+        return poll_until(check, timeout=left, interval=poll_s)
+    except PollTimeout as t:
+        return t.last
 
 
 def Stop(vm, procs, timeout_s=30):
@@ -348,14 +346,7 @@ def Stop(vm, procs, timeout_s=30):
 def StopAll(vm, timeout_s=30):
     """Stops every YCSB process whose PID file is in the work directory (Cleanup)."""
     workdir = WorkDir(vm)
-    stdout, _ = vm.RemoteCommand(processes.pid_files_command(workdir), ignore_failure=True)
-    files = stdout.split()
-    if files:
-        vm.RemoteCommand(
-            processes.stop_processes_command(files, marker=workdir, timeout_s=timeout_s),
-            ignore_failure=True,
-        )
-    return len(files)
+    return mongobench_vm.StopByPidFiles(vm, workdir, marker=workdir, timeout_s=timeout_s)
 
 
 def Fetch(vm, procs, local_dir):

@@ -1,0 +1,88 @@
+"""Helpers the mongobench package modules share on a PKB VM (no flags, nothing to install).
+
+Each package (`mongobench_client`, `mongobench_mongod`, `mongobench_ycsb`,
+`mongobench_stress_ng`) has its own work directory name and keeps its public functions
+(`WorkDir(vm)`, `Remove(vm)`, `StopAll(vm)`, `States(...)`) as one-line calls of these, because
+benchmarks and Cleanup call them by those names. PKB imports every module of linux_packages;
+this one defines no Install function, so PKB never installs it.
+"""
+
+import os
+import posixpath
+import shlex
+import tempfile
+
+from perfkitbenchmarker import vm_util
+
+from mongobench.remote import processes
+
+
+def WorkDir(vm, name):
+    """A private directory `name` on the VM: on its scratch disk when it has one."""
+    base = vm.GetScratchDir() if vm.scratch_disks else vm_util.VM_TMP_DIR
+    return posixpath.join(base, name)
+
+
+def MakeWorkDir(vm, path):
+    """Creates `path` owned by the ssh user (so processes need no root to write there)."""
+    q = shlex.quote(path)
+    vm.RemoteCommand(f"sudo mkdir -p {q} && sudo chown $(id -u):$(id -g) {q}")
+
+
+def WriteRemoteFile(vm, path, text):
+    """Writes `text` to `path` on `vm` (not for secrets: the content is in pkb.log)."""
+    vm.RemoteCommand(f"printf %s {shlex.quote(text)} > {shlex.quote(path)}")
+
+
+def PushSecret(vm, remote_path, content):
+    """Writes `content` to a 0600 file on the VM without it touching argv or logs.
+
+    The remote file is created empty with mode 0600 before scp overwrites its
+    content, so it is never readable by others, even briefly.
+    """
+    vm.RemoteCommand(
+        f"umask 077 && rm -f {remote_path} && touch {remote_path} && chmod 600 {remote_path}"
+    )
+    fd, local = tempfile.mkstemp(dir=vm_util.GetTempDir(), prefix="secret-")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(content)
+        vm.PushFile(local, remote_path)
+    finally:
+        os.remove(local)
+
+
+def RemoveWorkDir(vm, name):
+    """Deletes the work directory `name` and everything in it."""
+    vm.RemoteCommand(f"sudo rm -rf {shlex.quote(WorkDir(vm, name))}")
+
+
+def StopByPidFiles(vm, directory, *, marker, timeout_s, sudo=False, session=False):
+    """Stops every process whose PID file is under `directory` (Cleanup); returns how many.
+
+    `marker` must appear in a process's command line for it to be signalled (a recycled
+    PID is never killed)."""
+    out, _ = vm.RemoteCommand(processes.pid_files_command(directory), ignore_failure=True)
+    files = out.split()
+    if files:
+        vm.RemoteCommand(
+            processes.stop_processes_command(
+                files, marker=marker, timeout_s=timeout_s, sudo=sudo, session=session
+            ),
+            ignore_failure=True,
+        )
+    return len(files)
+
+
+def RemoteStates(vm, entries, marker):
+    """name -> processes.ProcessState for each (name, pid_file, rc_file) of `entries`.
+
+    A name the VM does not report is `gone` (no live process, no exit status)."""
+    if not entries:
+        return {}
+    out, _ = vm.RemoteCommand(
+        processes.process_states_command(entries, marker=marker), should_pre_log=False
+    )
+    states = processes.parse_process_states(out)
+    gone = processes.ProcessState(processes.STATE_GONE)
+    return {name: states.get(name, gone) for name, _, _ in entries}
