@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-# Approximate on-demand USD per hour of a 3-node replica set, AWS us-east-1
-# (N. Virginia), as listed on https://www.mongodb.com/pricing around mid-2025.
-# Not re-read from a live page when written (no web access): ballparks for
-# cost-per-result, always flagged approximate; update with the date read.
+# Approximate on-demand USD per hour, as listed by MongoDB (https://www.mongodb.com/pricing,
+# Atlas tiers: 3-node replica set, AWS us-east-1) and the cloud providers (instance types:
+# Linux list prices, AWS us-east-1, GCP us-central1, Azure East US) around mid-2025. Written
+# without re-reading a live page (no web access when written): ballparks for cost-per-result
+# and ops per dollar, always flagged approximate. One date for both tables: update it when
+# you re-read them.
 PRICES_AS_OF = "2025-06 (approximate, not re-verified)"
 PRICES_SOURCE = "https://www.mongodb.com/pricing (AWS us-east-1, 3-node replica set)"
 _PRICES = {
@@ -41,11 +43,7 @@ def price_metadata(tier: str, provider: str = "AWS", region: str | None = None) 
     }
 
 
-# Approximate on-demand Linux list prices in USD per hour (AWS us-east-1, GCP us-central1,
-# Azure East US), as published by the providers around mid-2025. Written from those public
-# price lists without re-reading a live page (no web access when written): ballpark figures
-# for ops per dollar, always marked approximate. Update the date when you re-read them.
-INSTANCE_PRICES_AS_OF = "2025-06 (approximate, not re-verified)"
+# Instance types (see PRICES_AS_OF for where and when).
 INSTANCE_PRICES = {
     # AWS EC2, us-east-1
     "t3.medium": 0.0416,

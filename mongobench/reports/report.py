@@ -12,7 +12,7 @@ import json
 import os
 from collections import OrderedDict
 
-from mongobench.core.markdown import fixed
+from mongobench.core.markdown import fixed, md_table
 from mongobench.perftables import experiments as exp_mod
 from mongobench.reports.results import COLUMNS
 
@@ -96,14 +96,14 @@ def table(rows: dict, columns: list[str], label_header: str) -> str:
     headers = (["Run"] if multi else []) + [
         label_header if c == "label" else COLUMNS[c].header for c in columns
     ]
-    lines = ["| " + " | ".join(headers) + " |", "| " + " | ".join(["--:"] * len(headers)) + " |"]
+    cells = []
     for (run, _, variant), row in sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][1])):
-        cells = [run] if multi else []
         label = f"{variant} (errors)" if _had_errors(row["_md"]) else variant
-        for c in columns:
-            cells.append(label if c == "label" else fixed(row.get(c), COLUMNS[c].digits))
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        cells.append(
+            ([run] if multi else [])
+            + [label if c == "label" else fixed(row.get(c), COLUMNS[c].digits) for c in columns]
+        )
+    return md_table(headers, cells)
 
 
 def _had_errors(md: dict) -> bool:

@@ -9,7 +9,7 @@ differ by it, disk type. The report holds:
 - side-by-side tables of the Performance Tables throughput per experiment and variant;
 - the mongodb_stress KPIs per run;
 - operations per dollar wherever an hourly price is known: ``--price label=USD``, Atlas tiers
-  (`mongobench.atlas.price_per_hour`) or a small built-in table of common instance types
+  (`mongobench.core.pricing.price_per_hour`) or a small built-in table of common instance types
   (approximate list prices, dated below).
 
 A figure without a sample shows as "n/a" in tables and as a gap in plots: missing, never zero.
@@ -21,8 +21,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from mongobench.core import pricing as atlas
-from mongobench.core.pricing import INSTANCE_PRICES, INSTANCE_PRICES_AS_OF
+from mongobench.core import pricing
 from mongobench.reports import report
 from mongobench.stress import search as stress
 from mongobench.sweep import plan as sweep
@@ -168,15 +167,15 @@ def assign_prices(runs: Sequence[Run], prices: Mapping[str, float] | None = None
         if r.tier:
             _, given = _first(r.samples, ("atlas_price_per_hour_usd",))
             price = float(given) if given else None
-            price = price or atlas.price_per_hour(r.tier, r.provider or "AWS", r.region)
+            price = price or pricing.price_per_hour(r.tier, r.provider or "AWS", r.region)
             if price:
                 r.price = price
-                r.price_source = f"Atlas list price {atlas.PRICES_AS_OF}"
+                r.price_source = f"Atlas list price {pricing.PRICES_AS_OF}"
                 continue
-        if r.machine_type and r.machine_type in INSTANCE_PRICES:
-            r.price = INSTANCE_PRICES[r.machine_type]
+        if r.machine_type and r.machine_type in pricing.INSTANCE_PRICES:
+            r.price = pricing.INSTANCE_PRICES[r.machine_type]
             where = (r.machine_key or "machine_type").removesuffix("machine_type").rstrip("_")
-            r.price_source = f"built-in table {INSTANCE_PRICES_AS_OF}" + (
+            r.price_source = f"built-in table {pricing.PRICES_AS_OF}" + (
                 f", {where} VM only" if where else ""
             )
     unused = sorted(set(prices) - matched)

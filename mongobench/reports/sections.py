@@ -5,9 +5,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 
-from mongobench.core import pricing as atlas
+from mongobench.core import pricing
 from mongobench.core.markdown import NA, fmt, md_table
-from mongobench.core.pricing import INSTANCE_PRICES_AS_OF
 from mongobench.perftables import experiments as exp_mod
 from mongobench.reports.plots import linear_sizes, plot_bars, plot_sweep_metric, plot_sweep_p99
 from mongobench.reports.results import COLUMNS
@@ -276,8 +275,8 @@ def render(
         "- ops/$ = throughput (ops/s) x 3600 / price ($/h): operations one dollar of the "
         "priced machine buys at that rate. It covers only what the price names (the labelled "
         "machine or Atlas tier), not client VMs, disks or traffic.",
-        f"- Built-in instance prices: on-demand Linux list prices, {INSTANCE_PRICES_AS_OF}; "
-        f"Atlas tiers: {atlas.PRICES_AS_OF}, {atlas.PRICES_SOURCE}. Prefer --price with "
+        f"- Built-in instance prices: on-demand Linux list prices, {pricing.PRICES_AS_OF}; "
+        f"Atlas tiers: {pricing.PRICES_AS_OF}, {pricing.PRICES_SOURCE}. Prefer --price with "
         "your own rates.",
         "",
     ]
