@@ -200,28 +200,47 @@ def instance_config(
     index: int,
     *,
     base_dir: str,
-    cache_gb: float,
     version: str,
+    cache_gb: float | None = None,
     bind_ip: str = "127.0.0.1",
     first_port: int = FIRST_PORT,
+    port: int | None = None,
+    role: str = "mongod",
+    replset: str | None = None,
+    config_db: str | None = None,
     tls_certificate_key_file: str | None = None,
     extra: Mapping | None = None,
 ) -> str:
-    """mongod YAML for instance `index`: port first_port+index, its own dbPath and log, the
-    WiredTiger cache, valid for `version` (no storage.journal.enabled, gone since 6.1; no
-    fork, the runner tracks PIDs). TLS only (requireTLS) with a certificate-key file when
-    given."""
+    """The YAML config of instance `index` under `base_dir`, valid for `version` (no
+    storage.journal.enabled, gone since 6.1; no fork, the runner tracks PIDs): port `port`
+    (default first_port+index), its own dbPath and log, the WiredTiger cache (`cache_gb`, 1 GB
+    when not given), net.tls (requireTLS) with a certificate-key file when given.
+
+    `role` "mongod" (plain or replica-set member with `replset`), "shardsvr"/"configsvr"
+    (sharding.clusterRole; `replset` required) or "mongos" (needs `config_db`
+    'cfgRS/host:port,...'; no storage section, `extra` does not apply)."""
     paths = instance_paths(index, base_dir)
+    port = instance_port(index, first_port) if port is None else int(port)
     tls = tls_settings(tls_certificate_key_file) if tls_certificate_key_file else None
-    config = mongod_config(
-        index,
-        instance_port(index, first_port),
-        paths.dbpath,
-        paths.log,
-        cache_gb,
-        bind_ip,
-        version=version,
-        extra=dict(extra) if extra else None,
-        tls=tls,
-    )
+    if role == "mongos":
+        if not config_db:
+            raise ValueError("a mongos needs config_db ('cfgRS/host:port,...')")
+        config = mongos_config(port, config_db, paths.log, bind_ip, version=version)
+        if tls:
+            config["net"].update(tls)
+            validate_config(config, version)
+    else:
+        config = mongod_config(
+            index,
+            port,
+            paths.dbpath,
+            paths.log,
+            cache_gb or 1.0,
+            bind_ip,
+            replset,
+            None if role == "mongod" else role,
+            version=version,
+            extra=dict(extra) if extra else None,
+            tls=tls,
+        )
     return render_config(config, index)
