@@ -201,16 +201,6 @@ class StepResult:
         }
 
 
-def _merged_p99(outputs: Sequence[ProcessOutput], op: str) -> float | None:
-    texts = [o.histograms[op] for o in outputs if op in o.histograms]
-    if len(texts) != len(outputs):
-        return None
-    try:
-        return merge.histogram_percentile_ms(merge.merge_histogram_logs(texts), 99.0)
-    except ValueError:  # damaged log: fall back to the printed per-process values
-        return None
-
-
 def step_result(
     n: int,
     outputs: Sequence[ProcessOutput],
@@ -252,17 +242,11 @@ def step_result(
             )
         parsed.append(res)
 
-    def p99(op: str) -> tuple[float | None, str]:
-        merged = _merged_p99(outputs, op)
-        if merged is not None:
-            return merged, "merged histograms"
-        values = [r.p99_ms(op) for r in parsed]
-        if any(v is None for v in values):
-            return None, "missing"
-        return max(values), "max over processes"
-
-    read, source = p99("READ")
-    update = p99("UPDATE")[0] if all("UPDATE" in r.ops for r in parsed) else None
+    histograms = [o.histograms for o in outputs]
+    read, source = merge.op_p99(parsed, histograms, "READ")
+    update = None
+    if all("UPDATE" in r.ops for r in parsed):
+        update = merge.op_p99(parsed, histograms, "UPDATE")[0]
     if read is None:
         raise StepError(f"step {n}: no READ p99 latency in the YCSB outputs")
     return StepResult(

@@ -37,17 +37,12 @@ def combine(
         if count and all(p.average_us is not None for p in parts):
             avg = sum(p.average_us * p.operations for p in parts) / count
         wanted = sorted({q for p in parts for q in p.percentiles_us})
-        texts = [histograms[i].get(name) for i in idx] if histograms else []
+        merged = merged_op_histogram([histograms[i] for i in idx], name) if histograms else None
         pct: dict[float, float] = {}
-        if texts and all(texts):
-            try:
-                merged = merge_histogram_logs(texts)
-            except ValueError:
-                merged = None
-            if merged is not None and merged.get_total_count():
-                for q in wanted:
-                    pct[q] = histogram_percentile_ms(merged, q) * 1000.0
-                sources.add("merged histograms")
+        if merged is not None:
+            for q in wanted:
+                pct[q] = histogram_percentile_ms(merged, q) * 1000.0
+            sources.add("merged histograms")
         if not pct:
             for q in wanted:
                 values = [p.percentiles_us.get(q) for p in parts]
@@ -79,7 +74,37 @@ def combine(
     return result, " + ".join(sorted(sources)) or "max over processes"
 
 
+def op_p99(
+    parsed: Sequence[parse.YcsbResult], histograms: Sequence[Mapping[str, str]], op: str
+) -> tuple[float | None, str]:
+    """p99 (ms) of `op` over processes that ran together (`parsed[i]` and `histograms[i]`
+    from process i), and its source: exact from the merged logs when every process left a
+    usable one (also for a single process), else the largest printed per-process p99 (an
+    upper bound), None when a process printed none."""
+    merged = merged_op_histogram(histograms, op)
+    if merged is not None:
+        return histogram_percentile_ms(merged, 99.0), "merged histograms"
+    values = [r.p99_ms(op) for r in parsed]
+    if any(v is None for v in values):
+        return None, "missing"
+    return max(values), "max over processes"
+
+
 # ----------------------------------------------------------------------------- histogram logs
+
+
+def merged_op_histogram(histograms: Sequence[Mapping[str, str]], op: str):
+    """The HdrHistogram of `op` merged over processes (`histograms[i]`: op -> `.hdr` log text
+    of process i), or None when a process has no log for it, a log is damaged or the merged
+    histogram is empty: callers then fall back to the printed per-process values."""
+    texts = [h.get(op) for h in histograms]
+    if not texts or not all(texts):
+        return None
+    try:
+        merged = merge_histogram_logs(texts)
+    except ValueError:
+        return None
+    return merged if merged.get_total_count() else None
 
 
 def merge_histogram_logs(texts: Iterable[str]):
