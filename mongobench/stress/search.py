@@ -1,12 +1,13 @@
-"""The search for peak throughput: the next step, and the KPIs of the steps run."""
+"""The search for peak throughput: the next step, the loop that runs the steps, and the KPIs
+of the steps run."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
-from mongobench.stress.steps import TARGET_PER_PROCESS, StepResult
+from mongobench.stress.steps import TARGET_PER_PROCESS, StepError, StepResult
 
 READ_P99_SLA_MS = 3.0
 SEARCHES = ("linear", "bounded")
@@ -91,6 +92,59 @@ def next_step(
     sla_best = max(within, default=0.0)
     todo = [m for m in range(min_instances, stop + 1) if m not in thr and m * bound > sla_best]
     return todo[0] if todo else None
+
+
+@dataclass
+class Search:
+    """What a search measured: the results and step metadata of steps 1..k, and the failure
+    that ended it (step number, instance count, error text) or None."""
+
+    history: list[StepResult] = field(default_factory=list)
+    infos: list[dict] = field(default_factory=list)
+    failure: tuple[int, int, str] | None = None
+
+
+def _no_log(message: str, *, problem: bool = False) -> None:
+    pass
+
+
+def run_search(
+    step: Callable[[int], tuple[StepResult, dict]],
+    max_instances: int,
+    *,
+    search: str = "linear",
+    min_instances: int = 1,
+    target_per_process: float | None = TARGET_PER_PROCESS,
+    sla_ms: float = READ_P99_SLA_MS,
+    log: Callable[..., None] = _no_log,
+) -> Search:
+    """Runs `step(n)` (-> its StepResult and step metadata) for each instance count
+    next_step chooses until the search is over or a step raises StepError, which ends the
+    search as its `failure`. `log(message, problem=False)` hears each step's start and result
+    and the failure (problem=True)."""
+    out = Search()
+    while (
+        n := next_step(
+            out.history,
+            max_instances,
+            search=search,
+            min_instances=min_instances,
+            target_per_process=target_per_process,
+            sla_ms=sla_ms,
+        )
+    ) is not None:
+        k = len(out.history) + 1
+        log(f"step {k} with {n} instance(s)")
+        try:
+            result, info = step(n)
+        except StepError as e:
+            out.failure = (k, n, str(e))
+            log(str(e), problem=True)
+            break
+        log(f"{n} instance(s): {result.throughput:.1f} ops/s, read p99 {result.read_p99_ms} ms")
+        out.history.append(result)
+        out.infos.append(info)
+    return out
 
 
 # ----------------------------------------------------------------------------- KPIs

@@ -7,7 +7,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mongobench.stress.search import READ_P99_SLA_MS, Kpi, next_step, select_kpis
+from mongobench.stress.search import READ_P99_SLA_MS, Kpi, run_search, select_kpis
 from mongobench.stress.steps import TARGET_PER_PROCESS, StepResult, plan_step
 
 # ----------------------------------------------------------------------------- simulation
@@ -103,19 +103,15 @@ def simulate(
     clients: int = 2,
     measure: Callable[[int], StepResult] | None = None,
 ) -> SimRun:
-    """Runs a search against `server` with the engine's own next_step and plan_step.
+    """Runs a search against `server` with the engine's own run_search and plan_step.
     search "anchor" is the anchor's schedule (linear, every step reloads all its instances);
     "linear" and "bounded" load each instance once."""
     measure = measure or (lambda n: server.measure(n, target))
-    algo = "linear" if search == "anchor" else search
-    history: list[StepResult] = []
     loaded: set[int] = set()
     records = load_s = wall = 0.0
-    while (
-        n := next_step(
-            history, server.max_instances, search=algo, target_per_process=target, sla_ms=sla_ms
-        )
-    ) is not None:
+
+    def step(n: int) -> tuple[StepResult, dict]:
+        nonlocal records, load_s, wall
         plan = plan_step(
             n,
             loaded=() if search == "anchor" else loaded,
@@ -128,6 +124,14 @@ def simulate(
         load_s += cost.load_seconds(new)
         wall += cost.load_seconds(new) + cost.step_total_seconds
         loaded.update(p.instance for p in plan.load)
-        history.append(measure(n))
+        return measure(n), {}
+
+    history = run_search(
+        step,
+        server.max_instances,
+        search="linear" if search == "anchor" else search,
+        target_per_process=target,
+        sla_ms=sla_ms,
+    ).history
     kpis = select_kpis(history, sla_ms=sla_ms, max_instances=server.max_instances)
     return SimRun(tuple(r.instances for r in history), int(records), load_s, wall, tuple(kpis))
