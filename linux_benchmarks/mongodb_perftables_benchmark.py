@@ -301,13 +301,6 @@ def _Start(vm, server, index, port, data_processes, role="mongod", replset=None,
     return inst
 
 
-def _Members(vms, count, taken, first_index):
-    """Round-robin placement over `vms`: [(vm, instance index, port)]."""
-    hosts = [vm.internal_ip for vm in vms]
-    placed = placement.place_round_robin(count, hosts, _PORT.value, taken)
-    return [(vms[h], first_index + i, port) for i, (h, port) in enumerate(placed)]
-
-
 def _StartStandalone(servers_vms, state):
     """One mongod (or the stand-in) on the servers VM; returns its URI."""
     if len(servers_vms) != 1:
@@ -322,80 +315,59 @@ def _StartStandalone(servers_vms, state):
     return inst.uri(database="")
 
 
+def _StartPlanned(instances, servers_vms, client, servers, state, config_db=None):
+    """Starts each planned instance on its VM (a server VM by position, else the client)."""
+    per_host = placement.data_processes(instances)
+    for inst in instances:
+        vm = client if inst.vm is None else servers_vms[inst.vm]
+        data = 0 if inst.role == "mongos" else per_host[inst.host]
+        started = _Start(
+            vm, servers[vm.name], inst.index, inst.port, data, inst.role, inst.replset, config_db
+        )
+        if inst.role in ("mongod", "shardsvr"):
+            state["data_paths"].setdefault(vm.name, started.paths.dbpath)
+
+
 def _StartReplicaSet(servers_vms, state, client):
     """The seed's replica set: members over the servers VMs, initiated from the client."""
     servers = _DeployServers(servers_vms, state)
-    members = _Members(servers_vms, _REPLSET_MEMBERS.value, {}, 0)
-    per_host = _PerHost(members)
-    addresses = []
-    for vm, index, port in members:
-        inst = _Start(vm, servers[vm.name], index, port, per_host[vm.internal_ip], replset="rs0")
-        state["data_paths"].setdefault(vm.name, inst.paths.dbpath)
-        addresses.append(topology.hostport(vm.internal_ip, port))
-    cfg = topology.replset_config("rs0", addresses)
-    _RunPlan(client, state, {"replsets": [{"config": cfg, "seed": addresses[0]}]})
+    hosts = [vm.internal_ip for vm in servers_vms]
+    plan = placement.replica_set_plan(hosts, _REPLSET_MEMBERS.value, _PORT.value, "rs0")
+    _StartPlanned(plan.instances, servers_vms, client, servers, state)
+    _RunPlan(client, state, {"replsets": [placement.initiation(plan.config)]})
+    addresses = [inst.address for inst in plan.instances]
     state["metadata"].update(
         topology="replset", replset_members=len(addresses), write_concern=_WRITE_CONCERN.value
     )
     return topology.replica_set_uri(addresses, "rs0", w=_WRITE_CONCERN.value)
 
 
-def _PerHost(members):
-    counts = {}
-    for vm, _, _ in members:
-        counts[vm.internal_ip] = counts.get(vm.internal_ip, 0) + 1
-    return counts
-
-
 def _StartSharded(servers_vms, state, client):
     """Config server replica set and shard replica sets on the servers VMs, a mongos on
     the client VM; collections are sharded by the engine as experiments create them."""
-    taken = {}
-    shard_count, shard_members = _SHARDS.value, _SHARD_MEMBERS.value
-    shard_placed = _Members(servers_vms, shard_count * shard_members, taken, 0)
-    config_placed = _Members(servers_vms, _CONFIG_MEMBERS.value, taken, len(shard_placed))
-    mongos_port = placement.place_round_robin(1, [client.internal_ip], _PORT.value, taken)[0][1]
-    servers = _DeployServers([*servers_vms, client], state)
-    per_host = _PerHost(shard_placed + config_placed)
-    replsets = []
-    config_addresses = [topology.hostport(vm.internal_ip, port) for vm, _, port in config_placed]
-    config_cfg = topology.replset_config("cfg", config_addresses, configsvr=True)
-    for vm, index, port in config_placed:
-        _Start(vm, servers[vm.name], index, port, per_host[vm.internal_ip], "configsvr", "cfg")
-    replsets.append({"config": config_cfg, "seed": config_addresses[0]})
-    admin = []
-    for s in range(shard_count):
-        name = f"shard{s}"
-        placed = shard_placed[s * shard_members : (s + 1) * shard_members]
-        addresses = []
-        for vm, index, port in placed:
-            inst = _Start(
-                vm, servers[vm.name], index, port, per_host[vm.internal_ip], "shardsvr", name
-            )
-            state["data_paths"].setdefault(vm.name, inst.paths.dbpath)
-            addresses.append(topology.hostport(vm.internal_ip, port))
-        replsets.append({"config": topology.replset_config(name, addresses), "seed": addresses[0]})
-        admin.append(topology.add_shard_command(name, addresses, name=name))
-    admin.append(topology.enable_sharding_command(_DATABASE.value))
-    _RunPlan(client, state, {"replsets": replsets})
-    config_db = placement.config_db_string_of(config_cfg)
-    _Start(
-        client,
-        servers[client.name],
-        len(shard_placed) + len(config_placed),
-        mongos_port,
-        0,
-        "mongos",
-        config_db=config_db,
+    plan = placement.placed_sharded_plan(
+        [vm.internal_ip for vm in servers_vms],
+        client.internal_ip,
+        shards=_SHARDS.value,
+        shard_members=_SHARD_MEMBERS.value,
+        config_members=_CONFIG_MEMBERS.value,
+        port=_PORT.value,
+        database=_DATABASE.value,
     )
-    mongos = topology.hostport(client.internal_ip, mongos_port)
-    _RunPlan(client, state, {"mongos": mongos, "admin_commands": admin})
+    servers = _DeployServers([*servers_vms, client], state)
+    _StartPlanned(plan.instances[: -len(plan.mongos)], servers_vms, client, servers, state)
+    replsets = [placement.initiation(c) for c in [plan.config_replset, *plan.shard_replsets]]
+    _RunPlan(client, state, {"replsets": replsets})
+    config_db = placement.config_db_string_of(plan.config_replset)
+    _StartPlanned(plan.mongos, servers_vms, client, servers, state, config_db)
+    mongos = plan.mongos[0].address
+    _RunPlan(client, state, {"mongos": mongos, "admin_commands": plan.admin_commands})
     state["sharded"] = True
     state["metadata"].update(
         topology="sharded",
-        shards=shard_count,
-        shard_members=shard_members,
-        config_members=len(config_addresses),
+        shards=_SHARDS.value,
+        shard_members=_SHARD_MEMBERS.value,
+        config_members=_CONFIG_MEMBERS.value,
         mongos="client",
         write_concern=_WRITE_CONCERN.value,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from mongobench.deploy.topology import (
@@ -16,10 +17,12 @@ from mongobench.deploy.topology import (
 
 @dataclass(frozen=True)
 class Instance:
-    role: str  # configsvr | shardsvr | mongos | replica | standalone
+    role: str  # mongod (replica set member or standalone) | configsvr | shardsvr | mongos
     host: str
     port: int
     replset: str | None = None
+    index: int = 0  # the instance's number on its VM (its directory)
+    vm: int | None = None  # position in the planner's host list; None: not a server host
 
     @property
     def address(self) -> str:
@@ -27,12 +30,113 @@ class Instance:
 
 
 @dataclass(frozen=True)
-class ShardedPlan:
+class ReplicaSetPlan:
     instances: list[Instance]
+    config: dict  # replSetInitiate config
+
+
+@dataclass(frozen=True)
+class ShardedPlan:
+    instances: list[Instance]  # config servers, shard members, mongos (the start order)
     config_replset: dict  # replSetInitiate config of the config server replica set
     shard_replsets: list[dict]  # one per shard
     admin_commands: list[dict]  # run on a mongos, in order
     mongos: list[Instance]
+
+
+def _allocate(host: str, base: int, taken: dict, skip: Iterable[int] = ()) -> int:
+    """First port >= `base` that `host` has not used (`taken`: host -> ports, updated) and
+    that is not in `skip`."""
+    used = taken.setdefault(host, set())
+    port = base
+    while port in used or port in skip:
+        port += 1
+    used.add(port)
+    return port
+
+
+def initiation(config: dict) -> dict:
+    """A replica set as the topology plan initiates it: its config, seeded by member 0."""
+    return {"config": config, "seed": config["members"][0]["host"]}
+
+
+def data_processes(instances: Iterable[Instance]) -> dict[str, int]:
+    """Data-bearing processes (all but mongos) per host address: they share its memory."""
+    counts: dict[str, int] = {}
+    for inst in instances:
+        if inst.role != "mongos":
+            counts[inst.host] = counts.get(inst.host, 0) + 1
+    return counts
+
+
+def replica_set_plan(
+    hosts: list[str], members: int, port: int, name: str = "rs0"
+) -> ReplicaSetPlan:
+    """`members` members round-robin over `hosts` (index i on hosts[i % len]); members that
+    share a host address get consecutive ports from `port`."""
+    placed = place_round_robin(members, hosts, port)
+    instances = [
+        Instance("mongod", hosts[h], p, name, index=i, vm=h) for i, (h, p) in enumerate(placed)
+    ]
+    config = replset_config(name, [i.address for i in instances])
+    return ReplicaSetPlan(instances, config)
+
+
+def _sharded_plan(
+    config_hosts: list[tuple[str, int | None]],
+    shard_hosts: list[list[tuple[str, int | None]]],
+    mongos_hosts: list[tuple[str, int | None]],
+    database: str,
+    collection: str | None,
+    shard_key: str | dict | None,
+    *,
+    config_port: int,
+    shard_port: int,
+    mongos_port: int,
+    config_replset: str,
+    shard_prefix: str,
+    taken: dict | None,
+) -> ShardedPlan:
+    """The one builder of sharded plans. Hosts are (address, vm position). Ports and
+    instance indices are given in the order shards, config servers, mongos, from one `taken`;
+    shard members never get the config server's or mongos' base port (when that differs)."""
+    if not config_hosts or not shard_hosts or not all(shard_hosts) or not mongos_hosts:
+        raise ValueError("need config server hosts, at least one shard and at least one mongos")
+    taken = {} if taken is None else taken
+    index = 0
+
+    def place(role, placed, base, skip=(), replset=None):
+        nonlocal index
+        out = []
+        for host, vm in placed:
+            out.append(Instance(role, host, _allocate(host, base, taken, skip), replset, index, vm))
+            index += 1
+        return out
+
+    shard_skip = {config_port, mongos_port} - {shard_port}
+    shards = [
+        place("shardsvr", hosts, shard_port, shard_skip, f"{shard_prefix}{i}")
+        for i, hosts in enumerate(shard_hosts)
+    ]
+    config = place(
+        "configsvr", config_hosts, config_port, {mongos_port} - {config_port}, config_replset
+    )
+    mongos = place("mongos", list(dict.fromkeys(mongos_hosts)), mongos_port)
+    shard_cfgs, commands = [], []
+    for members in shards:
+        name, addresses = members[0].replset, [m.address for m in members]
+        shard_cfgs.append(replset_config(name, addresses))
+        commands.append(add_shard_command(name, addresses, name=name))
+    commands.append(enable_sharding_command(database))
+    if collection:  # else each collection is sharded by whoever creates it
+        commands.append(shard_collection_command(f"{database}.{collection}", shard_key))
+    return ShardedPlan(
+        instances=config + [m for members in shards for m in members] + mongos,
+        config_replset=replset_config(config_replset, [c.address for c in config], configsvr=True),
+        shard_replsets=shard_cfgs,
+        admin_commands=commands,
+        mongos=mongos,
+    )
 
 
 def sharded_cluster_plan(
@@ -47,46 +151,70 @@ def sharded_cluster_plan(
     mongos_port: int = 27017,
     config_replset: str = "cfg",
     shard_prefix: str = "shard",
+    *,
+    taken: dict | None = None,
 ) -> ShardedPlan:
     """Everything a sharded cluster needs, as data: which process runs where, the
     replSetInitiate configs, and the mongos commands (addShard per shard,
     enableSharding, shardCollection with the experiment's key).
 
     shard_hosts[i] lists the hosts of shard i's replica set; one host gives a
-    single-member replica set (shards cannot be standalone mongods). Shard i
-    listens on the i-th free port from shard_port (skipping the config server
+    single-member replica set (shards cannot be standalone mongods). Each shard member
+    listens on its host's first free port from shard_port (skipping the config server
     and mongos ports), so several shards can share a host.
     """
-    if not config_hosts or not shard_hosts or not mongos_hosts:
-        raise ValueError("need config server hosts, at least one shard and at least one mongos")
-    cfg_members = [hostport(h, config_port) for h in config_hosts]
-    instances = [Instance("configsvr", h, config_port, config_replset) for h in config_hosts]
-    shard_cfgs, commands = [], []
-    # shard i gets its own port (shards may share hosts), never the config or mongos port
-    taken = {config_port, mongos_port}
-    ports = []
-    port = shard_port
-    while len(ports) < len(shard_hosts):
-        if port not in taken:
-            ports.append(port)
-        port += 1
-    for i, hosts in enumerate(shard_hosts):
-        name = f"{shard_prefix}{i}"
-        port = ports[i]
-        instances += [Instance("shardsvr", h, port, name) for h in hosts]
-        members = [hostport(h, port) for h in hosts]
-        shard_cfgs.append(replset_config(name, members))
-        commands.append(add_shard_command(name, members, name=name))
-    mongos = [Instance("mongos", h, mongos_port) for h in dict.fromkeys(mongos_hosts)]
-    commands.append(enable_sharding_command(database))
-    if collection:  # else each collection is sharded by whoever creates it
-        commands.append(shard_collection_command(f"{database}.{collection}", shard_key))
-    return ShardedPlan(
-        instances=instances + mongos,
-        config_replset=replset_config(config_replset, cfg_members, configsvr=True),
-        shard_replsets=shard_cfgs,
-        admin_commands=commands,
-        mongos=mongos,
+    return _sharded_plan(
+        [(h, None) for h in config_hosts],
+        [[(h, None) for h in hosts] for hosts in shard_hosts],
+        [(h, None) for h in mongos_hosts],
+        database,
+        collection,
+        shard_key,
+        config_port=config_port,
+        shard_port=shard_port,
+        mongos_port=mongos_port,
+        config_replset=config_replset,
+        shard_prefix=shard_prefix,
+        taken=taken,
+    )
+
+
+def placed_sharded_plan(
+    hosts: list[str],
+    client_host: str,
+    *,
+    shards: int,
+    shard_members: int,
+    config_members: int,
+    port: int,
+    database: str,
+) -> ShardedPlan:
+    """The PKB benchmark's sharded cluster: shard members then config servers round-robin
+    over `hosts` (shard s = members s*M..s*M+M-1; the config servers start again at host 0),
+    one mongos on `client_host`; every process from `port` on, consecutive where they share
+    a host address; no shardCollection (the engine shards per experiment)."""
+    if shards < 1 or shard_members < 1 or config_members < 1 or not hosts:
+        raise ValueError("need at least one shard, member, config server and host")
+
+    def on(k):
+        return (hosts[k % len(hosts)], k % len(hosts))
+
+    shard_hosts = [
+        [on(k) for k in range(s * shard_members, (s + 1) * shard_members)] for s in range(shards)
+    ]
+    return _sharded_plan(
+        [on(j) for j in range(config_members)],
+        shard_hosts,
+        [(client_host, None)],
+        database,
+        None,
+        None,
+        config_port=port,
+        shard_port=port,
+        mongos_port=port,
+        config_replset="cfg",
+        shard_prefix="shard",
+        taken=None,
     )
 
 
@@ -138,16 +266,9 @@ def place_round_robin(
     if count < 1 or not hosts:
         raise ValueError("need at least one process and one host")
     taken = {} if taken is None else taken
-    out = []
-    for i in range(count):
-        h = i % len(hosts)
-        used = taken.setdefault(hosts[h], set())
-        port = base_port
-        while port in used:
-            port += 1
-        used.add(port)
-        out.append((h, port))
-    return out
+    return [
+        (i % len(hosts), _allocate(hosts[i % len(hosts)], base_port, taken)) for i in range(count)
+    ]
 
 
 def default_cache_gb(total_memory_kb: int, data_processes: int = 1) -> float:

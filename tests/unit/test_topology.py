@@ -304,6 +304,61 @@ def test_uris_carry_the_seed_defaults_and_no_credentials():
         topology.replica_set_uri(["user:pw@h:27017"], "rs0")
 
 
+def test_pkb_sharded_plan_numbers_shards_then_config_then_mongos():
+    # the e2e layout: static VMs that are one machine, two one-member shards
+    plan = placement.placed_sharded_plan(
+        ["127.0.0.1"],
+        "127.0.0.1",
+        shards=2,
+        shard_members=1,
+        config_members=1,
+        port=100,
+        database="bench",
+    )
+    got = [(i.role, i.replset, i.index, i.vm, i.address) for i in plan.instances]
+    assert got == [
+        ("configsvr", "cfg", 2, 0, "127.0.0.1:102"),
+        ("shardsvr", "shard0", 0, 0, "127.0.0.1:100"),
+        ("shardsvr", "shard1", 1, 0, "127.0.0.1:101"),
+        ("mongos", None, 3, None, "127.0.0.1:103"),
+    ]
+    assert plan.admin_commands == [
+        {"addShard": "shard0/127.0.0.1:100", "name": "shard0"},
+        {"addShard": "shard1/127.0.0.1:101", "name": "shard1"},
+        {"enableSharding": "bench"},
+    ]
+    assert placement.data_processes(plan.instances) == {"127.0.0.1": 3}
+    assert placement.initiation(plan.config_replset)["seed"] == "127.0.0.1:102"
+    # two VMs, a client of its own: shard members round-robin, config servers from VM 0
+    plan = placement.placed_sharded_plan(
+        ["a", "b"], "c", shards=2, shard_members=2, config_members=3, port=100, database="d"
+    )
+    got = [(i.replset, i.vm, i.address) for i in plan.instances]
+    assert got == [
+        ("cfg", 0, "a:102"),
+        ("cfg", 1, "b:102"),
+        ("cfg", 0, "a:103"),
+        ("shard0", 0, "a:100"),
+        ("shard0", 1, "b:100"),
+        ("shard1", 0, "a:101"),
+        ("shard1", 1, "b:101"),
+        (None, None, "c:100"),
+    ]
+
+
+def test_replica_set_plan_places_members_round_robin():
+    plan = placement.replica_set_plan(["h1", "h2"], 3, 27017)
+    got = [(i.index, i.vm, i.role, i.replset, i.address) for i in plan.instances]
+    assert got == [
+        (0, 0, "mongod", "rs0", "h1:27017"),
+        (1, 1, "mongod", "rs0", "h2:27017"),
+        (2, 0, "mongod", "rs0", "h1:27018"),
+    ]
+    assert plan.config == topology.replset_config("rs0", ["h1:27017", "h2:27017", "h1:27018"])
+    assert placement.initiation(plan.config) == {"config": plan.config, "seed": "h1:27017"}
+    assert placement.data_processes(plan.instances) == {"h1": 2, "h2": 1}
+
+
 def test_round_robin_placement_gives_shared_hosts_consecutive_ports():
     # three VMs: one member each, all on the base port
     assert placement.place_round_robin(3, ["10.0.0.1", "10.0.0.2", "10.0.0.3"], 27017) == [
