@@ -21,7 +21,7 @@ from bson.raw_bson import RawBSONDocument
 
 from mongobench.core.split import share
 from mongobench.core.units import KiB
-from mongobench.driver import ops
+from mongobench.driver import ops, replies
 from mongobench.driver.catalog import WORKLOADS
 from mongobench.driver.multiplex import Client, count_error
 from mongobench.driver.queries import _RANDINT, _RANDINTLIST
@@ -127,7 +127,7 @@ def _cursor(c: Client, first, buf, get_more, limit: int, batch: int = 0):
 
 def _get_more(db, coll, op, limit, batch=0):
     t = ops.get_more_tmpl(db, coll, batch_size=bool(limit or batch))
-    return t, t.buffer(), ops.CursorCheck(op, b"nextBatch")
+    return t, t.buffer(), replies.CursorCheck(op, b"nextBatch")
 
 
 # ----------------------------------------------------------------------------- workloads
@@ -148,7 +148,7 @@ def read_update(s, db, wc):
         record, counts = stats.latency.record, stats.ops
         rbuf, ubuf = read_t.buffer(), update_t.buffer()
         rwrite, uwrite = read_t.write, update_t.write
-        rcheck, ucheck = ops.CursorCheck("read"), ops.WriteCheck("update")
+        rcheck, ucheck = replies.CursorCheck("read"), replies.WriteCheck("update")
         for i in c.ops():
             if run.stopped:
                 return
@@ -187,7 +187,7 @@ def hot_update(s, db, wc):
     def source(c: Client):
         run, stats = c.run, c.stats
         record, counts = stats.latency.record, stats.ops
-        buf, check = t.buffer(), ops.WriteCheck("update")
+        buf, check = t.buffer(), replies.WriteCheck("update")
         for _ in c.ops():
             if run.stopped:
                 return
@@ -221,13 +221,13 @@ def update_api(s, db, wc):
         update = {"$inc": {"count": 1}, "$setOnInsert": full}
         if fn == "update_one":
             t = ops.update_tmpl(db, coll, {"_id": k0}, update, [k0], wc, upsert=upsert)
-            check = ops.WriteCheck(fn)
+            check = replies.WriteCheck(fn)
         else:
             t = ops.find_and_modify_tmpl(db, coll, {"_id": k0}, update, [k0], wc, upsert=upsert)
-            check = ops.FindAndModifyCheck(fn)
+            check = replies.FindAndModifyCheck(fn)
         ins = ops.Tmpl(ops._with_wc({"insert": coll, "ordered": True, "documents": [full],
                                      "$db": db}, wc))  # fmt: skip
-        ins_check = ops.WriteCheck(fn)
+        ins_check = replies.WriteCheck(fn)
         at, ins_at, dn = _doc_slot(t, docs), _doc_slot(ins, docs), docs.size
         rng = random.Random(c.index + 1)
         run, stats = c.run, c.stats
@@ -276,7 +276,7 @@ def update_fields(s, db, wc):
         rng = random.Random(c.index + 1)
         run, stats = c.run, c.stats
         record, counts = stats.latency.record, stats.ops
-        buf, check = t.buffer(), ops.WriteCheck("update")
+        buf, check = t.buffer(), replies.WriteCheck("update")
         for _ in c.ops():
             if run.stopped:
                 return
@@ -309,7 +309,7 @@ def replace(s, db, wc):
         rng = random.Random(c.index + 1)
         run, stats = c.run, c.stats
         record, counts = stats.latency.record, stats.ops
-        buf, check = t.buffer(), ops.WriteCheck("replace")
+        buf, check = t.buffer(), replies.WriteCheck("replace")
         for _ in c.ops():
             if run.stopped:
                 return
@@ -344,7 +344,7 @@ def update_indexed(s, db, wc):
         rng = random.Random(c.index + 1)
         run, stats = c.run, c.stats
         record, counts = stats.latency.record, stats.ops
-        buf, check = t.buffer(), ops.WriteCheck("update")
+        buf, check = t.buffer(), replies.WriteCheck("update")
         for _ in c.ops():
             if run.stopped:
                 return
@@ -378,7 +378,7 @@ def delete(s, db, wc):
     def source(c: Client):
         run, stats = c.run, c.stats
         record, counts = stats.latency.record, stats.ops
-        buf, check = t.buffer(), ops.WriteCheck(op)
+        buf, check = t.buffer(), replies.WriteCheck(op)
         start = sum(share(n, c.clients, k) for k in range(c.index))
         end = start + share(n, c.clients, c.index)
         for lo in range(start, end, per):
@@ -412,7 +412,7 @@ def _finder(c, first_t, values, op, get_more, limit, expect: int | None):
     rng = random.Random(c.index + 1)
     run, stats = c.run, c.stats
     record, counts, counters = stats.latency.record, stats.ops, stats.counters
-    buf, check = first_t.buffer(), ops.CursorCheck(op)
+    buf, check = first_t.buffer(), replies.CursorCheck(op)
     gm = (get_more[0], get_more[0].buffer(), get_more[2])
     for _ in c.ops():
         if run.stopped:
@@ -489,7 +489,10 @@ def insert(s, db, wc):
         docs = ops.DocBatch(size, s["id_type"], n_int_fields=n_idx, seed=c.index + 1)
         per_msg = min(batch, bulk.max_docs(docs.size))
         buf = bytearray(bulk.prefix_size() + per_msg * docs.size)
-        checks = {True: ops.WriteCheck("insert", bulk=True), False: ops.WriteCheck("insert")}
+        checks = {
+            True: replies.WriteCheck("insert", bulk=True),
+            False: replies.WriteCheck("insert"),
+        }
         run, stats = c.run, c.stats
         record, counts = stats.latency.record, stats.ops
         quota, done = share(total, c.clients, c.index), 0
@@ -545,7 +548,7 @@ def _single_inserts(c: Client, bulk, docs):
     run, stats = c.run, c.stats
     record, counts = stats.latency.record, stats.ops
     buf = bytearray(bulk.prefix_size() + docs.size)
-    check = ops.WriteCheck("insert")
+    check = replies.WriteCheck("insert")
     for _ in c.ops():
         if run.stopped:
             return

@@ -15,7 +15,7 @@ from pymongo import MongoClient, monitoring
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 from standin_helpers import built_workdir, write_users_file
 
-from mongobench.driver import multiplex, ops, procs, sources
+from mongobench.driver import multiplex, ops, procs, replies, sources
 from mongobench.driver.base import ThreadStats
 from mongobench.driver.catalog import WORKLOADS
 from mongobench.remote import tlscerts
@@ -208,7 +208,7 @@ def _dup_source(client_: multiplex.Client):
     documents existing: the outcomes pymongo raises as exceptions."""
     bulk = ops.BulkInsert(DB, "dups")
     buf = bytearray(4096)
-    single, many = ops.WriteCheck("insert_one"), ops.WriteCheck("insert_many", bulk=True)
+    single, many = replies.WriteCheck("insert_one"), replies.WriteCheck("insert_many", bulk=True)
     docs = [bson.encode({"_id": k, "v": 1}) for k in (1, 10, 2, 11, 12)]
     for check, batch in ((single, docs[:1]), (many, docs)):
         data = b"".join(batch)
@@ -247,7 +247,7 @@ def test_broken_connection_counts_the_operation_in_flight(mongo, server_uri):
     ping = ops.Tmpl({"ping": 1, "$db": "admin"})
 
     def source(c):
-        buf, check = ping.buffer(), ops.WriteCheck("ping")
+        buf, check = ping.buffer(), replies.WriteCheck("ping")
         for i in range(20):
             if c.index == 0 and i == 5:
                 socks[0].shutdown(2)  # the server sees EOF; we read an error or EOF
@@ -282,12 +282,12 @@ def test_get_more_as_pymongo(mongo, server_uri):
             batch_size=7,
         )  # fmt: skip
         gm_t = ops.get_more_tmpl(DB, "query", batch_size=True)
-        gm = (gm_t, gm_t.buffer(), ops.CursorCheck("find", b"nextBatch"))
+        gm = (gm_t, gm_t.buffer(), replies.CursorCheck("find", b"nextBatch"))
 
         def source(c, t=t, gm=gm, limit=limit):
             buf = t.buffer()
             t.write(buf, c.rid)
-            bad, got, more = yield from sources._cursor(c, ops.CursorCheck("find"), buf, gm,
+            bad, got, more = yield from sources._cursor(c, replies.CursorCheck("find"), buf, gm,
                                                         limit, 7)  # fmt: skip
             c.stats.counters.update(docs=got, getmores=more, errors=bad is not None)
 
@@ -332,8 +332,8 @@ def test_tls_and_scram(tls_uri):
         buf = t.buffer()
         for _ in range(5):
             t.write(buf, c.rid)
-            gm = (gm_t, gm_t.buffer(), ops.CursorCheck("find", b"nextBatch"))
-            bad, got, _ = yield from sources._cursor(c, ops.CursorCheck("find"), buf, gm, 30)
+            gm = (gm_t, gm_t.buffer(), replies.CursorCheck("find", b"nextBatch"))
+            bad, got, _ = yield from sources._cursor(c, replies.CursorCheck("find"), buf, gm, 30)
             c.stats.counters.update(docs=got, errors=bad is not None)
 
     stats, _, _ = multiplex.run_clients(tls_uri, source, range(2), 2)

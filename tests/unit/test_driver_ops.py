@@ -11,7 +11,7 @@ import bson
 import pytest
 from bson.raw_bson import RawBSONDocument
 
-from mongobench.driver import multiplex, ops, sources
+from mongobench.driver import multiplex, ops, replies, sources
 from mongobench.driver.base import ThreadStats
 from mongobench.driver.docgen import DocFactory
 from mongobench.driver.queries import compile_template
@@ -146,7 +146,7 @@ def test_doc_batch_makes_docfactory_documents(id_type):
 
 
 def test_write_check_success_is_remembered_by_its_bytes():
-    check = ops.WriteCheck("update")
+    check = replies.WriteCheck("update")
     ok = message({"n": 1, "nModified": 1, "ok": 1.0})
     assert check(ok, len(ok)) == (None, 1, 1, 0, None, 0)
     assert len(check.memo) == 1
@@ -182,7 +182,7 @@ def test_write_check_success_is_remembered_by_its_bytes():
 )  # fmt: skip
 def test_write_errors_named_as_pymongo_raises_them(reply, bulk, kind, write_errors):
     msg = message(reply)
-    out = ops.WriteCheck("insert", bulk=bulk)(msg, len(msg))
+    out = replies.WriteCheck("insert", bulk=bulk)(msg, len(msg))
     assert out[0] == kind
     assert out[1] == reply.get("n", 0)
     assert out[5] == write_errors
@@ -199,7 +199,7 @@ def cursor_reply(docs, cid=0, batch="firstBatch", order="mongod", extra=None) ->
 
 @pytest.mark.parametrize("order", ["mongod", "id first"])
 def test_cursor_check_counts_documents_and_reads_the_cursor_id(order):
-    check = ops.CursorCheck("find")
+    check = replies.CursorCheck("find")
     for n in (0, 1, 2, 101, 1, 1, 0):
         docs = [{"_id": i, "pad": "x" * (i % 7)} for i in range(n)]
         msg = cursor_reply(docs, cid=1000 + n, order=order)
@@ -213,13 +213,13 @@ def test_cursor_check_counts_documents_and_reads_the_cursor_id(order):
     c = cursor_reply([{}, {}], cid=7, order=order)
     d = cursor_reply([{"_id": 1}], cid=7, order=order)
     assert check(c, len(c))[1] == 2 and check(d, len(d))[1] == 1
-    more = ops.CursorCheck("find", b"nextBatch")
+    more = replies.CursorCheck("find", b"nextBatch")
     msg = cursor_reply([{}] * 3, cid=0, batch="nextBatch", order=order)
     assert more(msg, len(msg)) == (None, 3, 0, None)
 
 
 def test_cursor_check_errors():
-    check = ops.CursorCheck("find")
+    check = replies.CursorCheck("find")
     msg = message({"ok": 0, "code": 43, "errmsg": "cursor id 5 not found"})
     assert check(msg, len(msg))[0] == "CursorNotFound"
     msg = message({"ok": 0, "code": 2, "errmsg": "bad query"})
@@ -235,7 +235,7 @@ def test_cursor_check_errors():
 
 
 def test_find_and_modify_check():
-    check = ops.FindAndModifyCheck("find_one_and_update")
+    check = replies.FindAndModifyCheck("find_one_and_update")
     found = message({"lastErrorObject": {"n": 1, "updatedExisting": True},
                      "value": {"_id": 1, "count": 2}, "ok": 1.0})  # fmt: skip
     assert check(found, len(found)) == (None, True, False, None)
@@ -263,11 +263,11 @@ def replica_set_fields(i: int) -> dict:
 
 
 def test_replica_set_replies_are_checked_without_decoding(monkeypatch):
-    write, cursor = ops.WriteCheck("update"), ops.CursorCheck("read")
+    write, cursor = replies.WriteCheck("update"), replies.CursorCheck("read")
     first = cursor_reply([{"_id": 0, "v": "a"}], extra=replica_set_fields(0))
     assert cursor(first, len(first)) == (None, 1, 0, None)  # learns the layout
-    monkeypatch.setattr(ops, "fields", None)  # from here on: no walking ...
-    monkeypatch.setattr(ops.Check, "decoded", None)  # ... and no decoding
+    monkeypatch.setattr(replies, "fields", None)  # from here on: no walking ...
+    monkeypatch.setattr(replies.Check, "decoded", None)  # ... and no decoding
     for i in range(1, 4):
         reply = cursor_reply([{"_id": i, "v": "b"}], cid=0, extra=replica_set_fields(i))
         assert len(reply) == len(first)
@@ -276,7 +276,7 @@ def test_replica_set_replies_are_checked_without_decoding(monkeypatch):
     for i in range(3):
         reply = message({"n": 1, "electionId": bson.ObjectId(), "opTime": {"ts": i},
                          "nModified": 1, "ok": 1.0, **replica_set_fields(i)})  # fmt: skip
-        monkeypatch.setattr(ops.Check, "decoded", None)
+        monkeypatch.setattr(replies.Check, "decoded", None)
         assert write(reply, len(reply)) == (None, 1, 1, 0, None, 0)
     assert not write.memo  # replies that vary are not remembered
     # The layout does not hide a field that is not a varying one.
@@ -288,8 +288,8 @@ def test_replica_set_replies_are_checked_without_decoding(monkeypatch):
 def test_undecodable_reply_is_an_error():
     msg = message({"n": 1, "ok": 1})
     msg[25] = 0x7A  # an unknown BSON type
-    assert ops.WriteCheck("update")(msg, len(msg))[0] == "InvalidBSON"
-    assert ops.CursorCheck("find")(msg, len(msg))[0] == "InvalidBSON"
+    assert replies.WriteCheck("update")(msg, len(msg))[0] == "InvalidBSON"
+    assert replies.CursorCheck("find")(msg, len(msg))[0] == "InvalidBSON"
 
 
 # --------------------------------------------------------------------------- the loop
@@ -330,7 +330,7 @@ def test_loop_latency_partial_and_large_replies_and_a_closed_connection():
 
     def source(c):
         write_like = c.index != 1
-        check = ops.WriteCheck("w") if write_like else ops.CursorCheck("r")
+        check = replies.WriteCheck("w") if write_like else replies.CursorCheck("r")
         buf = ping.buffer()
         for _ in range(5 if c.index != 1 else 3):
             ping.write(buf, c.rid)

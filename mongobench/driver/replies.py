@@ -1,0 +1,391 @@
+"""Reply checks for every operation the experiments send (requests: driver.ops).
+
+Replies are checked in place: a write's success reply is recognised by its
+bytes (seen once, decoded once), a cursor's documents are counted by walking
+the BSON element headers (never decoding a document); anything unexpected is
+decoded and classified as pymongo would raise it, so the multiplexed path
+counts the same errors under the same names as the pymongo path
+("<op>: DuplicateKeyError", "<op>: WriteConcernError", ...).
+
+A check returns an outcome tuple whose first item is None on success or the
+name of the pymongo exception the reply would raise:
+  writes:        (error, n, nModified, nUpserted, message, nWriteErrors)
+  cursors:       (error, documents in this batch, cursor id, message)
+  findAndModify: (error, found a document, upserted, message)
+"""
+
+from __future__ import annotations
+
+import struct
+
+import bson
+
+try:  # the codes pymongo turns into NotPrimaryError
+    from pymongo.helpers_shared import _NOT_PRIMARY_CODES as NOT_PRIMARY_CODES
+except ImportError:  # pragma: no cover - older pymongo
+    NOT_PRIMARY_CODES = frozenset({11600, 11602, 10107, 91, 10058, 13435, 13436, 189})
+
+_I32 = struct.Struct("<i")
+_I64 = struct.Struct("<q")
+MEMO_BYTES = 32 << 10  # replies (or arrays) up to this size are remembered by their bytes
+MEMO_ENTRIES = 256
+DUPLICATE_KEY_CODES = (11000, 11001, 12582)
+# Top-level reply fields of replica sets and sharded clusters that differ in every
+# reply and say nothing about the operation's outcome.
+VARYING_FIELDS = frozenset(
+    (b"$clusterTime", b"operationTime", b"opTime", b"electionId", b"$gleStats",
+     b"lastCommittedOpTime", b"$configTime", b"$topologyTime")
+)  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- BSON walking
+
+
+def _cstring_end(buf, p: int) -> int:
+    return buf.index(0, p)
+
+
+def value_end(buf, t: int, p: int) -> int:
+    """Offset after the value of BSON type `t` that starts at `p`."""
+    if t in (1, 9, 17, 18):
+        return p + 8
+    if t == 16:
+        return p + 4
+    if t in (3, 4):
+        return p + _I32.unpack_from(buf, p)[0]
+    if t in (2, 13, 14):
+        return p + 4 + _I32.unpack_from(buf, p)[0]
+    if t == 8:
+        return p + 1
+    if t in (6, 10, 127, 255):
+        return p
+    if t == 7:
+        return p + 12
+    if t == 5:
+        return p + 5 + _I32.unpack_from(buf, p)[0]
+    if t == 19:
+        return p + 16
+    if t == 11:
+        return _cstring_end(buf, _cstring_end(buf, p) + 1) + 1
+    if t == 15:
+        return p + _I32.unpack_from(buf, p)[0]
+    if t == 12:
+        return p + 4 + _I32.unpack_from(buf, p)[0] + 12
+    raise ValueError(f"unknown BSON type {t}")
+
+
+def fields(buf, start: int) -> dict[bytes, tuple[int, int, int]]:
+    """The elements of the document at `start`: name -> (type, value start, value end)."""
+    end = start + _I32.unpack_from(buf, start)[0] - 1
+    p, out = start + 4, {}
+    while p < end:
+        t = buf[p]
+        z = buf.index(0, p + 1)
+        e = value_end(buf, t, z + 1)
+        out[bytes(buf[p + 1 : z])] = (t, z + 1, e)
+        p = e
+    return out
+
+
+def count_elements(buf, start: int) -> int:
+    """Elements of the array (or document) at `start`, without decoding them."""
+    end = start + _I32.unpack_from(buf, start)[0] - 1
+    p, n, index = start + 4, 0, buf.index
+    while p < end:
+        t = buf[p]
+        p = value_end(buf, t, index(0, p + 1) + 1)
+        n += 1
+    return n
+
+
+def _number(buf, t: int, p: int):
+    if t == 1:
+        return struct.unpack_from("<d", buf, p)[0]
+    if t == 16:
+        return _I32.unpack_from(buf, p)[0]
+    if t == 18:
+        return _I64.unpack_from(buf, p)[0]
+    if t == 8:
+        return buf[p]
+    return None
+
+
+def _only_varying(buf, p: int, end: int) -> bool:
+    """Whether the elements from `p` to `end` (a document's final byte) are all
+    VARYING_FIELDS."""
+    while p < end:
+        t = buf[p]
+        z = buf.index(0, p + 1)
+        if bytes(buf[p + 1 : z]) not in VARYING_FIELDS:
+            return False
+        p = value_end(buf, t, z + 1)
+    return p == end
+
+
+def reply_doc(buf, length: int) -> dict:
+    """The decoded kind-0 document of the OP_MSG reply at the start of `buf` (slow path)."""
+    if buf[20] != 0:
+        raise ValueError("reply without a kind-0 section")
+    start = 21
+    n = _I32.unpack_from(buf, start)[0]
+    return bson.decode(bytes(buf[start : start + n]))
+
+
+# --------------------------------------------------------------------- error classification
+
+
+def command_error(reply: dict) -> tuple[str, str] | None:
+    """(pymongo exception name, message) for a reply with ok: 0 (or no ok), else None
+    (pymongo.helpers_shared._check_command_response)."""
+    if "ok" not in reply:
+        return "OperationFailure", str(reply.get("$err", reply))[:300]
+    if reply["ok"]:
+        return None
+    msg, code = str(reply.get("errmsg", "")), reply.get("code")
+    if code in NOT_PRIMARY_CODES or (
+        code is None and ("not master" in msg or "node is recovering" in msg)
+    ):
+        kind = "NotPrimaryError"
+    elif code in DUPLICATE_KEY_CODES:
+        kind = "DuplicateKeyError"
+    elif code == 50:
+        kind = "ExecutionTimeout"
+    elif code == 43:
+        kind = "CursorNotFound"
+    else:
+        kind = "OperationFailure"
+    return kind, f"{msg}, full error: {reply}"[:300]
+
+
+def wce_kind(wce: dict) -> str:
+    if wce.get("code") == 64 or (wce.get("errInfo") or {}).get("wtimeout"):
+        return "WTimeoutError"
+    return "WriteConcernError"
+
+
+def write_outcome(reply: dict, bulk: bool) -> tuple:
+    """The outcome of a decoded write reply, with pymongo's exception names:
+    insert_many raises BulkWriteError for write or write-concern errors; the
+    single-document calls raise the last write error (DuplicateKeyError for
+    11000, else WriteError), then WTimeoutError / WriteConcernError."""
+    n, nmod = int(reply.get("n", 0) or 0), int(reply.get("nModified", 0) or 0)
+    ups = len(reply.get("upserted") or ())
+    bad = command_error(reply)
+    if bad:
+        return (bad[0], n, nmod, ups, bad[1], 0)
+    errors = reply.get("writeErrors") or []
+    wce = reply.get("writeConcernError")
+    if bulk and (errors or wce):
+        msg = f"batch op errors occurred, full error: {errors[-1] if errors else wce}"
+        return ("BulkWriteError", n, nmod, ups, msg[:300], len(errors))
+    if errors:
+        last = errors[-1]
+        kind = "DuplicateKeyError" if last.get("code") == 11000 else "WriteError"
+        return (kind, n, nmod, ups, str(last.get("errmsg", last))[:300], len(errors))
+    if wce:
+        return (wce_kind(wce), n, nmod, ups, str(wce.get("errmsg", wce))[:300], 0)
+    return (None, n, nmod, ups, None, 0)
+
+
+# ----------------------------------------------------------------------------- reply checks
+
+
+class Check:
+    """Judges the reply to one kind of request. `op` names the logical operation
+    whose error a broken connection is counted under."""
+
+    def __init__(self, op: str):
+        self.op = op
+
+    def __call__(self, buf, length: int) -> tuple:
+        raise NotImplementedError
+
+    def decoded(self, buf, length: int) -> dict | None:
+        try:
+            return reply_doc(buf, length)
+        except Exception:  # noqa: BLE001 - any undecodable reply is an error outcome
+            return None
+
+
+class WriteCheck(Check):
+    """insert / update / delete replies. Success replies without varying content
+    are remembered by their bytes: later equal replies cost one slice and one
+    dict look-up. A replica set's replies vary in every reply ($clusterTime,
+    operationTime, opTime): those are walked (their top-level element headers),
+    not decoded, when they hold nothing but counts, ok: 1 and such fields."""
+
+    SUCCESS_FIELDS = frozenset((b"n", b"nModified", b"ok"))
+
+    def __init__(self, op: str, bulk: bool = False):
+        super().__init__(op)
+        self.bulk = bulk
+        self.memo: dict[bytes, tuple] = {}
+
+    def _walked(self, buf) -> tuple[tuple, bool] | None:
+        """(outcome, has varying fields) of a plain success, else None."""
+        try:
+            top = fields(buf, 21)
+        except (ValueError, IndexError, struct.error):
+            return None
+        names = top.keys()
+        if not names - self.SUCCESS_FIELDS <= VARYING_FIELDS or b"ok" not in top:
+            return None
+        ok, n, nmod = top[b"ok"], top.get(b"n"), top.get(b"nModified")
+        if _number(buf, ok[0], ok[1]) != 1:
+            return None
+        n = _number(buf, n[0], n[1]) if n is not None else 0
+        nmod = _number(buf, nmod[0], nmod[1]) if nmod is not None else 0
+        if n is None or nmod is None:
+            return None
+        return (None, int(n), int(nmod), 0, None, 0), len(names) > len(names & self.SUCCESS_FIELDS)
+
+    def __call__(self, buf, length):
+        key = bytes(buf[16:length]) if length <= MEMO_BYTES else None
+        out = self.memo.get(key)
+        if out is not None:
+            return out
+        out = self._walked(buf)
+        if out is not None:
+            out, varying = out
+            if not varying and key is not None and len(self.memo) < MEMO_ENTRIES:
+                self.memo[key] = out
+            return out
+        reply = self.decoded(buf, length)
+        if reply is None:
+            return ("InvalidBSON", 0, 0, 0, "undecodable reply", 0)
+        out = write_outcome(reply, self.bulk)
+        if (
+            key is not None
+            and out[0] is None
+            and not reply.keys() - {"n", "nModified", "ok"}
+            and len(self.memo) < MEMO_ENTRIES
+        ):
+            self.memo[key] = out
+        return out
+
+
+class CursorCheck(Check):
+    """find / aggregate / getMore replies: documents in the batch (counted by their
+    element headers, never decoded) and the cursor id.
+
+    A success reply's layout is remembered (as wire.ReplyShapes does, by total
+    length; up to MAX_SHAPES): a later reply of that length whose bytes equal it
+    before the documents (through the array's length) and after them except
+    the cursor id is the same kind of success, checked by three byte
+    comparisons. Other replies are walked element by element (arrays up to
+    MEMO_BYTES remembered by their bytes); a reply that is not ok: 1 with a
+    cursor is decoded.
+    """
+
+    MAX_SHAPES = 16
+
+    def __init__(self, op: str, batch: bytes = b"firstBatch"):
+        super().__init__(op)
+        self.batch = batch
+        self.memo: dict[bytes, int] = {}
+        self.shapes: dict[int, list[tuple]] = {}  # length -> [(head, a, e, mid, tail)]
+        self.n_shapes = 0
+
+    def _count(self, buf, a: int, e: int) -> int:
+        # One document: "\x03" "0\x00" and a document that fills the array.
+        if buf[a + 4] == 3 and buf[a + 5] == 48 and buf[a + 6] == 0:
+            if a + 7 + _I32.unpack_from(buf, a + 7)[0] == e - 1:
+                return 1
+        if e - a <= MEMO_BYTES:
+            key = bytes(buf[a:e])
+            n = self.memo.get(key)
+            if n is None:
+                n = count_elements(buf, a)
+                if len(self.memo) < MEMO_ENTRIES:
+                    self.memo[key] = n
+            return n
+        return count_elements(buf, a)
+
+    def __call__(self, buf, length):
+        for head, a, e, mid, tail, rest in self.shapes.get(length, ()):
+            c = e + len(mid)  # the cursor id
+            if (
+                buf.startswith(head, 16)
+                and buf.startswith(mid, e)
+                and buf.startswith(tail, c + 8)
+                and (rest is None or _only_varying(buf, rest, length - 1))
+            ):
+                return (None, self._count(buf, a, e), _I64.unpack_from(buf, c)[0], None)
+        try:
+            top = fields(buf, 21)
+            cur = top.get(b"cursor")
+            ok = top.get(b"ok")
+            if (
+                cur is not None
+                and cur[0] == 3
+                and ok is not None
+                and _number(buf, ok[0], ok[1]) == 1
+                and b"writeConcernError" not in top
+            ):
+                inner = fields(buf, cur[1])
+                arr = inner.get(self.batch)
+                cid = inner.get(b"id")
+                if arr is not None and arr[0] == 4 and cid is not None and cid[0] == 18:
+                    a, e = arr[1], arr[2]
+                    if cid[1] > e and self.n_shapes < self.MAX_SHAPES:
+                        # The tail is compared up to the first varying field (an
+                        # element's start: its value's, less the type byte, name, NUL);
+                        # every element from there on must be a varying field.
+                        starts = {k: v[1] - len(k) - 2 for k, v in top.items()}
+                        rest = min(
+                            (at for k, at in starts.items() if k in VARYING_FIELDS), default=None
+                        )
+                        if rest is None or (
+                            rest >= cid[1] + 8
+                            and all(k in VARYING_FIELDS for k, at in starts.items() if at >= rest)
+                        ):
+                            shape = (
+                                bytes(buf[16 : a + 4]), a, e, bytes(buf[e : cid[1]]),
+                                bytes(buf[cid[1] + 8 : length if rest is None else rest]), rest,
+                            )  # fmt: skip
+                            self.shapes.setdefault(length, []).append(shape)
+                            self.n_shapes += 1
+                    return (None, self._count(buf, a, e), _I64.unpack_from(buf, cid[1])[0], None)
+        except (ValueError, IndexError, struct.error):
+            pass
+        reply = self.decoded(buf, length)
+        if reply is None:
+            return ("InvalidBSON", 0, 0, "undecodable reply")
+        bad = command_error(reply)
+        if bad:
+            return (bad[0], 0, 0, bad[1])
+        return ("InvalidOperation", 0, 0, f"no cursor in the reply: {str(reply)[:200]}")
+
+
+class FindAndModifyCheck(Check):
+    """findAndModify replies: whether a document was found (or upserted). As
+    pymongo (which parses write-concern errors for this command), a write-concern
+    error comes first, then ok: 0."""
+
+    def __call__(self, buf, length):
+        try:
+            top = fields(buf, 21)
+            ok, value, leo = top.get(b"ok"), top.get(b"value"), top.get(b"lastErrorObject")
+            if (
+                ok is not None
+                and _number(buf, ok[0], ok[1]) == 1
+                and value is not None
+                and b"writeConcernError" not in top
+            ):
+                upserted = False
+                if leo is not None and leo[0] == 3:
+                    upserted = b"upserted" in fields(buf, leo[1])
+                return (None, value[0] == 3, upserted, None)
+        except (ValueError, IndexError, struct.error):
+            pass
+        reply = self.decoded(buf, length)
+        if reply is None:
+            return ("InvalidBSON", False, False, "undecodable reply")
+        wce = reply.get("writeConcernError")
+        if wce:
+            return (wce_kind(wce), False, False, str(wce.get("errmsg", wce))[:300])
+        bad = command_error(reply)
+        if bad:
+            return (bad[0], False, False, bad[1])
+        leo = reply.get("lastErrorObject") or {}
+        return (None, reply.get("value") is not None, "upserted" in leo, None)
