@@ -280,13 +280,10 @@ def _add_compare(subparsers) -> argparse.ArgumentParser:
 
 
 def _metadata_pairs(pairs: Sequence[str] | None) -> dict:
-    out = {}
-    for pair in pairs or []:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise SystemExit(f"--metadata takes key=value, not {pair!r}")
-        out[key.strip()] = value
-    return out
+    try:
+        return parse_pairs(pairs, "--metadata", form="key=value", require_value=False)
+    except ValueError as e:
+        raise SystemExit(str(e)) from None
 
 
 def _memory_args(args) -> tuple[int | None, str | None]:

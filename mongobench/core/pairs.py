@@ -5,14 +5,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 
-def parse_pairs(pairs: Sequence[str] | None, what: str, number: bool = False) -> dict:
-    """``NAME=VALUE`` pairs; a price's name may hold '=' (split at the last), a label's file
-    name may not (split at the first)."""
+def parse_pairs(
+    pairs: Sequence[str] | None,
+    what: str,
+    number: bool = False,
+    *,
+    form: str = "NAME=VALUE",
+    require_value: bool = True,
+) -> dict:
+    """``NAME=VALUE`` pairs, keys stripped; a price's name may hold '=' (split at the last),
+    a label's file name may not (split at the first). Errors are ValueErrors naming `what`
+    and `form`."""
     out: dict = {}
     for pair in pairs or []:
         key, sep, value = pair.rpartition("=") if number else pair.partition("=")
-        if not sep or not key.strip() or not value.strip():
-            raise ValueError(f"{what} takes NAME=VALUE, not {pair!r}")
+        if not sep or not key.strip() or (require_value and not value.strip()):
+            raise ValueError(f"{what} takes {form}, not {pair!r}")
         if number:
             try:
                 value = float(value.strip().lstrip("$"))
