@@ -10,22 +10,22 @@ instances are not meant to have, so the data does not fit in cache.
 
 Faster than the anchor: each instance is loaded once and reused by later steps (the anchor
 reloaded every instance at every step), and the default "bounded" search skips only steps
-that cannot change a KPI (mongobench.stress.next_step). KPIs: `Maximum Throughput` and
+that cannot change a KPI (mongobench.stress.search.next_step). KPIs: `Maximum Throughput` and
 `Maximum Throughput for Latency SLA` (best step whose read p99 <= the SLA; 0 with a reason
 when none), plus per-step samples. A failed YCSB process, a missing p99 or a dead mongod
 ends the search with a clear error (a `Step Failed` sample; the run ends FAILED after the
 steps already measured are published).
 
 With --mongodb_stress_tls every instance accepts TLS connections only (requireTLS) with a
-server certificate from a CA made for the run on the PKB host (mongobench.tlscerts: the
+server certificate from a CA made for the run on the PKB host (mongobench.remote.tlscerts: the
 certificate names every server address the clients use); its PEM reaches the server VM as a
 0600 file, the CA certificate the client VMs, and YCSB trusts exactly that CA.
 
 Cleanup stops every mongod, YCSB and stress-ng process the benchmark started, by PID,
 removes its directories and restores the host settings it changed.
 
-The arithmetic (sizing, plans, placement, search, results, KPIs) is mongobench.stress; this
-module runs it on the VMs.
+The arithmetic (sizing, plans, placement, the search loop, results, KPIs, sample metadata)
+is mongobench.stress; this module runs it on the VMs.
 """
 
 import dataclasses
@@ -49,6 +49,7 @@ from mongobench.core import units
 from mongobench.deploy import mongod
 from mongobench.remote import probes, tlscerts
 from mongobench.stress import placement, search, steps
+from mongobench.stress import report as stress_report
 from mongobench.stress import sizing as stress_sizing
 
 BENCHMARK_NAME = "mongodb_stress"
@@ -313,39 +314,17 @@ def _UsesNumactl():
 
 
 def _ServerFacts(vm, server):
-    """Memory, vCPUs, free disk under the instances directory, NUMA nodes (numactl --hardware
-    when numactl is there), cores (lscpu), online CPUs and network addresses (ip -o addr)."""
-    out, _ = vm.RemoteCommand(
-        f"df -B1 --output=avail {shlex.quote(server.instances_dir)}; echo ---; "
-        "ls -d /sys/devices/system/node/node[0-9]* 2>/dev/null | wc -l; echo ---; "
-        "cat /sys/devices/system/cpu/online; echo ---; "
-        "numactl --hardware 2>/dev/null; echo ---; "
-        "lscpu -p=CPU,CORE,SOCKET 2>/dev/null; echo ---; "
-        "ip -o addr show 2>/dev/null; true"
+    """Memory, vCPUs, free disk under the instances directory, NUMA nodes, cores, online CPUs
+    and network addresses of the server (the flags win where given)."""
+    out, _ = vm.RemoteCommand(probes.server_facts_command(server.instances_dir))
+    return stress_sizing.server_sizing_inputs(
+        probes.parse_server_facts(out),
+        vm_memory_bytes=vm.total_memory_kb * 1024,
+        vm_vcpus=vm.NumCpusForBenchmark(),
+        memory_gb=_MEMORY_GB.value,
+        vcpus=_VCPUS.value,
+        disk_gb=_DISK_GB.value,
     )
-    df, nodes, online, numactl, lscpu, ip_addr = out.split("---")
-    cpus = probes.parse_cpu_list(online)
-    numa = probes.parse_numactl_hardware(numactl) or (probes.NumaNode(0, tuple(cpus)),)
-    facts = {
-        "memory_bytes": int(_MEMORY_GB.value * units.GiB)
-        if _MEMORY_GB.value
-        else vm.total_memory_kb * 1024,
-        "vcpus": _VCPUS.value or vm.NumCpusForBenchmark(),
-        "disk_free_bytes": int(_DISK_GB.value * units.GiB)
-        if _DISK_GB.value is not None
-        else probes.parse_df_avail(df),
-        "numa_nodes": max(1, int(nodes.strip() or 1)),
-        "numa": numa,
-        "cores": probes.parse_lscpu_cores(lscpu),
-        "cpus": cpus,
-        "interfaces": probes.parse_ip_addr(ip_addr) or None,  # None: no `ip`, no check
-    }
-    facts["sources"] = {
-        "memory": "flag" if _MEMORY_GB.value else "server",
-        "vcpus": "flag" if _VCPUS.value else "server",
-        "disk_free": "flag" if _DISK_GB.value is not None else "server",
-    }
-    return facts
 
 
 def _PrepareServer(vm):
@@ -427,7 +406,6 @@ def Prepare(benchmark_spec):
     except ValueError as e:
         raise errors.Config.InvalidValue(f"--mongodb_stress_server_addresses: {e}") from e
     bind_ip = _BIND_IP.value or ",".join(dict.fromkeys([*hosts, "127.0.0.1"]))
-    numa_meta = {}
     try:
         numactl = placement.placement_prefixes(
             sizing.max_instances,
@@ -439,47 +417,32 @@ def Prepare(benchmark_spec):
         placed = placement.instance_nodes(sizing.max_instances, facts["numa"])
     except ValueError as e:
         raise errors.Config.InvalidValue(f"--mongodb_stress_numactl_*: {e}") from e
-    if _UsesNumactl():
-        # each instance's placement as it is started: numactl's options
-        numa_meta["numactl_instances"] = ";".join(
-            f"{i}:{' '.join(p[1:-1])}" for i, p in enumerate(numactl)
-        )
     tls_pem, tls_meta = _SetUpTls(server_vm, clients, server, hosts) if _TLS.value else (None, {})
 
-    meta = {
-        **server.metadata(),
-        **sizing.metadata(),
-        "search": _SEARCH.value,
-        "target_ops_per_client": _TARGET_OPS.value,
-        "step_seconds": _DURATION.value,
-        "run_threads": _RUN_THREADS.value,
-        "load_threads": _LOAD_THREADS.value,
-        "load_batch_size": _LOAD_BATCH.value,
-        "workload": "90% read / 10% update, zipfian, 10 x 100 B fields",
-        "client_vms": len(clients),
-        "server_memory_gib": round(facts["memory_bytes"] / units.GiB, 2),
-        "server_vcpus": facts["vcpus"],
-        "server_disk_free_gib": round(facts["disk_free_bytes"] / units.GiB, 2),
-        "server_numa_nodes": facts["numa_nodes"],
-        "server_numa_cpu_nodes": sum(1 for n in facts["numa"] if n.cpus),
-        "sizing_inputs": ",".join(f"{k}:{v}" for k, v in facts["sources"].items()),
-        "server_addresses": ",".join(hosts),
-        "first_port": _FIRST_PORT.value,
-        "numactl_cpu": _NUMACTL_CPU.value,
-        "numactl_memory": _NUMACTL_MEMORY.value,
-        "histograms": _HISTOGRAMS.value,
-        "drop_caches": _DROP_CACHES.value,
-        "memory_hold": (
-            ("stress-ng per NUMA node" if _STRESS_NG_NUMA.value else "stress-ng")
-            if _HOLD.value
-            else "skipped (--nomongodb_stress_hold_memory): data may fit in the page cache"
-        ),
-        "tls": _TLS.value,
-        **numa_meta,
-        **tls_meta,
-    }
-    if _HOLD.value and _HOLD_GB.value is not None:
-        meta["memory_hold"] += f", fixed {_HOLD_GB.value:g} GiB (--mongodb_stress_hold_memory_gb)"
+    meta = stress_report.run_metadata(
+        server.metadata(),
+        sizing,
+        facts,
+        hosts,
+        search=_SEARCH.value,
+        target_ops=_TARGET_OPS.value,
+        step_seconds=_DURATION.value,
+        run_threads=_RUN_THREADS.value,
+        load_threads=_LOAD_THREADS.value,
+        load_batch=_LOAD_BATCH.value,
+        client_vms=len(clients),
+        first_port=_FIRST_PORT.value,
+        numactl_cpu=_NUMACTL_CPU.value,
+        numactl_memory=_NUMACTL_MEMORY.value,
+        numactl_prefixes=numactl,
+        histograms=_HISTOGRAMS.value,
+        drop_caches=_DROP_CACHES.value,
+        hold=_HOLD.value,
+        hold_per_numa=_STRESS_NG_NUMA.value,
+        hold_gb=_HOLD_GB.value,
+        tls=_TLS.value,
+        tls_meta=tls_meta,
+    )
     if _HOST_SETTINGS.value:
         meta.update(mongobench_mongod.ApplyHostSettings(server_vm, server, server.instances_dir))
     else:
@@ -516,15 +479,7 @@ def _EnsureInstances(vm, st, n):
 
     def start(index):
         inst = _Instance(st, index)
-        config = mongod.instance_config(
-            index,
-            base_dir=st.server.instances_dir,
-            cache_gb=st.sizing.cache_gb,
-            version=st.server.config_version,
-            bind_ip=st.bind_ip,
-            first_port=_FIRST_PORT.value,
-            tls_certificate_key_file=st.tls_pem,
-        )
+        config = mongobench_mongod.Config(st.server, inst, cache_gb=st.sizing.cache_gb)
         mongobench_mongod.Start(vm, st.server, inst, config, numactl=st.numactl[index])
         return index
 
@@ -609,35 +564,26 @@ def _Load(clients, st, plan):
 def _HoldMemory(vm, st, n):
     """stress-ng holding what the n running instances must not have (per NUMA node when
     asked: for instances bound to their node, each node keeps its own instances' share)."""
-    fixed = int(_HOLD_GB.value * units.GiB) if _HOLD_GB.value is not None else None
-    common = {
-        "name": f"step{n:03d}",
-        "workers": _STRESS_NG_WORKERS.value or max(1, min(8, st.facts["vcpus"])),
-        # a safety net should nobody stop it: stress-ng ends by itself after the step
-        "timeout_s": _DURATION.value + _STEP_GRACE.value + 900,
-    }
-    if _STRESS_NG_NUMA.value:
-        nodes = st.facts["numa"]
-        if fixed is not None:
-            per_node = placement.split_by_node_size(fixed, nodes)
-        else:
-            per_node = placement.hold_per_node(
-                st.sizing.usable_memory,
-                nodes,
-                st.instance_nodes[:n],
-                st.sizing.memory_per_instance,
-                bound=_NUMACTL_MEMORY.value == "bind",
-            )
-        cpu_nodes = {node.id for node in nodes if node.cpus}
-        return mongobench_stress_ng.Start(vm, 0, node_bytes=per_node, cpu_nodes=cpu_nodes, **common)
-    amount = (
-        fixed
-        if fixed is not None
-        else stress_sizing.memory_to_hold_bytes(
-            st.sizing.usable_memory, n, st.sizing.memory_per_instance
-        )
+    plan = placement.hold_plan(
+        st.sizing.usable_memory,
+        st.sizing.memory_per_instance,
+        n,
+        nodes=st.facts["numa"],
+        instance_nodes=st.instance_nodes,
+        fixed_bytes=int(_HOLD_GB.value * units.GiB) if _HOLD_GB.value is not None else None,
+        per_node=_STRESS_NG_NUMA.value,
+        bound=_NUMACTL_MEMORY.value == "bind",
     )
-    return mongobench_stress_ng.Start(vm, amount, **common)
+    return mongobench_stress_ng.Start(
+        vm,
+        plan.hold_bytes,
+        node_bytes=plan.node_bytes,
+        cpu_nodes=plan.cpu_nodes,
+        name=f"step{n:03d}",
+        workers=_STRESS_NG_WORKERS.value or max(1, min(8, st.facts["vcpus"])),
+        # a safety net should nobody stop it: stress-ng ends by itself after the step
+        timeout_s=_DURATION.value + _STEP_GRACE.value + 900,
+    )
 
 
 def _Step(spec, n):
@@ -702,66 +648,33 @@ def _Step(spec, n):
     return result, info
 
 
+def _Log(message, problem=False):
+    (logging.error if problem else logging.info)("mongodb_stress: %s", message)
+
+
 def Run(benchmark_spec):
     st = benchmark_spec.mongodb_stress
-    history, infos, samples = [], [], []
     t0 = time.time()
-    while True:
-        n = search.next_step(
-            history,
-            st.sizing.max_instances,
-            search=_SEARCH.value,
-            min_instances=_MIN_INSTANCES.value,
-            target_per_process=_TARGET_OPS.value,
-            sla_ms=_SLA_MS.value,
-        )
-        if n is None:
-            break
-        logging.info("mongodb_stress: step %d with %d instance(s)", len(history) + 1, n)
-        try:
-            result, info = _Step(benchmark_spec, n)
-        except steps.StepError as e:
-            st.failure = str(e)
-            logging.error("mongodb_stress: %s", e)
-            samples.append(
-                sample.Sample(
-                    "Step Failed",
-                    1,
-                    "count",
-                    {
-                        **st.metadata,
-                        "step": len(history) + 1,
-                        "instances": n,
-                        "error": str(e)[:2000],
-                    },
-                )
-            )
-            break
-        logging.info(
-            "mongodb_stress: %d instance(s): %.1f ops/s, read p99 %s ms",
-            n,
-            result.throughput,
-            result.read_p99_ms,
-        )
-        history.append(result)
-        infos.append(info)
-
-    common = {**st.metadata, "search_seconds": round(time.time() - t0, 1)}
-    for k in search.step_kpis(history, common):
-        meta = {**k.metadata, **infos[k.metadata["step"] - 1]}
-        samples.append(sample.Sample(k.metric, k.value, k.unit, meta))
-    records = st.sizing.records * len(st.loaded)
-    samples.append(sample.Sample("Records Loaded", records, "records", common))
-    if history and not st.failure:
-        for k in search.select_kpis(
-            history,
-            sla_ms=_SLA_MS.value,
-            mongodb_version=st.server.version,
-            max_instances=st.sizing.max_instances,
-            metadata=common,
-        ):
-            samples.append(sample.Sample(k.metric, k.value, k.unit, k.metadata))
-    return samples
+    found = search.run_search(
+        lambda n: _Step(benchmark_spec, n),
+        st.sizing.max_instances,
+        search=_SEARCH.value,
+        min_instances=_MIN_INSTANCES.value,
+        target_per_process=_TARGET_OPS.value,
+        sla_ms=_SLA_MS.value,
+        log=_Log,
+    )
+    st.failure = found.failure[2] if found.failure else None
+    samples = stress_report.search_samples(
+        found,
+        metadata=st.metadata,
+        search_seconds=round(time.time() - t0, 1),
+        records_loaded=st.sizing.records * len(st.loaded),
+        sla_ms=_SLA_MS.value,
+        mongodb_version=st.server.version,
+        max_instances=st.sizing.max_instances,
+    )
+    return [sample.Sample(**s) for s in samples]
 
 
 def Cleanup(benchmark_spec):

@@ -145,3 +145,36 @@ def parse_df_avail(text: str) -> int:
     if not numbers:
         raise ValueError(f"no number in df output: {text.strip()[:200]!r}")
     return int(numbers[-1])
+
+
+# ----------------------------------------------------------------------------- server facts
+
+
+def server_facts_command(instances_dir: str) -> str:
+    """One command for a server's facts, sections separated by `---` lines: free disk under
+    `instances_dir`, NUMA node directories, online CPUs, `numactl --hardware` (empty when
+    numactl is missing), `lscpu -p` cores and `ip -o addr` addresses."""
+    return (
+        f"df -B1 --output=avail {shlex.quote(instances_dir)}; echo ---; "
+        "ls -d /sys/devices/system/node/node[0-9]* 2>/dev/null | wc -l; echo ---; "
+        "cat /sys/devices/system/cpu/online; echo ---; "
+        "numactl --hardware 2>/dev/null; echo ---; "
+        "lscpu -p=CPU,CORE,SOCKET 2>/dev/null; echo ---; "
+        "ip -o addr show 2>/dev/null; true"
+    )
+
+
+def parse_server_facts(text: str) -> dict:
+    """The output of server_facts_command: `df` (its text, parsed by parse_df_avail only when
+    needed), `numa_nodes` (>= 1), `numa` (one node with every CPU when numactl reports none),
+    `cores`, `cpus` and `interfaces` (None when `ip` printed nothing: no address check)."""
+    df, nodes, online, numactl, lscpu, ip_addr = text.split("---")
+    cpus = parse_cpu_list(online)
+    return {
+        "df": df,
+        "numa_nodes": max(1, int(nodes.strip() or 1)),
+        "numa": parse_numactl_hardware(numactl) or (NumaNode(0, tuple(cpus)),),
+        "cores": parse_lscpu_cores(lscpu),
+        "cpus": cpus,
+        "interfaces": parse_ip_addr(ip_addr) or None,
+    }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 
 from mongobench.core.split import split_evenly
 from mongobench.core.units import KiB
@@ -98,6 +99,48 @@ def hold_per_node(
         node: max(0, share - instance_nodes.count(node) * int(memory_per_instance))
         for node, share in shares.items()
     }
+
+
+@dataclass(frozen=True)
+class HoldPlan:
+    """What stress-ng holds during a step: `hold_bytes` in one process, or per NUMA node
+    (`node_bytes`: node id -> bytes, one process each, on the nodes `cpu_nodes` that have
+    CPUs; `hold_bytes` is then 0)."""
+
+    hold_bytes: int
+    node_bytes: dict[int, int] | None = None
+    cpu_nodes: set[int] | None = None
+
+
+def hold_plan(
+    usable_memory: int,
+    memory_per_instance: int,
+    n: int,
+    *,
+    nodes: Sequence[NumaNode],
+    instance_nodes: Sequence[int],
+    fixed_bytes: int | None = None,
+    per_node: bool = False,
+    bound: bool = False,
+) -> HoldPlan:
+    """The hold while n instances run (`instance_nodes`: the node of each instance, at least
+    n): what they must not have, or `fixed_bytes` when given; per node when asked
+    (`per_node`; a fixed amount is split in proportion to node sizes, a computed one by
+    hold_per_node, `bound`: instances bound to their node's memory)."""
+    if not per_node:
+        amount = (
+            fixed_bytes
+            if fixed_bytes is not None
+            else memory_to_hold_bytes(usable_memory, n, memory_per_instance)
+        )
+        return HoldPlan(amount)
+    if fixed_bytes is not None:
+        shares = split_by_node_size(fixed_bytes, nodes)
+    else:
+        shares = hold_per_node(
+            usable_memory, nodes, instance_nodes[:n], memory_per_instance, bound=bound
+        )
+    return HoldPlan(0, shares, {node.id for node in nodes if node.cpus})
 
 
 def instance_nodes(instances: int, nodes: Sequence[NumaNode]) -> list[int]:

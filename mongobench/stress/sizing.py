@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 
 from mongobench.core.units import GiB, KiB
+from mongobench.remote.probes import parse_df_avail
 from mongobench.ycsb.properties import FIELD_COUNT, FIELD_LENGTH
 
 RECORD_OVERHEAD_BYTES = 256  # the anchor's rough per-record overhead on top of the fields
@@ -192,3 +193,37 @@ def plan_sizing(
 def memory_to_hold_bytes(usable_memory: int, instances: int, memory_per_instance: int) -> int:
     """What stress-ng must hold so that n instances get only their share (never negative)."""
     return max(0, int(usable_memory) - int(instances) * int(memory_per_instance))
+
+
+# ----------------------------------------------------------------------------- sizing inputs
+
+
+def server_sizing_inputs(
+    parsed: dict,
+    *,
+    vm_memory_bytes: int,
+    vm_vcpus: int,
+    memory_gb: float | None = None,
+    vcpus: int | None = None,
+    disk_gb: float | None = None,
+) -> dict:
+    """The server facts sizing uses: memory, vCPUs and free disk from the flags when given
+    (memory/vCPUs: when non-zero), else from the VM and `parsed` (probes.parse_server_facts,
+    whose NUMA/CPU/interface facts are kept); `sources` says which."""
+    return {
+        "memory_bytes": int(memory_gb * GiB) if memory_gb else vm_memory_bytes,
+        "vcpus": vcpus or vm_vcpus,
+        "disk_free_bytes": int(disk_gb * GiB)
+        if disk_gb is not None
+        else parse_df_avail(parsed["df"]),
+        "numa_nodes": parsed["numa_nodes"],
+        "numa": parsed["numa"],
+        "cores": parsed["cores"],
+        "cpus": parsed["cpus"],
+        "interfaces": parsed["interfaces"],
+        "sources": {
+            "memory": "flag" if memory_gb else "server",
+            "vcpus": "flag" if vcpus else "server",
+            "disk_free": "flag" if disk_gb is not None else "server",
+        },
+    }

@@ -1,0 +1,124 @@
+"""What a stress run reports: the run's sample metadata and the samples of a search."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from mongobench.core.samples import failure_sample, sample
+from mongobench.core.units import GiB
+from mongobench.stress.search import Search, select_kpis, step_kpis
+from mongobench.stress.sizing import Sizing
+
+WORKLOAD = "90% read / 10% update, zipfian, 10 x 100 B fields"
+FAILED_METRIC = "Step Failed"
+ERROR_LIMIT = 2000  # characters of a failed step's error kept in its sample
+
+
+def numactl_description(prefixes: Sequence[Sequence[str]]) -> str:
+    """Each instance's numactl options as it is started: '0:--cpunodebind=0 --membind=0;1:...'
+    (a prefix is ['numactl', options..., '--'])."""
+    return ";".join(f"{i}:{' '.join(p[1:-1])}" for i, p in enumerate(prefixes))
+
+
+def run_metadata(
+    server_meta: Mapping,
+    sizing: Sizing,
+    facts: Mapping,
+    hosts: Sequence[str],
+    *,
+    search: str,
+    target_ops: int,
+    step_seconds: int,
+    run_threads: int,
+    load_threads: int,
+    load_batch: int,
+    client_vms: int,
+    first_port: int,
+    numactl_cpu: str,
+    numactl_memory: str,
+    numactl_prefixes: Sequence[Sequence[str]],
+    histograms: bool,
+    drop_caches: bool,
+    hold: bool,
+    hold_per_numa: bool,
+    hold_gb: float | None,
+    tls: bool,
+    tls_meta: Mapping,
+) -> dict:
+    """The metadata every sample of a run carries: the server (`server_meta`), the sizing,
+    the server facts sizing used (stress.sizing.server_sizing_inputs), the server addresses
+    and the run's settings (flag values)."""
+    if hold:
+        memory_hold = "stress-ng per NUMA node" if hold_per_numa else "stress-ng"
+        if hold_gb is not None:
+            memory_hold += f", fixed {hold_gb:g} GiB (--mongodb_stress_hold_memory_gb)"
+    else:
+        memory_hold = "skipped (--nomongodb_stress_hold_memory): data may fit in the page cache"
+    numa_meta = {}
+    if numactl_cpu != "none" or numactl_memory != "none":
+        numa_meta["numactl_instances"] = numactl_description(numactl_prefixes)
+    return {
+        **server_meta,
+        **sizing.metadata(),
+        "search": search,
+        "target_ops_per_client": target_ops,
+        "step_seconds": step_seconds,
+        "run_threads": run_threads,
+        "load_threads": load_threads,
+        "load_batch_size": load_batch,
+        "workload": WORKLOAD,
+        "client_vms": client_vms,
+        "server_memory_gib": round(facts["memory_bytes"] / GiB, 2),
+        "server_vcpus": facts["vcpus"],
+        "server_disk_free_gib": round(facts["disk_free_bytes"] / GiB, 2),
+        "server_numa_nodes": facts["numa_nodes"],
+        "server_numa_cpu_nodes": sum(1 for n in facts["numa"] if n.cpus),
+        "sizing_inputs": ",".join(f"{k}:{v}" for k, v in facts["sources"].items()),
+        "server_addresses": ",".join(hosts),
+        "first_port": first_port,
+        "numactl_cpu": numactl_cpu,
+        "numactl_memory": numactl_memory,
+        "histograms": histograms,
+        "drop_caches": drop_caches,
+        "memory_hold": memory_hold,
+        "tls": tls,
+        **numa_meta,
+        **tls_meta,
+    }
+
+
+def search_samples(
+    found: Search,
+    *,
+    metadata: Mapping,
+    search_seconds: float,
+    records_loaded: int,
+    sla_ms: float,
+    mongodb_version: str | None,
+    max_instances: int,
+) -> list[dict]:
+    """The samples of a search (core.samples dicts), in this order: the failed step (with
+    the run's `metadata`, its step number, instance count and error), each step's
+    throughput and p99s (with its step metadata from `found.infos`), the records loaded,
+    and, when the search ended without a failure, the two KPIs (stress.search.select_kpis).
+    All but the failure carry `search_seconds`."""
+    out = []
+    if found.failure:
+        step, instances, error = found.failure
+        md = {**metadata, "step": step, "instances": instances}
+        out.append(failure_sample(FAILED_METRIC, error, md, limit=ERROR_LIMIT))
+    common = {**metadata, "search_seconds": search_seconds}
+    for k in step_kpis(found.history, common):
+        md = {**k.metadata, **found.infos[k.metadata["step"] - 1]}
+        out.append(sample(k.metric, k.value, k.unit, md))
+    out.append(sample("Records Loaded", records_loaded, "records", common))
+    if found.history and not found.failure:
+        kpis = select_kpis(
+            found.history,
+            sla_ms=sla_ms,
+            mongodb_version=mongodb_version,
+            max_instances=max_instances,
+            metadata=common,
+        )
+        out.extend(sample(k.metric, k.value, k.unit, k.metadata) for k in kpis)
+    return out
