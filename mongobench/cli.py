@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pymongo import MongoClient
 
 from mongobench.core import files, redact
+from mongobench.core.markdown import md_table
 from mongobench.core.pairs import parse_pairs
 from mongobench.core.units import MB, MiB
 from mongobench.deploy import topology
@@ -32,7 +33,7 @@ from mongobench.sweep.runner import (
     run_sweep,
     server_memory_bytes,
 )
-from mongobench.sweep.samples import failed, table_text
+from mongobench.sweep.samples import failed, table_text, yes_no
 from mongobench.testbed import bed as testbed
 
 
@@ -301,14 +302,12 @@ def cmd_plan(args) -> int:
     except SweepError as e:
         raise SystemExit(f"mongobench: {e}") from None
     print(f"memory: {round(memory / MiB) if memory else 'unknown'} MiB ({source})")
-    print("| Size | Records | Operations per run | Dataset (MB) | > memory |")
-    print("| --: | --: | --: | --: | :-- |")
-    for s in steps:
-        ex = s.exceeds_memory
-        print(
-            f"| {s.label} | {s.records} | {s.operations} | {s.dataset_bytes / MB:g} | "
-            f"{'n/a' if ex is None else ('yes' if ex else 'no')} |"
-        )
+    rows = [
+        [s.label, s.records, s.operations, f"{s.dataset_bytes / MB:g}", yes_no(s.exceeds_memory)]
+        for s in steps
+    ]
+    headers = ["Size", "Records", "Operations per run", "Dataset (MB)", "> memory"]
+    print(md_table(headers, rows, ["--:", "--:", "--:", "--:", ":--"]))
     return 0
 
 

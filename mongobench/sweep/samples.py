@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 
 from mongobench.core import samples as core_samples
-from mongobench.core.markdown import fixed
+from mongobench.core.markdown import fixed, md_table
 from mongobench.core.samples import sample
 from mongobench.sweep.plan import (
     BENCHMARK_NAME,
@@ -148,22 +148,25 @@ def table_text(samples: Sequence[Mapping]) -> str:
             row["error"] = md.get("error", "failed")
         elif s["metric"].endswith(" p99 Latency"):
             row["p99"][md["op"]] = s["value"]
-    lines = [
-        "| Size | Records | Phase | Runtime (s) | Throughput (ops/s) | p99 (ms) | > memory |",
-        "| --: | --: | :-- | --: | --: | :-- | :-- |",
-    ]
+    headers = ["Size", "Records", "Phase", "Runtime (s)", "Throughput (ops/s)", "p99 (ms)"]
+    table = []
     for (_, _), row in sorted(rows.items()):
         md = row["md"]
-        exceeds = md.get("exceeds_memory")
         p99 = ", ".join(f"{op} {v:.3f}" for op, v in row["p99"].items()) or "n/a"
         if "error" in row:
             p99 = "FAILED: " + str(row["error"])[:80]
-        lines.append(
-            f"| {md['size_label']} | {md['records']} | {md['phase_title']} | "
-            f"{fixed(row.get('runtime'), 3)} | {fixed(row.get('tput'), 1)} | {p99} | "
-            f"{'n/a' if exceeds is None else ('yes' if exceeds else 'no')} |"
-        )
-    return "\n".join(lines)
+        table.append(
+            [md["size_label"], md["records"], md["phase_title"], fixed(row.get("runtime"), 3),
+             fixed(row.get("tput"), 1), p99, yes_no(md.get("exceeds_memory"))]
+        )  # fmt: skip
+    return md_table(
+        [*headers, "> memory"], table, ["--:", "--:", ":--", "--:", "--:", ":--", ":--"]
+    )
+
+
+def yes_no(flag: bool | None) -> str:
+    """yes / no, or n/a when unknown (exceeds_memory without a memory figure)."""
+    return "n/a" if flag is None else ("yes" if flag else "no")
 
 
 def results_lines(
