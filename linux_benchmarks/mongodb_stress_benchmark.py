@@ -31,14 +31,11 @@ is mongobench.stress; this module runs it on the VMs.
 import dataclasses
 import logging
 import os
-import posixpath
-import shlex
 import time
 
 from absl import flags
 from perfkitbenchmarker import background_tasks, configs, errors, sample, vm_util
 from perfkitbenchmarker.linux_packages import (
-    mongobench_client,
     mongobench_host,
     mongobench_mongod,
     mongobench_stress_ng,
@@ -47,7 +44,7 @@ from perfkitbenchmarker.linux_packages import (
 
 from mongobench.core import units
 from mongobench.deploy import mongod
-from mongobench.remote import probes, tlscerts
+from mongobench.remote import probes
 from mongobench.stress import placement, search, steps
 from mongobench.stress import report as stress_report
 from mongobench.stress import sizing as stress_sizing
@@ -348,29 +345,6 @@ def _PrepareClient(vm):
     return mongobench_ycsb.Deploy(vm)
 
 
-def _SetUpTls(server_vm, clients, server, hosts):
-    """Makes the run's CA and server certificate (for every address in `hosts`) on the PKB
-    host, puts the server's PEM on the server VM (0600, through a file: key material is
-    never on a command line) and the CA certificate on every client VM. Returns the PEM's
-    path on the server and sample metadata."""
-    local = os.path.join(vm_util.GetTempDir(), "mongodb_stress", "tls")
-    try:
-        material = tlscerts.generate(local, hosts)
-    except (RuntimeError, ValueError) as e:
-        raise errors.Setup.InvalidSetupError(f"mongodb_stress TLS certificates: {e}") from e
-    remote_pem = posixpath.join(server.workdir, "tls", tlscerts.SERVER_PEM)
-    q = shlex.quote(posixpath.dirname(remote_pem))
-    server_vm.RemoteCommand(f"mkdir -p {q} && chmod 700 {q}")
-    with open(material.server_pem) as f:
-        mongobench_client.PushSecret(server_vm, remote_pem, f.read())
-    os.remove(material.server_pem)  # the VM has it; the CA's key is gone already
-    background_tasks.RunThreaded(
-        lambda vm: mongobench_ycsb.PushTlsCa(vm, material.ca_cert), clients
-    )
-    logging.info("mongodb_stress: TLS certificate for %s", ",".join(hosts))
-    return remote_pem, {"tls_mode": "requireTLS", **material.metadata()}
-
-
 def Prepare(benchmark_spec):
     """Installs and ships what each VM needs, sizes the run, applies host settings."""
     benchmark_spec.always_call_cleanup = True  # stop what we started even when a stage fails
@@ -417,7 +391,17 @@ def Prepare(benchmark_spec):
         placed = placement.instance_nodes(sizing.max_instances, facts["numa"])
     except ValueError as e:
         raise errors.Config.InvalidValue(f"--mongodb_stress_numactl_*: {e}") from e
-    tls_pem, tls_meta = _SetUpTls(server_vm, clients, server, hosts) if _TLS.value else (None, {})
+    tls_pem, tls_meta = (
+        mongobench_mongod.SetUpTls(
+            server_vm,
+            clients,
+            server,
+            hosts,
+            os.path.join(vm_util.GetTempDir(), "mongodb_stress", "tls"),
+        )
+        if _TLS.value
+        else (None, {})
+    )
 
     meta = stress_report.run_metadata(
         server.metadata(),
@@ -502,39 +486,6 @@ def _LocalDir(vm):
     return path
 
 
-def _RunYcsb(clients, procs, props, timeout_s, expected_s):
-    """Starts the YCSB processes `procs` (stress.YcsbProcess) on their clients, waits, stops
-    what still runs, fetches outputs. Returns stem -> (ProcessState, Output)."""
-    by_client = {}
-    for p in procs:
-        by_client.setdefault(p.client, []).append(p)
-
-    def one(client_index):
-        vm = clients[client_index]
-        specs = [
-            mongobench_ycsb.ProcessSpec(p.stem, p.phase, props(p, vm))
-            for p in by_client[client_index]
-        ]
-        started = mongobench_ycsb.Start(vm, specs)
-        try:
-            states = mongobench_ycsb.Wait(
-                vm,
-                started,
-                timeout_s,
-                poll_s=2.0 if expected_s < 60 else 5.0,
-                expected_s=expected_s,
-            )
-        finally:
-            mongobench_ycsb.Stop(vm, started)  # nothing is left running, whatever happened
-        outputs = mongobench_ycsb.Fetch(vm, started, _LocalDir(vm))
-        return {name: (states[name], outputs[name]) for name in states}
-
-    merged = {}
-    for part in background_tasks.RunThreaded(one, sorted(by_client)):
-        merged.update(part)
-    return merged
-
-
 def _ReturnCode(state, output, what, timeout_s):
     if state.running:
         raise steps.StepError(f"{what} did not finish within {timeout_s}s and was stopped")
@@ -553,7 +504,7 @@ def _Load(clients, st, plan):
         )
 
     timeout = _LOAD_TIMEOUT.value
-    results = _RunYcsb(clients, plan.load, props, timeout, expected_s=0)
+    results = mongobench_ycsb.RunOnClients(clients, plan.load, props, timeout, 0, _LocalDir)
     for p in plan.load:
         state, out = results[p.stem]
         rc = _ReturnCode(state, out, f"loading instance {p.instance}", timeout)
@@ -631,7 +582,9 @@ def _Step(spec, n):
 
         t1 = time.time()
         timeout = _DURATION.value + _STEP_GRACE.value
-        results = _RunYcsb(clients, plan.run, props, timeout, expected_s=_DURATION.value)
+        results = mongobench_ycsb.RunOnClients(
+            clients, plan.run, props, timeout, _DURATION.value, _LocalDir
+        )
         info["run_wall_seconds"] = round(time.time() - t1, 1)
         dead = mongobench_mongod.DeadInstances(
             server_vm, st.server, [_Instance(st, i) for i in range(n)]

@@ -43,11 +43,11 @@ import posixpath
 import shlex
 
 from absl import flags
-from perfkitbenchmarker import errors
+from perfkitbenchmarker import background_tasks, errors
 from perfkitbenchmarker.linux_packages import mongobench_vm, mongobench_ycsb
 
 from mongobench.deploy import hostsettings, install, mongod
-from mongobench.remote import javabuild, probes, processes
+from mongobench.remote import javabuild, probes, processes, tlscerts
 
 WORKDIR_NAME = "mongobench-mongod"
 ROLES = ("mongod", "shardsvr", "configsvr", "mongos")
@@ -530,3 +530,25 @@ def RestoreHostSettings(vm):
     vm.RemoteCommand(f"sudo rm -f {shlex.quote(state)}", ignore_failure=True)
     logging.info("%s: host settings restored", vm.name)
     return True
+
+
+def SetUpTls(server_vm, client_vms, server, hosts, local_dir):
+    """Makes the run's CA and server certificate (for every address in `hosts`) in
+    `local_dir` on the PKB host, puts the server's PEM on the server VM (0600, through a
+    file: key material is never on a command line) and the CA certificate on every client
+    VM. Returns the PEM's path on the server and sample metadata."""
+    try:
+        material = tlscerts.generate(local_dir, hosts)
+    except (RuntimeError, ValueError) as e:
+        raise errors.Setup.InvalidSetupError(f"TLS certificates: {e}") from e
+    remote_pem = posixpath.join(server.workdir, "tls", tlscerts.SERVER_PEM)
+    q = shlex.quote(posixpath.dirname(remote_pem))
+    server_vm.RemoteCommand(f"mkdir -p {q} && chmod 700 {q}")
+    with open(material.server_pem) as f:
+        mongobench_vm.PushSecret(server_vm, remote_pem, f.read())
+    os.remove(material.server_pem)  # the VM has it; the CA's key is gone already
+    background_tasks.RunThreaded(
+        lambda vm: mongobench_ycsb.PushTlsCa(vm, material.ca_cert), client_vms
+    )
+    logging.info("mongod TLS certificate for %s", ",".join(hosts))
+    return remote_pem, {"tls_mode": "requireTLS", **material.metadata()}

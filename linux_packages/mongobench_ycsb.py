@@ -36,7 +36,7 @@ import threading
 import time
 
 from absl import flags
-from perfkitbenchmarker import errors, vm_util
+from perfkitbenchmarker import background_tasks, errors, vm_util
 from perfkitbenchmarker.linux_packages import mongobench_vm
 
 from mongobench.core.poll import PollTimeout, poll_until
@@ -395,3 +395,35 @@ def Fetch(vm, procs, local_dir):
             hists,
         )
     return out
+
+
+def RunOnClients(clients, procs, props, timeout_s, expected_s, local_dir_of):
+    """Starts the YCSB processes `procs` (each names its client by index in `clients`) with
+    the properties `props(process, vm)`, waits for them on every client at once, stops what
+    still runs and fetches the outputs into `local_dir_of(vm)`. Returns name ->
+    (ProcessState, Output)."""
+    by_client = {}
+    for p in procs:
+        by_client.setdefault(p.client, []).append(p)
+
+    def one(client_index):
+        vm = clients[client_index]
+        specs = [ProcessSpec(p.stem, p.phase, props(p, vm)) for p in by_client[client_index]]
+        started = Start(vm, specs)
+        try:
+            states = Wait(
+                vm,
+                started,
+                timeout_s,
+                poll_s=2.0 if expected_s < 60 else 5.0,
+                expected_s=expected_s,
+            )
+        finally:
+            Stop(vm, started)  # nothing is left running, whatever happened
+        outputs = Fetch(vm, started, local_dir_of(vm))
+        return {name: (states[name], outputs[name]) for name in states}
+
+    merged = {}
+    for part in background_tasks.RunThreaded(one, sorted(by_client)):
+        merged.update(part)
+    return merged
