@@ -116,6 +116,20 @@ _MAX_SECONDS = flags.DEFINE_float(
     "Cap on each timed phase in seconds, > 0 (the variant stops early and says so in its"
     " metadata).",
 )
+_CLIENT_PROCESSES = flags.DEFINE_integer(
+    "mongodb_perftables_client_processes",
+    None,
+    "Worker processes the client VM spreads each variant's clients over (each runs its"
+    " share as virtual clients on one event loop); default: the client VM's vCPUs.",
+    lower_bound=1,
+)
+_CLIENT_PATH = flags.DEFINE_enum(
+    "mongodb_perftables_client_path",
+    "multiplexed",
+    ("multiplexed", "pymongo"),
+    "Client of the timed phases: multiplexed (virtual clients over processes) or pymongo"
+    " (the reference path: one thread per client in one process).",
+)
 FLAGS = flags.FLAGS
 
 
@@ -461,6 +475,8 @@ def _RunStep(benchmark_spec, step_index, overrides, extra_metadata):
         os_path=state["workdir"],
         max_seconds=_MAX_SECONDS.value,
         skip=_SKIP.value,
+        processes=_CLIENT_PROCESSES.value or client.NumCpusForBenchmark(),
+        client_path=_CLIENT_PATH.value,
     )
     servers = _Servers(benchmark_spec)
     samplers = [

@@ -49,6 +49,16 @@ def _overrides(pairs: list[str] | None) -> dict:
         raise SystemExit(f"mongobench: {e}") from None
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, not {text!r}")
+    return value
+
+
 def _positive_seconds(text: str) -> float:
     try:
         value = float(text)
@@ -103,6 +113,8 @@ def cmd_perftables_run(args) -> int:
             max_seconds=args.max_seconds,
             experiments_file=args.experiments_file,
             skip=args.skip,
+            client_path=args.client_path,
+            processes=args.processes,
         )
     except (exp_mod.ExperimentError, redact.TargetError) as e:
         # One last line on stderr: PKB's module makes it the run's status detail.
@@ -208,6 +220,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--max-seconds", type=_positive_seconds, help="cap on each timed phase (seconds > 0)"
+    )
+    run.add_argument(
+        "--client-path",
+        choices=runner.CLIENT_PATHS,
+        default="multiplexed",
+        help="client of the timed phases: multiplexed (virtual clients over --processes"
+        " processes) or pymongo (the reference path: one thread per client, one process)",
+    )
+    run.add_argument(
+        "--processes",
+        type=_positive_int,
+        default=os.cpu_count() or 1,
+        help="worker processes of the multiplexed path (default: this machine's CPUs)",
     )
     run.set_defaults(func=cmd_perftables_run)
 

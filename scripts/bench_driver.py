@@ -97,6 +97,7 @@ def driver_round(client, uri, records, threads, seconds, driver="pipelined", sam
     res = perftables.run_variant(
         client, "bench", experiment, variant, log=lambda m: None,
         os_path=tempfile.gettempdir() if sample_os else False, uri=uri,
+        client_path="pymongo" if driver == "pymongo" else "multiplexed",
     )  # fmt: skip
     ops = sum(res["ops"].values())
     if res["errors"] or not ops:

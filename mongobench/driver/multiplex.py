@@ -83,6 +83,22 @@ def count_error(stats: ThreadStats, op: str, kind: str, message, n: int = 1) -> 
     stats.error_samples.setdefault(key, str(message)[:300])
 
 
+def unreached(source: Source, indices: range, clients: int, total, error) -> ThreadStats:
+    """The statistics of clients that could not connect: each one's first operation
+    is an error ("<op>: ConnectionFailure"), nothing else is attempted."""
+    run, stats = Run(), ThreadStats()
+    for i in indices:
+        gen = source(Client(i, clients, run, stats, total))
+        try:
+            _, check = next(gen)
+        except StopIteration:
+            continue
+        finally:
+            gen.close()
+        count_error(stats, check.op, "ConnectionFailure", error)
+    return stats
+
+
 def open_sockets(uri: str | connection.Options, n: int, timeout: float = 30.0) -> list:
     """`n` connected, authenticated, non-blocking sockets to the deployment's primary
     (wire.connect finds it once; the others go straight there)."""

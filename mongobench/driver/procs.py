@@ -19,7 +19,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
-from mongobench.driver import multiplex
+from mongobench.driver import multiplex, protocol
 
 try:
     import resource
@@ -68,7 +68,14 @@ def _worker(conn, uri, make_source, indices, clients, total, duration, stop, tim
     """One process: connect, report ready, wait for the start, run, send the stats."""
     try:
         source = make_source()
-        socks = multiplex.open_sockets(uri, len(indices), timeout)
+        try:
+            socks, refused = multiplex.open_sockets(uri, len(indices), timeout), None
+        except protocol.AuthError:
+            raise  # wrong credentials fail the run, as they do on the pymongo path
+        except (OSError, protocol.WireError) as e:
+            # A server that cannot be reached: the first operation of each client
+            # is counted as an error, as pymongo counts its server selection failures.
+            socks, refused = None, e
         conn.send(("ready", None))
         start = conn.recv()  # time.time() of the common start
 
@@ -78,10 +85,14 @@ def _worker(conn, uri, make_source, indices, clients, total, duration, stop, tim
                 time.sleep(delay)
 
         cpu0 = _cpu()
-        stats, _, wall = multiplex.run_clients(
-            uri, source, indices, clients, total, duration, stop, timeout,
-            start_at=wait_start, socks=socks,
-        )  # fmt: skip
+        if socks is None:
+            wait_start()
+            stats, wall = multiplex.unreached(source, indices, clients, total, refused), 0.0
+        else:
+            stats, _, wall = multiplex.run_clients(
+                uri, source, indices, clients, total, duration, stop, timeout,
+                start_at=wait_start, socks=socks,
+            )  # fmt: skip
         cpu = _cpu() - cpu0  # includes the wait for the start (sleeping: no CPU)
         conn.send(
             (
@@ -128,6 +139,7 @@ def run(
     duration: float | None = None,
     stop=None,
     timeout: float = 30.0,
+    on_ready=None,
 ) -> Result:
     """Runs `clients` virtual clients over `processes` workers (at most one per client).
 
@@ -135,6 +147,8 @@ def run(
     multiplex); `total` operations are split over all clients, `duration`
     seconds bound the timed phase, `stop` (a multiprocessing Event) ends it
     early. A worker that fails fails the run (RuntimeError with its traceback).
+    `on_ready()` is called once every worker is connected, just before the
+    common start (the caller starts its own measurements there).
     """
     procs_n = max(1, min(processes or default_processes(), clients))
     ctx = _context()
@@ -170,6 +184,8 @@ def run(
         if failures:
             stop.set()
             raise RuntimeError("multiplexed driver: " + "\n".join(map(str, failures)))
+        if on_ready is not None:
+            on_ready()
         start = time.time() + START_MARGIN_S
         for pipe in pipes:
             pipe.send(start)

@@ -563,6 +563,44 @@ def _single_inserts(c: Client, bulk, docs):
         stats.docs += 1
 
 
+def bucket(s, db, wc):
+    """Seed 004's bucket test: each record `$push`ed into bucket record // size (upsert),
+    or inserted as its own document. The record carries its own time, so each request
+    is encoded when sent (a few microseconds; the test runs one client)."""
+    coll, size, n = WORKLOADS["bucket"].coll_name, int(s["bucket_size"]), int(s["records"])
+    op = "push" if size else "insert"
+
+    def command(rec: int) -> dict:
+        atomic = {"seq": rec, "ts": time.time(), "v": rec % 97, "tag": f"t{rec % 13}"}
+        if size:
+            stmt = {"q": {"_id": rec // size}, "u": {"$push": {"items": atomic}}, "upsert": True}
+            cmd = {"update": coll, "ordered": True, "updates": [stmt], "$db": db}
+        else:  # pymongo sends _id first
+            cmd = {"insert": coll, "ordered": True, "documents": [{"_id": rec, **atomic}]}
+            cmd["$db"] = db
+        return ops._with_wc(cmd, wc)
+
+    def source(c: Client):
+        run, stats = c.run, c.stats
+        record, counts = stats.latency.record, stats.ops
+        check = replies.WriteCheck(op)
+        start = sum(share(n, c.clients, k) for k in range(c.index))
+        for rec in range(start, start + share(n, c.clients, c.index)):
+            if run.stopped:
+                return
+            data = ops.encode(command(rec), c.rid)
+            t0 = clock()
+            out = yield data, check
+            if out[0] is not None:
+                count_error(stats, op, out[0], out[4])
+                continue
+            record(op, _micros(run, t0))
+            counts[op] += 1
+            stats.docs += 1
+
+    return source
+
+
 SOURCES = {
     "read_update": read_update,
     "hot_update": hot_update,
@@ -576,7 +614,21 @@ SOURCES = {
     "regex_prefix": regex_prefix,
     "insert": insert,
     "mixed": mixed,
+    "bucket": bucket,
 }
+
+
+# Workloads whose clients stop when their share of the data is done; the others
+# loop until total_ops or duration_s (endless without either).
+DATA_BOUNDED = frozenset(("insert", "delete", "bucket"))
+
+
+def check_bounds(workload: str, settings: dict) -> None:
+    """Raises ValueError (as the pymongo path's loop does) for a variant that would never end."""
+    if workload not in DATA_BOUNDED and not (
+        settings.get("total_ops") or settings.get("duration_s")
+    ):
+        raise ValueError(f"workload {workload} needs total_ops or duration_s")
 
 
 def make(workload: str, settings: dict, database: str, wc: dict | None = None):

@@ -1,7 +1,11 @@
 """Runs Performance Tables experiments against one MongoDB URI.
 
-Per variant: untimed preparation, serverStatus before, OS sampling, the timed
-phase in `threads` client threads, serverStatus after. The raw result of each
+Per variant: untimed preparation (pymongo), serverStatus before, OS sampling,
+the timed phase of `threads` clients, serverStatus after. The timed phase runs
+on the multiplexed driver (virtual clients, one operation in flight each, on
+event loops in several processes: driver.procs) unless the run asks for the
+pymongo reference path (one thread per client) or the variant is the
+pipelined harness-cost experiment. The raw result of each
 variant (counts, encoded latency histograms, counters, OS readings) is written
 to the output file as soon as the variant ends, so a failure later loses
 nothing. `mongobench.results` turns raw results into samples and tables.
@@ -9,6 +13,7 @@ nothing. `mongobench.results` turns raw results into samples and tables.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 import traceback
@@ -25,6 +30,7 @@ from pymongo.errors import (
 
 from mongobench.core import redact
 from mongobench.core.files import write_json_atomic
+from mongobench.driver import connection, ops, procs, sources
 from mongobench.driver.base import ThreadStats
 from mongobench.driver.catalog import WORKLOADS
 from mongobench.perftables import experiments as exp_mod
@@ -37,9 +43,10 @@ RESULT_SCHEMA = 1
 PING_TIMEOUT_S = 5.0
 
 
-def reason(e: BaseException, uri: str = "") -> str:
-    """One line saying why the target cannot be used, with no secret in it."""
-    if isinstance(e, ServerSelectionTimeoutError):
+def reason(e: BaseException, uri: str = "", gone: bool = False) -> str:
+    """One line saying why the target cannot be used, with no secret in it
+    (`gone`: a connection failure means the server cannot be reached any more)."""
+    if isinstance(e, ServerSelectionTimeoutError) or (gone and isinstance(e, ConnectionFailure)):
         # "host:port: [Errno 111] Connection refused (configured timeouts: ...), Timeout:
         # 30s, Topology Description: <...>": the first part is the reason.
         text = str(e).split(", Timeout:", 1)[0].split(" (configured timeouts", 1)[0]
@@ -56,12 +63,23 @@ def reason(e: BaseException, uri: str = "") -> str:
 
 
 def reachable(client) -> str | None:
-    """None when the server answers a ping within PING_TIMEOUT_S, else the reason."""
-    try:
-        with pymongo.timeout(PING_TIMEOUT_S):
-            client.admin.command("ping")
-    except PyMongoError as e:
-        return reason(e)
+    """None when the server answers a ping within PING_TIMEOUT_S, else the reason.
+
+    A pooled connection that broke says only that the server went away at some
+    point (the multiplexed path leaves this client idle during the timed phase):
+    the second ping opens a new connection and says whether it is there now."""
+    for attempt in (1, 2):
+        try:
+            with pymongo.timeout(PING_TIMEOUT_S):
+                client.admin.command("ping")
+            return None
+        except ServerSelectionTimeoutError as e:
+            return reason(e)
+        except ConnectionFailure as e:
+            if attempt == 2:
+                return reason(e, gone=True)
+        except PyMongoError as e:
+            return reason(e)
     return None
 
 
@@ -82,6 +100,25 @@ def topology(client) -> str:
     return client.topology_description.topology_type_name
 
 
+CLIENT_PATHS = ("multiplexed", "pymongo")
+
+
+def timed_path(workload: str, settings: dict, client_path: str = "multiplexed") -> str:
+    """Which client runs a variant's timed phase: `pipelined` (kv_read_update's
+    harness-cost experiment, its own threads), `pymongo` (the reference path, one
+    thread per client in this process) or `multiplexed` (virtual clients on event
+    loops over several processes: driver.procs)."""
+    if client_path not in CLIENT_PATHS:
+        raise exp_mod.ExperimentError(
+            f"client path must be one of {', '.join(CLIENT_PATHS)}, not {client_path!r}"
+        )
+    if settings.get("driver") == "pipelined":
+        return "pipelined"
+    if client_path == "pymongo" or workload not in sources.SOURCES:
+        return "pymongo"
+    return "multiplexed"
+
+
 def run_variant(
     client,
     database: str,
@@ -92,13 +129,23 @@ def run_variant(
     os_interval: float = 1.0,
     max_seconds: float | None = None,
     uri: str | None = None,
+    client_path: str = "multiplexed",
+    processes: int | None = None,
 ) -> dict:
-    """One variant, end to end; returns its raw result."""
+    """One variant, end to end; returns its raw result.
+
+    Preparation and the measurements around the timed phase go through
+    pymongo (`client`); the timed phase through `timed_path`. `processes`:
+    the multiplexed path's worker processes (default: this machine's CPUs).
+    """
     workload_cls = WORKLOADS.get(experiment.workload)
     if workload_cls is None:
         raise exp_mod.ExperimentError(
             f"experiment {experiment.name}: unknown workload {experiment.workload!r}"
         )
+    path = timed_path(experiment.workload, variant.settings, client_path)
+    if path == "multiplexed" and not uri:
+        raise ValueError("the multiplexed client path needs the target URI")
     db = client[database]
     workload = workload_cls(db, variant.settings, log=log)
     workload.uri = uri
@@ -108,34 +155,21 @@ def run_variant(
     nthreads = int(variant.settings.get("threads", 1))
 
     before = serverstats.extract(server_status(client))
-    sampler = ossampler.Sampler(os_path, os_interval).start() if os_path is not False else None
-    stop = threading.Event()
-    stats = [ThreadStats() for _ in range(nthreads)]
-    failures = []
-
-    def body(i):
-        try:
-            workload.worker(i, nthreads, stats[i], stop)
-        except Exception:  # noqa: BLE001 - a crashed thread fails the variant, loudly
-            failures.append(traceback.format_exc())
-            stop.set()
-
-    threads = [threading.Thread(target=body, args=(i,), daemon=True) for i in range(nthreads)]
-    started = time.time()
-    cpu0 = time.process_time()
-    t0 = time.perf_counter()
-    for t in threads:
-        t.start()
-    deadline = None if max_seconds is None else t0 + max_seconds
-    for t in threads:
-        t.join(None if deadline is None else max(0.0, deadline - time.perf_counter()))
-        if deadline is not None and time.perf_counter() >= deadline:
-            stop.set()
-    for t in threads:
-        t.join()
-    duration = time.perf_counter() - t0
-    client_cpu_s = time.process_time() - cpu0
+    sampler = ossampler.Sampler(os_path, os_interval) if os_path is not False else None
+    try:
+        if path == "multiplexed":
+            timed = _timed_multiplexed(
+                uri, database, experiment.workload, workload, nthreads, sampler, max_seconds,
+                processes,
+            )  # fmt: skip
+        else:
+            timed = _timed_threads(workload, nthreads, sampler, max_seconds)
+    except BaseException:
+        if sampler and sampler.readings:  # started: its thread must end with the variant
+            sampler.stop()
+        raise
     os_summary = sampler.stop() if sampler else None
+    failures = timed.pop("failures")
     finished = workload.finish() if not failures else {}
     status_after = server_status(client)
     after = serverstats.extract(status_after)
@@ -144,9 +178,7 @@ def run_variant(
             f"{experiment.name} [{variant.label}]: client thread failed:\n{failures[0]}"
         )
 
-    total = ThreadStats()
-    for s in stats:
-        total.merge(s)
+    total = timed.pop("stats")
     return {
         "schema": RESULT_SCHEMA,
         "status": "ok",
@@ -159,10 +191,10 @@ def run_variant(
         "prepared": prepared,
         "prepare_s": prep_s,
         "planned": workload.planned(),
-        "start": started,
-        "duration_s": duration,
-        "stopped_early": stop.is_set(),
+        **timed,  # start, duration_s, stopped_early, client_process_cpu_s, client_*
         "threads": nthreads,
+        "client_path": path,
+        "client_vms": 1,
         "ops": dict(total.ops),
         "docs": total.docs,
         "bytes": total.bytes,
@@ -176,9 +208,86 @@ def run_variant(
         "server_after": after,
         "server_info": serverstats.server_info(status_after),
         "os_client": os_summary,
-        "client_process_cpu_s": client_cpu_s,
         "sampler_cpu_s": sampler.cpu_s if sampler else None,
         "os_client_device": sampler.device_label if sampler else None,
+    }
+
+
+def _timed_threads(workload, nthreads: int, sampler, max_seconds) -> dict:
+    """The timed phase in `nthreads` threads of this process (pymongo, pipelined)."""
+    stop = threading.Event()
+    stats = [ThreadStats() for _ in range(nthreads)]
+    failures = []
+
+    def body(i):
+        try:
+            workload.worker(i, nthreads, stats[i], stop)
+        except Exception:  # noqa: BLE001 - a crashed thread fails the variant, loudly
+            failures.append(traceback.format_exc())
+            stop.set()
+
+    threads = [threading.Thread(target=body, args=(i,), daemon=True) for i in range(nthreads)]
+    if sampler:
+        sampler.start()
+    started = time.time()
+    cpu0 = time.process_time()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    deadline = None if max_seconds is None else t0 + max_seconds
+    for t in threads:
+        t.join(None if deadline is None else max(0.0, deadline - time.perf_counter()))
+        if deadline is not None and time.perf_counter() >= deadline:
+            stop.set()
+    for t in threads:
+        t.join()
+    duration = time.perf_counter() - t0
+    total = ThreadStats()
+    for s in stats:
+        total.merge(s)
+    return {
+        "stats": total,
+        "failures": failures,
+        "start": started,
+        "duration_s": duration,
+        "stopped_early": stop.is_set(),
+        "client_process_cpu_s": time.process_time() - cpu0,
+        "client_processes": 1,
+        "client_cores": 1,  # one Python process: one core (the GIL)
+    }
+
+
+def _timed_multiplexed(uri, database, name, workload, nthreads, sampler, max_seconds, processes):
+    """The timed phase as `nthreads` virtual clients over worker processes; the
+    client CPU is the workers' (over their timed phases) plus this process's."""
+    s = workload.s
+    sources.check_bounds(name, s)
+    wc = ops.write_concern(s.get("write_concern"), connection.options(uri).write_concern)
+    make = functools.partial(sources.make, name, s, database, wc)
+    duration = float(s["duration_s"]) if s.get("duration_s") else None
+    cap = max_seconds if max_seconds and (duration is None or max_seconds < duration) else None
+    mark = {}
+
+    def on_ready():
+        if sampler:
+            sampler.start()
+        mark.update(start=time.time(), cpu0=time.process_time())
+
+    res = procs.run(
+        uri, make, nthreads, processes, total=s.get("total_ops"),
+        duration=cap or duration, on_ready=on_ready,
+    )  # fmt: skip
+    parent_cpu = time.process_time() - mark["cpu0"]
+    return {
+        "stats": res.stats,
+        "failures": [],
+        "start": mark["start"],
+        "duration_s": res.wall_s,
+        "stopped_early": cap is not None and res.wall_s >= cap,
+        "client_process_cpu_s": res.cpu_s + parent_cpu,
+        "client_processes": res.processes,
+        "client_cores": min(res.processes, procs.default_processes()),
+        "client_per_process": res.per_process,
     }
 
 
@@ -195,6 +304,8 @@ def run(
     max_seconds: float | None = None,
     experiments_file: str | None = None,
     skip: str | None = None,
+    client_path: str = "multiplexed",
+    processes: int | None = None,
 ) -> dict:
     """Every selected variant; results go to `out_path` after each variant.
 
@@ -203,6 +314,7 @@ def run(
     """
     catalog = exp_mod.load(experiments_file or exp_mod.PERFTABLES_FILE)
     plans = exp_mod.plan(catalog, names, scale, variants, overrides, skip)
+    timed_path("", {}, client_path)  # a bad path fails before any variant
     max_threads = max((int(v.settings.get("threads", 1)) for _, vs in plans for v in vs), default=1)
     target = redact.uri(uri)
     try:
@@ -225,6 +337,7 @@ def run(
             "topology": kind,
             "server_version": version,
             "target": target,
+            "client_path": client_path,
             "results": [],
         }
         write_json_atomic(out_path, doc)
@@ -247,6 +360,8 @@ def run(
                         os_path,
                         max_seconds=max_seconds,
                         uri=uri,
+                        client_path=client_path,
+                        processes=processes,
                     )
                     log(f"{experiment.name} [{v.label}]: {_one_line(res)}")
                     if not sum(res["ops"].values()):

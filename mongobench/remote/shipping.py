@@ -73,6 +73,8 @@ def perftables_command(
     os_path: str | None = None,
     max_seconds: float | None = None,
     skip: str | None = None,
+    processes: int | None = None,
+    client_path: str | None = None,
 ) -> str:
     """The client command for one perftables run (no secret: the URI is in a file)."""
     q = shlex.quote
@@ -91,6 +93,10 @@ def perftables_command(
         args += ["--max-seconds", str(max_seconds)]
     if skip:
         args += ["--skip", skip]
+    if processes:
+        args += ["--processes", str(processes)]
+    if client_path:
+        args += ["--client-path", client_path]
     return f"cd {q(workdir)} && " + " ".join(q(a) for a in args)
 
 

@@ -138,6 +138,10 @@ def metadata(run: dict, res: dict) -> dict:
         "topology": run.get("topology"),
         "threads": res.get("threads"),
     }
+    # The client that ran the timed phase: its path, processes and VMs.
+    for key in ("client_path", "client_processes", "client_vms"):
+        if res.get(key) is not None:
+            md[key] = res[key]
     for k, v in list(res.get("settings", {}).items())[:_SETTING_KEYS_MAX]:
         md.setdefault(k, v if isinstance(v, (int, float, str, bool)) or v is None else str(v))
     for k, v in (res.get("prepared") or {}).items():
@@ -161,8 +165,11 @@ def to_samples(run: dict, extra_metadata: dict | None = None) -> list[dict]:
         md = metadata(run, res)
         md.update(extra_metadata or {})
         figs = figures(res)
+        # Client CPU against what the client can use: one core per process (the
+        # GIL), at most the VM's CPUs, on every client VM (client_cores).
         cores = res.get("client_process_cpu_s")
-        cores = cores / max(res["duration_s"], 1e-9) if cores is not None else None
+        capacity = res.get("client_cores") or 1
+        cores = cores / max(res["duration_s"], 1e-9) / capacity if cores is not None else None
         neck = bottleneck(figs, res.get("settings"), cores)
         md["bottleneck"] = f"{neck[0]} ({neck[1] * 100:.0f}%)" if neck else "unknown"
         missing = sorted(k for k, v in figs.items() if v is None and k in _SERVER_FIGURES)
@@ -190,7 +197,8 @@ def failed(run: dict) -> list[dict]:
 
 # Utilisation of each resource against its limit; the highest is the bottleneck.
 # Disk limits come from settings (disk_iops, disk_mb_s: the provisioned figures).
-# The driver is Python: one core is its ceiling whatever the host has (GIL).
+# client_cpu_cores: the client's CPU use as a share of its capacity (the caller
+# divides by the cores its processes can use: one per Python process, the GIL).
 def bottleneck(figs: dict, settings: dict | None = None, client_cpu_cores: float | None = None):
     """(resource, utilisation 0..1) of the resource closest to its limit, or None."""
     settings = settings or {}
