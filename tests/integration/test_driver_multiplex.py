@@ -129,6 +129,8 @@ CASES = {
         "doc_size_kb": 0.0625, "total_docs": 90, "batch_size": 1, "threads": 3,
         "id_type": "uuid"}),
     "mixed": ("mixed", dict(QUERY, threads=4, insert_threads=2, total_ops=120)),
+    "bucket_push": ("bucket", {"records": 300, "bucket_size": 7, "threads": 3}),
+    "bucket_insert": ("bucket", {"records": 300, "bucket_size": 0, "threads": 3}),
 }  # fmt: skip
 
 
@@ -338,3 +340,14 @@ def test_tls_and_scram(tls_uri):
 
     stats, _, _ = multiplex.run_clients(tls_uri, source, range(2), 2)
     assert nonzero(stats.counters) == {"docs": 2 * 5 * 30}
+
+
+def test_a_server_that_cannot_be_reached_costs_each_client_one_error(tmp_path):
+    """No server: every client's first operation is an error (as pymongo counts its
+    server selection failures), nothing succeeds, and the run itself does not fail."""
+    settings = CASES["hot_update"][1]
+    make = functools.partial(sources.make, "hot_update", settings, DB, None)
+    got = procs.run("mongodb://127.0.0.1:1/", make, 5, 2, total=settings["total_ops"], timeout=2)
+    assert not got.stats.ops and got.stats.docs == 0
+    assert dict(got.stats.errors) == {"update: ConnectionFailure": 5}
+    assert "Connection refused" in got.stats.error_samples["update: ConnectionFailure"]

@@ -1,0 +1,72 @@
+"""Which client runs a timed phase, and how its capacity enters the results."""
+
+import pytest
+from test_results_report import RUN, raw_result
+
+from mongobench import cli
+from mongobench.driver import sources
+from mongobench.perftables import experiments as exp_mod
+from mongobench.perftables import runner
+from mongobench.remote import shipping
+from mongobench.reports import results
+
+
+def test_timed_path_is_multiplexed_unless_asked_or_pipelined():
+    assert runner.timed_path("hot_update", {}) == "multiplexed"
+    assert runner.timed_path("bucket", {}) == "multiplexed"
+    assert runner.timed_path("read_update", {"driver": "pymongo"}) == "multiplexed"
+    assert runner.timed_path("read_update", {"driver": "pipelined"}) == "pipelined"
+    assert runner.timed_path("read_update", {"driver": "pipelined"}, "pymongo") == "pipelined"
+    assert runner.timed_path("query", {}, "pymongo") == "pymongo"
+    assert runner.timed_path("no_source_yet", {}) == "pymongo"
+    with pytest.raises(exp_mod.ExperimentError, match="multiplexed, pymongo, not 'fast'"):
+        runner.timed_path("query", {}, "fast")
+
+
+def test_every_declared_workload_has_a_source():
+    workloads = {e.workload for e in exp_mod.load().values()}
+    assert workloads <= set(sources.SOURCES)
+
+
+def test_loops_without_an_end_are_refused():
+    with pytest.raises(ValueError, match="workload query needs total_ops or duration_s"):
+        sources.check_bounds("query", {"total_ops": None, "duration_s": None})
+    sources.check_bounds("query", {"duration_s": 1})
+    sources.check_bounds("delete", {})  # ends with its data
+
+
+def _sample(samples, metric):
+    [s] = [s for s in samples if s["metric"] == metric]
+    return s
+
+
+def test_bottleneck_divides_client_cpu_by_the_cores_it_can_use():
+    res = raw_result()  # 2 s; the OS says the client machine was 50% busy
+    res.update(client_process_cpu_s=3.6)  # 1.8 cores
+    one = _sample(results.to_samples(dict(RUN, results=[res])), "Operation Throughput")
+    assert one["metadata"]["bottleneck"] == "client (180%)"  # no capacity given: one core
+    res.update(client_cores=2, client_processes=2, client_vms=1, client_path="multiplexed")
+    two = _sample(results.to_samples(dict(RUN, results=[res])), "Operation Throughput")
+    assert two["metadata"]["bottleneck"] == "client (90%)"
+    assert two["metadata"]["client_processes"] == 2
+    assert two["metadata"]["client_vms"] == 1
+    assert two["metadata"]["client_path"] == "multiplexed"
+    res.update(client_cores=8)  # 1.8 of 8 cores: the OS's 50% is the higher figure
+    eight = _sample(results.to_samples(dict(RUN, results=[res])), "Operation Throughput")
+    assert eight["metadata"]["bottleneck"] == "client (50%)"
+
+
+def test_the_client_command_carries_processes_and_path():
+    cmd = shipping.perftables_command(
+        "/w", "/w/u", "/w/o.json", None, "smoke", "db", processes=4, client_path="pymongo"
+    )
+    assert cmd.endswith("--os-path none --processes 4 --client-path pymongo")
+    bare = shipping.perftables_command("/w", "/w/u", "/w/o.json", None, "smoke", "db")
+    assert "--processes" not in bare and "--client-path" not in bare
+
+
+def test_cli_takes_processes_and_client_path(capsys):
+    for bad in (["--processes", "0"], ["--client-path", "threads"]):
+        with pytest.raises(SystemExit):
+            cli.main(["perftables", "run", "--uri", "mongodb://x", *bad])
+        assert "--" + bad[0].lstrip("-") in capsys.readouterr().err
