@@ -349,17 +349,19 @@ def run_clients(
 
     `total`: the variant's operation count, split over all clients; `duration`:
     seconds from the start. `start_at` is called after the connections are open
-    and returns when the timed phase starts (procs uses it to start every
+    and the sources set up, and returns when the timed phase starts (procs uses it to start every
     process together). Returns (stats, seconds of this process's CPU, wall
     seconds) of the timed phase.
     """
     socks = socks if socks is not None else open_sockets(uri, len(indices), timeout)
     run, stats = Run(), ThreadStats()
     members = [Client(i, clients, run, stats, total) for i in indices]
+    # Built before the start: the sources' per-client set-up is not timed.
+    loop = Loop(socks, members, source, run, stats, None, stop, timeout)
     if start_at is not None:
         start_at()
     t0 = time.perf_counter()
-    deadline = t0 + duration if duration else None
+    loop.deadline = t0 + duration if duration else None
     cpu0 = time.process_time()
-    Loop(socks, members, source, run, stats, deadline, stop, timeout).run_all()
+    loop.run_all()
     return stats, time.process_time() - cpu0, time.perf_counter() - t0

@@ -79,12 +79,14 @@ def _worker(conn, uri, make_source, indices, clients, total, duration, stop, tim
         conn.send(("ready", None))
         start = conn.recv()  # time.time() of the common start
 
+        mark = {}
+
         def wait_start():
             delay = start - time.time()
             if delay > 0:
                 time.sleep(delay)
+            mark["cpu0"] = _cpu()  # the timed phase's CPU starts here
 
-        cpu0 = _cpu()
         if socks is None:
             wait_start()
             stats, wall = multiplex.unreached(source, indices, clients, total, refused), 0.0
@@ -93,7 +95,7 @@ def _worker(conn, uri, make_source, indices, clients, total, duration, stop, tim
                 uri, source, indices, clients, total, duration, stop, timeout,
                 start_at=wait_start, socks=socks,
             )  # fmt: skip
-        cpu = _cpu() - cpu0  # includes the wait for the start (sleeping: no CPU)
+        cpu = _cpu() - mark["cpu0"]
         conn.send(
             (
                 "done",

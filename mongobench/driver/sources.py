@@ -10,6 +10,11 @@ counters and errors, under the same names), over pre-encoded requests:
 
 Where the pymongo path records a latency before it finds a result wrong (a
 read that found nothing, an update that matched nothing), so does this one.
+
+A source builds what a client needs once (documents, templates: for large
+documents many milliseconds) when it is called, before the timed phase
+(multiplex.Loop calls it when it is built); only the generator it returns runs
+in the timed phase.
 """
 
 from __future__ import annotations
@@ -23,71 +28,9 @@ from mongobench.core.split import share
 from mongobench.core.units import KiB
 from mongobench.driver import ops, replies
 from mongobench.driver.catalog import WORKLOADS
+from mongobench.driver.cursor_sources import aggregate, clock, micros, query, regex_prefix
 from mongobench.driver.multiplex import Client, count_error
-from mongobench.driver.queries import _RANDINT, _RANDINTLIST
 from mongobench.driver.readupdate import Zipfian
-
-clock = time.perf_counter
-
-
-def _micros(run, t0: float) -> float:
-    return (run.now - t0) * 1e6
-
-
-def compile_query(template, settings: dict):
-    """(template with Int64 sentinels, sentinels, rng -> list of values) for a
-    query template with RANDINT / RANDINTLIST strings (see
-    workloads_keyed.compile_template: the same values from the same rng calls)."""
-    slots, makers = [], []
-
-    def bound(tok):
-        if tok.isdigit():
-            return int(tok)
-        if tok not in settings:
-            raise ValueError(f"query template names unknown setting {tok!r}")
-        return int(settings[tok])
-
-    def build(node):
-        if isinstance(node, dict):
-            return {k: build(v) for k, v in node.items()}
-        if isinstance(node, list):
-            return [build(v) for v in node]
-        if isinstance(node, str):
-            m = _RANDINT.match(node)
-            if m:
-                lo, hi = bound(m.group(1)), bound(m.group(2))
-                if hi <= lo:
-                    raise ValueError(f"{node}: empty range [{lo}, {hi})")
-                s = ops.sentinel(len(slots))
-                slots.append(s)
-                makers.append(("one", lo, hi, 1))
-                return s
-            m = _RANDINTLIST.match(node)
-            if m:
-                lo, hi, n = bound(m.group(1)), bound(m.group(2)), int(m.group(3))
-                if hi - lo < n:
-                    raise ValueError(f"{node}: fewer than {n} values in [{lo}, {hi})")
-                out = []
-                for _ in range(n):
-                    s = ops.sentinel(len(slots))
-                    slots.append(s)
-                    out.append(s)
-                makers.append(("list", lo, hi, n))
-                return out
-        return node
-
-    query = build(template)
-
-    def values(rng):
-        out = []
-        for kind, lo, hi, n in makers:
-            if kind == "one":
-                out.append(rng.randrange(lo, hi))
-            else:
-                out += rng.sample(range(lo, hi), n)
-        return out
-
-    return query, slots, values
 
 
 def _doc_slot(tmpl: ops.Tmpl, docs: ops.DocBatch) -> int:
@@ -97,37 +40,28 @@ def _doc_slot(tmpl: ops.Tmpl, docs: ops.DocBatch) -> int:
     return tmpl.raw.index(docs.raw)
 
 
+def _ready(docs: ops.DocBatch, *sizes: int) -> ops.DocBatch:
+    """`docs` with its batch writers for `sizes` documents built now, in the set-up
+    (DocBatch builds one per batch size on first use: tens of microseconds to
+    milliseconds, which a smoke-scale phase of a few operations would count)."""
+    for n in sizes:
+        if n > 0:
+            docs._struct(n)
+    return docs
+
+
+def _insert_sizes(quota: int, batch: int, per_msg: int) -> set[int]:
+    """The message sizes (documents) a client inserting `quota` documents sends."""
+    sizes = set()
+    for n in {min(batch, quota), quota % batch}:
+        if n >= per_msg:
+            sizes.add(per_msg)
+        sizes.add(n % per_msg)
+    return sizes
+
+
 def _placeholder(docs: ops.DocBatch) -> RawBSONDocument:
     return RawBSONDocument(docs.raw)
-
-
-def _cursor(c: Client, first, buf, get_more, limit: int, batch: int = 0):
-    """Yields a find/aggregate request, then getMores until the cursor is exhausted
-    (batchSize as pymongo: what the limit leaves, at most `batch`); returns
-    (error outcome or None, documents, getMores)."""
-    out = yield buf, first
-    if out[0] is not None:
-        return out, 0, 0
-    got, cid, more = out[1], out[2], 0
-    gm_tmpl, gm_buf, gm_check = get_more
-    while cid:
-        if limit or batch:
-            size = (min(limit - got, batch) if batch else limit - got) if limit else batch
-            gm_tmpl.write(gm_buf, c.rid, cid, size)
-        else:
-            gm_tmpl.write(gm_buf, c.rid, cid)
-        out = yield gm_buf, gm_check
-        more += 1
-        if out[0] is not None:
-            return out, got, more
-        got += out[1]
-        cid = out[2]
-    return None, got, more
-
-
-def _get_more(db, coll, op, limit, batch=0):
-    t = ops.get_more_tmpl(db, coll, batch_size=bool(limit or batch))
-    return t, t.buffer(), replies.CursorCheck(op, b"nextBatch")
 
 
 # ----------------------------------------------------------------------------- workloads
@@ -140,15 +74,16 @@ def read_update(s, db, wc):
     read_t = ops.find_tmpl(db, coll, {"_id": k0}, [k0], limit=1, single=True)
     update_t = ops.update_tmpl(db, coll, {"_id": k0}, {"$set": {"n0": k1}}, [k0, k1], wc)
 
+    zipf = Zipfian(n)  # immutable: shared by the clients, as the reply checks are
+    rcheck, ucheck = replies.CursorCheck("read"), replies.WriteCheck("update")
+
     def source(c: Client):
-        zipf = Zipfian(n)
         rng = random.Random(c.index + 1)
         rand, run, stats = rng.random, c.run, c.stats
         next_key = zipf.sampler(rand)  # zipf.key(rand()) as one closure
         record, counts = stats.latency.record, stats.ops
         rbuf, ubuf = read_t.buffer(), update_t.buffer()
         rwrite, uwrite = read_t.write, update_t.write
-        rcheck, ucheck = replies.CursorCheck("read"), replies.WriteCheck("update")
         for i in c.ops():
             if run.stopped:
                 return
@@ -160,7 +95,7 @@ def read_update(s, db, wc):
                 if out[0] is not None:
                     count_error(stats, "read", out[0], out[3])
                     continue
-                record("read", _micros(run, t0))
+                record("read", micros(run, t0))
                 if out[1] == 1:
                     counts["read"] += 1
                     stats.docs += 1
@@ -173,7 +108,7 @@ def read_update(s, db, wc):
                 if out[0] is not None:
                     count_error(stats, "update", out[0], out[4])
                     continue
-                record("update", _micros(run, t0))
+                record("update", micros(run, t0))
                 counts["update"] += 1
                 stats.docs += out[1]
 
@@ -183,11 +118,12 @@ def read_update(s, db, wc):
 def hot_update(s, db, wc):
     coll = WORKLOADS["hot_update"].coll_name
     t = ops.update_tmpl(db, coll, {"_id": 0}, {"$inc": {"count": 1}}, [], wc)
+    check = replies.WriteCheck("update")  # one per process: its memo serves every client
 
     def source(c: Client):
         run, stats = c.run, c.stats
         record, counts = stats.latency.record, stats.ops
-        buf, check = t.buffer(), replies.WriteCheck("update")
+        buf = t.buffer()
         for _ in c.ops():
             if run.stopped:
                 return
@@ -197,7 +133,7 @@ def hot_update(s, db, wc):
             if out[0] is not None:
                 count_error(stats, "update", out[0], out[4])
                 continue
-            record("update", _micros(run, t0))
+            record("update", micros(run, t0))
             if out[1] != 1:
                 count_error(stats, "update", "RuntimeError", "hot document not matched")
             else:
@@ -215,20 +151,23 @@ def update_api(s, db, wc):
     size = int(s["doc_size_kb"] * KiB)
     k0 = ops.sentinel(0)
 
-    def source(c: Client):
-        docs = ops.DocBatch(size, "serial", seed=c.index + 1)
+    def setup(c: Client):
+        docs = _ready(ops.DocBatch(size, "serial", seed=c.index + 1), 1)
         full = _placeholder(docs)
         update = {"$inc": {"count": 1}, "$setOnInsert": full}
         if fn == "update_one":
             t = ops.update_tmpl(db, coll, {"_id": k0}, update, [k0], wc, upsert=upsert)
-            check = replies.WriteCheck(fn)
         else:
             t = ops.find_and_modify_tmpl(db, coll, {"_id": k0}, update, [k0], wc, upsert=upsert)
-            check = replies.FindAndModifyCheck(fn)
         ins = ops.Tmpl(ops._with_wc({"insert": coll, "ordered": True, "documents": [full],
                                      "$db": db}, wc))  # fmt: skip
-        ins_check = replies.WriteCheck(fn)
-        at, ins_at, dn = _doc_slot(t, docs), _doc_slot(ins, docs), docs.size
+        return docs, t, ins, _doc_slot(t, docs), _doc_slot(ins, docs)
+
+    check = replies.WriteCheck(fn) if fn == "update_one" else replies.FindAndModifyCheck(fn)
+    ins_check = replies.WriteCheck(fn)
+
+    def run_ops(c: Client, docs, t, ins, at, ins_at):
+        dn = docs.size
         rng = random.Random(c.index + 1)
         run, stats = c.run, c.stats
         record, counts, counters = stats.latency.record, stats.ops, stats.counters
@@ -258,25 +197,26 @@ def update_api(s, db, wc):
             elif missed:
                 count_error(stats, fn, "RuntimeError", "upsert neither matched nor inserted")
                 continue
-            record(fn, _micros(run, t0))
+            record(fn, micros(run, t0))
             counts[fn] += 1
             counters["new_keys" if is_new else "existing_keys"] += 1
             stats.docs += 1
 
-    return source
+    return lambda c: run_ops(c, *setup(c))
 
 
 def update_fields(s, db, wc):
     w = WORKLOADS["update_fields"](None, s)
     k0 = ops.sentinel(0)
     t = ops.update_tmpl(db, w.coll_name, {"_id": k0}, w._update(), [k0], wc)
+    check = replies.WriteCheck("update")
     rng_range = min(int(s["doc_range"]), int(s["preload_docs"]))
 
     def source(c: Client):
         rng = random.Random(c.index + 1)
         run, stats = c.run, c.stats
         record, counts = stats.latency.record, stats.ops
-        buf, check = t.buffer(), replies.WriteCheck("update")
+        buf = t.buffer()
         for _ in c.ops():
             if run.stopped:
                 return
@@ -286,7 +226,7 @@ def update_fields(s, db, wc):
             if out[0] is not None:
                 count_error(stats, "update", out[0], out[4])
                 continue
-            record("update", _micros(run, t0))
+            record("update", micros(run, t0))
             if out[2] != 1:
                 count_error(stats, "update", "RuntimeError", "document not modified")
             else:
@@ -302,14 +242,18 @@ def replace(s, db, wc):
     rng_range = min(int(s["doc_range"]), int(s["preload_docs"]))
     k0 = ops.sentinel(0)
 
-    def source(c: Client):
-        docs = ops.DocBatch(size, "serial", seed=c.index + 50)
+    check = replies.WriteCheck("replace")
+
+    def setup(c: Client):
+        docs = _ready(ops.DocBatch(size, "serial", seed=c.index + 50), 1)
         t = ops.update_tmpl(db, coll, {"_id": k0}, _placeholder(docs), [k0], wc)
-        at = _doc_slot(t, docs)
+        return docs, t, _doc_slot(t, docs)
+
+    def run_ops(c: Client, docs, t, at):
         rng = random.Random(c.index + 1)
         run, stats = c.run, c.stats
         record, counts = stats.latency.record, stats.ops
-        buf, check = t.buffer(), replies.WriteCheck("replace")
+        buf = t.buffer()
         for _ in c.ops():
             if run.stopped:
                 return
@@ -321,12 +265,12 @@ def replace(s, db, wc):
             if out[0] is not None:
                 count_error(stats, "replace", out[0], out[4])
                 continue
-            record("replace", _micros(run, t0))
+            record("replace", micros(run, t0))
             counts["replace"] += 1
             stats.docs += out[1]
             stats.bytes += docs.size * out[1]
 
-    return source
+    return lambda c: run_ops(c, *setup(c))
 
 
 def update_indexed(s, db, wc):
@@ -339,12 +283,13 @@ def update_indexed(s, db, wc):
         t = ops.update_tmpl(db, coll, {"_id": slots[0]}, update, slots, wc)
     else:
         t = ops.update_tmpl(db, coll, {"_id": slots[0]}, {"$inc": {"n0": 1}}, slots[:1], wc)
+    check = replies.WriteCheck("update")
 
     def source(c: Client):
         rng = random.Random(c.index + 1)
         run, stats = c.run, c.stats
         record, counts = stats.latency.record, stats.ops
-        buf, check = t.buffer(), replies.WriteCheck("update")
+        buf = t.buffer()
         for _ in c.ops():
             if run.stopped:
                 return
@@ -358,7 +303,7 @@ def update_indexed(s, db, wc):
             if out[0] is not None:
                 count_error(stats, "update", out[0], out[4])
                 continue
-            record("update", _micros(run, t0))
+            record("update", micros(run, t0))
             counts["update"] += 1
             stats.docs += out[2]
 
@@ -374,11 +319,12 @@ def delete(s, db, wc):
     else:
         q = {"_id": {"$gte": k0, "$lt": k1}}
         op, t = "delete_many", ops.delete_tmpl(db, coll, q, [k0, k1], wc, many=True)
+    check = replies.WriteCheck(op)
 
     def source(c: Client):
         run, stats = c.run, c.stats
         record, counts = stats.latency.record, stats.ops
-        buf, check = t.buffer(), replies.WriteCheck(op)
+        buf = t.buffer()
         start = sum(share(n, c.clients, k) for k in range(c.index))
         end = start + share(n, c.clients, c.index)
         for lo in range(start, end, per):
@@ -394,7 +340,7 @@ def delete(s, db, wc):
             if out[0] is not None:
                 count_error(stats, op, out[0], out[4])
                 continue
-            record(op, _micros(run, t0))
+            record(op, micros(run, t0))
             counts[op] += 1
             stats.docs += out[1]
             if out[1] != hi - lo:
@@ -406,93 +352,20 @@ def delete(s, db, wc):
     return source
 
 
-def _finder(c, first_t, values, op, get_more, limit, expect: int | None):
-    """A source body for find / aggregate loops: each logical operation is the
-    command and its getMores; `expect`: the documents each must return."""
-    rng = random.Random(c.index + 1)
-    run, stats = c.run, c.stats
-    record, counts, counters = stats.latency.record, stats.ops, stats.counters
-    buf, check = first_t.buffer(), replies.CursorCheck(op)
-    gm = (get_more[0], get_more[0].buffer(), get_more[2])
-    for _ in c.ops():
-        if run.stopped:
-            return
-        first_t.write(buf, c.rid, *values(rng))
-        t0 = clock()
-        bad, got, more = yield from _cursor(c, check, buf, gm, limit)
-        counters["getmores"] += more
-        if bad is not None:
-            count_error(stats, op, bad[0], bad[3])
-            continue
-        record(op, _micros(run, t0))
-        stats.docs += got
-        if expect is not None and got != expect:
-            count_error(stats, op, "RuntimeError", f"{got} documents instead of {expect}")
-        else:
-            counts[op] += 1
-
-
-def query(s, db, wc):
-    w = WORKLOADS["query"](None, s)
-    s = w.s
-    limit, skip = int(s["limit"]), int(s.get("skip") or 0)
-    q, slots, values = compile_query(s["query"], s)
-    projection = s.get("projection") or {"_id": 0, "nofieldsplease": 1}
-    t = ops.find_tmpl(db, w.coll_name, q, slots, projection, skip=skip, limit=limit)
-    get_more = _get_more(db, w.coll_name, "find", limit)
-    expect = limit if s.get("expect_full", True) else None
-
-    def source(c: Client):
-        return _finder(c, t, values, "find", get_more, limit, expect)
-
-    return source
-
-
-def aggregate(s, db, wc):
-    w = WORKLOADS["aggregate"](None, s)
-    pipeline, slots, values = compile_query(w.s["pipeline"], w.s)
-    t = ops.aggregate_tmpl(db, w.coll_name, pipeline, slots)
-    get_more = _get_more(db, w.coll_name, "aggregate", 0)
-
-    def source(c: Client):
-        return _finder(c, t, values, "aggregate", get_more, 0, None)
-
-    return source
-
-
-def regex_prefix(s, db, wc):
-    cls = WORKLOADS["regex_prefix"]
-    k, limit = int(s["prefix_len"]), int(s["limit"])
-    slot = "^" + ops.text_sentinel(k)
-    t = ops.find_tmpl(
-        db, cls.coll_name, {"name": {"$regex": slot}}, [slot], {"name": 1}, limit=limit
-    )
-    get_more = _get_more(db, cls.coll_name, "find", limit)
-    alphabet = cls.ALPHABET
-
-    def values(rng):
-        return [("^" + "".join(rng.choices(alphabet, k=k))).encode()]
-
-    def source(c: Client):
-        return _finder(c, t, values, "find", get_more, limit, None)
-
-    return source
-
-
 def insert(s, db, wc):
     coll = "perftables"
     size, batch = int(s["doc_size_kb"] * KiB), int(s["batch_size"])
     total, n_idx = int(s["total_docs"]), int(s.get("secondary_indexes") or 0)
     bulk = ops.BulkInsert(db, coll, wc)
+    checks = {True: replies.WriteCheck("insert", bulk=True), False: replies.WriteCheck("insert")}
 
-    def source(c: Client):
+    def setup(c: Client):
         docs = ops.DocBatch(size, s["id_type"], n_int_fields=n_idx, seed=c.index + 1)
         per_msg = min(batch, bulk.max_docs(docs.size))
-        buf = bytearray(bulk.prefix_size() + per_msg * docs.size)
-        checks = {
-            True: replies.WriteCheck("insert", bulk=True),
-            False: replies.WriteCheck("insert"),
-        }
+        _ready(docs, *_insert_sizes(share(total, c.clients, c.index), batch, per_msg))
+        return docs, per_msg, bytearray(bulk.prefix_size() + per_msg * docs.size)
+
+    def run_ops(c: Client, docs, per_msg, buf):
         run, stats = c.run, c.stats
         record, counts = stats.latency.record, stats.ops
         quota, done = share(total, c.clients, c.index), 0
@@ -521,12 +394,12 @@ def insert(s, db, wc):
                 continue
             if bad is not None:
                 count_error(stats, "insert", "BulkWriteError", bad[4], failed)
-            record("insert", _micros(run, t0))
+            record("insert", micros(run, t0))
             counts["insert"] += 1
             stats.docs += ok
             stats.bytes += ok * docs.size
 
-    return source
+    return lambda c: run_ops(c, *setup(c))
 
 
 def mixed(s, db, wc):
@@ -535,20 +408,21 @@ def mixed(s, db, wc):
     inserts = int(s["insert_threads"])
     size = int(s["doc_size_kb"] * KiB)
     bulk = ops.BulkInsert(db, "mixed_inserts", wc)
+    check = replies.WriteCheck("insert")
 
     def source(c: Client):
         if c.index >= inserts:
             return finds(c)
-        return _single_inserts(c, bulk, ops.DocBatch(size, "objectid", seed=c.index + 7))
+        docs = _ready(ops.DocBatch(size, "objectid", seed=c.index + 7), 1)
+        return _single_inserts(c, bulk, docs, check)
 
     return source
 
 
-def _single_inserts(c: Client, bulk, docs):
+def _single_inserts(c: Client, bulk, docs, check):
     run, stats = c.run, c.stats
     record, counts = stats.latency.record, stats.ops
     buf = bytearray(bulk.prefix_size() + docs.size)
-    check = replies.WriteCheck("insert")
     for _ in c.ops():
         if run.stopped:
             return
@@ -558,7 +432,7 @@ def _single_inserts(c: Client, bulk, docs):
         if out[0] is not None:
             count_error(stats, "insert", out[0], out[4])
             continue
-        record("insert", _micros(run, t0))
+        record("insert", micros(run, t0))
         counts["insert"] += 1
         stats.docs += 1
 
@@ -580,10 +454,11 @@ def bucket(s, db, wc):
             cmd["$db"] = db
         return ops._with_wc(cmd, wc)
 
+    check = replies.WriteCheck(op)
+
     def source(c: Client):
         run, stats = c.run, c.stats
         record, counts = stats.latency.record, stats.ops
-        check = replies.WriteCheck(op)
         start = sum(share(n, c.clients, k) for k in range(c.index))
         for rec in range(start, start + share(n, c.clients, c.index)):
             if run.stopped:
@@ -594,7 +469,7 @@ def bucket(s, db, wc):
             if out[0] is not None:
                 count_error(stats, op, out[0], out[4])
                 continue
-            record(op, _micros(run, t0))
+            record(op, micros(run, t0))
             counts[op] += 1
             stats.docs += 1
 

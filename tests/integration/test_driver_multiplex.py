@@ -15,7 +15,7 @@ from pymongo import MongoClient, monitoring
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 from standin_helpers import built_workdir, write_users_file
 
-from mongobench.driver import multiplex, ops, procs, replies, sources
+from mongobench.driver import cursor_sources, multiplex, ops, procs, replies, sources
 from mongobench.driver.base import ThreadStats
 from mongobench.driver.catalog import WORKLOADS
 from mongobench.remote import tlscerts
@@ -289,7 +289,7 @@ def test_get_more_as_pymongo(mongo, server_uri):
         def source(c, t=t, gm=gm, limit=limit):
             buf = t.buffer()
             t.write(buf, c.rid)
-            bad, got, more = yield from sources._cursor(c, replies.CursorCheck("find"), buf, gm,
+            bad, got, more = yield from cursor_sources._cursor(c, replies.CursorCheck("find"), buf, gm,
                                                         limit, 7)  # fmt: skip
             c.stats.counters.update(docs=got, getmores=more, errors=bad is not None)
 
@@ -335,7 +335,9 @@ def test_tls_and_scram(tls_uri):
         for _ in range(5):
             t.write(buf, c.rid)
             gm = (gm_t, gm_t.buffer(), replies.CursorCheck("find", b"nextBatch"))
-            bad, got, _ = yield from sources._cursor(c, replies.CursorCheck("find"), buf, gm, 30)
+            bad, got, _ = yield from cursor_sources._cursor(
+                c, replies.CursorCheck("find"), buf, gm, 30
+            )
             c.stats.counters.update(docs=got, errors=bad is not None)
 
     stats, _, _ = multiplex.run_clients(tls_uri, source, range(2), 2)

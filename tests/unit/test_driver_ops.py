@@ -11,7 +11,7 @@ import bson
 import pytest
 from bson.raw_bson import RawBSONDocument
 
-from mongobench.driver import multiplex, ops, replies, sources
+from mongobench.driver import cursor_sources, multiplex, ops, replies
 from mongobench.driver.base import ThreadStats
 from mongobench.driver.docgen import DocFactory
 from mongobench.driver.queries import compile_template
@@ -96,7 +96,7 @@ def test_find_regex_and_in_templates():
 
     settings = {"docs": 1000}
     template = {"_id": {"$in": "RANDINTLIST(0,docs,5)"}, "g": "RANDINT(3,9)"}
-    query, slots, values = sources.compile_query(template, settings)
+    query, slots, values = cursor_sources.compile_query(template, settings)
     t = ops.find_tmpl("d", "q", query, slots, skip=7, limit=5)
     buf = t.buffer()
     t.write(buf, 1, *values(random.Random(4)))

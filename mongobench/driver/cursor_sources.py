@@ -1,0 +1,183 @@
+"""Sources of the query workloads for the multiplexed driver: find and aggregate
+with their getMores (see driver.sources for what a source is), and the query
+templates they fill in (RANDINT / RANDINTLIST, as driver.queries reads them).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+
+from mongobench.driver import ops, replies
+from mongobench.driver.catalog import WORKLOADS
+from mongobench.driver.multiplex import Client, count_error
+from mongobench.driver.queries import _RANDINT, _RANDINTLIST
+
+clock = time.perf_counter
+
+
+def micros(run, t0: float) -> float:
+    return (run.now - t0) * 1e6
+
+
+def compile_query(template, settings: dict):
+    """(template with Int64 sentinels, sentinels, rng -> list of values) for a
+    query template with RANDINT / RANDINTLIST strings (see
+    workloads_keyed.compile_template: the same values from the same rng calls)."""
+    slots, makers = [], []
+
+    def bound(tok):
+        if tok.isdigit():
+            return int(tok)
+        if tok not in settings:
+            raise ValueError(f"query template names unknown setting {tok!r}")
+        return int(settings[tok])
+
+    def build(node):
+        if isinstance(node, dict):
+            return {k: build(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [build(v) for v in node]
+        if isinstance(node, str):
+            m = _RANDINT.match(node)
+            if m:
+                lo, hi = bound(m.group(1)), bound(m.group(2))
+                if hi <= lo:
+                    raise ValueError(f"{node}: empty range [{lo}, {hi})")
+                s = ops.sentinel(len(slots))
+                slots.append(s)
+                makers.append(("one", lo, hi, 1))
+                return s
+            m = _RANDINTLIST.match(node)
+            if m:
+                lo, hi, n = bound(m.group(1)), bound(m.group(2)), int(m.group(3))
+                if hi - lo < n:
+                    raise ValueError(f"{node}: fewer than {n} values in [{lo}, {hi})")
+                out = []
+                for _ in range(n):
+                    s = ops.sentinel(len(slots))
+                    slots.append(s)
+                    out.append(s)
+                makers.append(("list", lo, hi, n))
+                return out
+        return node
+
+    query = build(template)
+
+    def values(rng):
+        out = []
+        for kind, lo, hi, n in makers:
+            if kind == "one":
+                out.append(rng.randrange(lo, hi))
+            else:
+                out += rng.sample(range(lo, hi), n)
+        return out
+
+    return query, slots, values
+
+
+def _cursor(c: Client, first, buf, get_more, limit: int, batch: int = 0):
+    """Yields a find/aggregate request, then getMores until the cursor is exhausted
+    (batchSize as pymongo: what the limit leaves, at most `batch`); returns
+    (error outcome or None, documents, getMores)."""
+    out = yield buf, first
+    if out[0] is not None:
+        return out, 0, 0
+    got, cid, more = out[1], out[2], 0
+    gm_tmpl, gm_buf, gm_check = get_more
+    while cid:
+        if limit or batch:
+            size = (min(limit - got, batch) if batch else limit - got) if limit else batch
+            gm_tmpl.write(gm_buf, c.rid, cid, size)
+        else:
+            gm_tmpl.write(gm_buf, c.rid, cid)
+        out = yield gm_buf, gm_check
+        more += 1
+        if out[0] is not None:
+            return out, got, more
+        got += out[1]
+        cid = out[2]
+    return None, got, more
+
+
+def _get_more(db, coll, op, limit, batch=0):
+    t = ops.get_more_tmpl(db, coll, batch_size=bool(limit or batch))
+    return t, t.buffer(), replies.CursorCheck(op, b"nextBatch")
+
+
+def _finder(c, first_t, values, check, get_more, limit, expect: int | None):
+    """A source body for find / aggregate loops: each logical operation is the
+    command (judged by `check`, shared by the clients) and its getMores;
+    `expect`: the documents each must return."""
+    op = check.op
+    rng = random.Random(c.index + 1)
+    run, stats = c.run, c.stats
+    record, counts, counters = stats.latency.record, stats.ops, stats.counters
+    buf = first_t.buffer()
+    gm = (get_more[0], get_more[0].buffer(), get_more[2])
+    for _ in c.ops():
+        if run.stopped:
+            return
+        first_t.write(buf, c.rid, *values(rng))
+        t0 = clock()
+        bad, got, more = yield from _cursor(c, check, buf, gm, limit)
+        counters["getmores"] += more
+        if bad is not None:
+            count_error(stats, op, bad[0], bad[3])
+            continue
+        record(op, micros(run, t0))
+        stats.docs += got
+        if expect is not None and got != expect:
+            count_error(stats, op, "RuntimeError", f"{got} documents instead of {expect}")
+        else:
+            counts[op] += 1
+
+
+def query(s, db, wc):
+    w = WORKLOADS["query"](None, s)
+    s = w.s
+    limit, skip = int(s["limit"]), int(s.get("skip") or 0)
+    q, slots, values = compile_query(s["query"], s)
+    projection = s.get("projection") or {"_id": 0, "nofieldsplease": 1}
+    t = ops.find_tmpl(db, w.coll_name, q, slots, projection, skip=skip, limit=limit)
+    get_more = _get_more(db, w.coll_name, "find", limit)
+    check = replies.CursorCheck("find")
+    expect = limit if s.get("expect_full", True) else None
+
+    def source(c: Client):
+        return _finder(c, t, values, check, get_more, limit, expect)
+
+    return source
+
+
+def aggregate(s, db, wc):
+    w = WORKLOADS["aggregate"](None, s)
+    pipeline, slots, values = compile_query(w.s["pipeline"], w.s)
+    t = ops.aggregate_tmpl(db, w.coll_name, pipeline, slots)
+    get_more = _get_more(db, w.coll_name, "aggregate", 0)
+    check = replies.CursorCheck("aggregate")
+
+    def source(c: Client):
+        return _finder(c, t, values, check, get_more, 0, None)
+
+    return source
+
+
+def regex_prefix(s, db, wc):
+    cls = WORKLOADS["regex_prefix"]
+    k, limit = int(s["prefix_len"]), int(s["limit"])
+    slot = "^" + ops.text_sentinel(k)
+    t = ops.find_tmpl(
+        db, cls.coll_name, {"name": {"$regex": slot}}, [slot], {"name": 1}, limit=limit
+    )
+    get_more = _get_more(db, cls.coll_name, "find", limit)
+    check = replies.CursorCheck("find")
+    alphabet = cls.ALPHABET
+
+    def values(rng):
+        return [("^" + "".join(rng.choices(alphabet, k=k))).encode()]
+
+    def source(c: Client):
+        return _finder(c, t, values, check, get_more, limit, None)
+
+    return source
