@@ -270,7 +270,15 @@ def cmd_compare(args) -> int:
     try:
         labels = parse_pairs(args.label, "--label")
         prices = parse_pairs(args.price, "--price", number=True)
-        _, plots = compare(args.pkb_results, args.out, args.plots_dir, labels, prices, args.title)
+        _, plots = compare(
+            args.pkb_results,
+            args.out,
+            args.plots_dir,
+            labels,
+            prices,
+            args.title,
+            baseline=args.baseline,
+        )
     except (OSError, ValueError) as e:
         raise SystemExit(f"mongobench compare: {e}") from None
     print(f"wrote {args.out} and {len(plots)} plot(s)", file=sys.stderr)
@@ -298,6 +306,11 @@ def _add_compare(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="markdown report")
     p.add_argument("--plots-dir", help="PNG plots (default: <out stem>-plots beside --out)")
     p.add_argument("--title", default="MongoDB benchmark comparison")
+    p.add_argument(
+        "--baseline",
+        metavar="LABEL",
+        help="the run the others are compared with: adds their %% change against it",
+    )
     p.set_defaults(func=cmd_compare)
     return p
 

@@ -16,8 +16,10 @@ def compare(
     labels: Mapping[str, str] | None = None,
     prices: Mapping[str, float] | None = None,
     title: str = "MongoDB benchmark comparison",
+    baseline: str | None = None,
 ) -> tuple[str, list[str]]:
-    """Loads the files, writes the report to `out` and its plots; returns (text, plots)."""
+    """Loads the files, writes the report to `out` and its plots; returns (text, plots).
+    `baseline` (a run label): the other runs' figures also as % change against it."""
     out_dir = os.path.dirname(os.path.abspath(out))
     if plots_dir is None:
         stem = os.path.splitext(os.path.basename(out))[0]
@@ -25,7 +27,7 @@ def compare(
     runs = load_runs(paths, labels)
     assign_prices(runs, prices)
     ref = os.path.relpath(os.path.abspath(plots_dir), out_dir)
-    text, plots = render(runs, plots_dir, ref, title)
+    text, plots = render(runs, plots_dir, ref, title, baseline=baseline)
     os.makedirs(out_dir, exist_ok=True)
     with open(out, "w") as f:
         f.write(text)

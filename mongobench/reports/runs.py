@@ -260,3 +260,49 @@ def stress_kpis(run: Run) -> dict[str, dict]:
         for s in run.samples
         if _kind(s) == "stress"
     }
+
+
+# What makes two runs comparable: (what the warning calls it, metadata keys in order).
+COMPARABLE = (
+    ("scale", ("scale",)),
+    ("server version", ("mongodb_version", "server_version", "atlas_mongodb_version")),
+    ("topology", ("topology", "deployment")),
+    ("driver", ("client_path", "pymongo_version", "java_driver_version")),
+    ("client count", ("client_vms", "client_processes")),
+)
+
+
+def comparability_warnings(runs: Sequence[Run]) -> list[str]:
+    """One line per property the runs differ in (scale, server version, topology, driver,
+    client count): their figures then measure more than the thing compared."""
+    out = []
+    for what, keys in COMPARABLE:
+        values = {}
+        for r in runs:
+            found = {}
+            for key in keys:
+                seen = sorted({v for s in r.samples if (v := _value(s["metadata"], key))})
+                if seen:
+                    found[key] = "/".join(seen)
+            values[r.label] = ", ".join(f"{k} {v}" for k, v in found.items()) or None
+        if len({v for v in values.values() if v is not None}) > 1:
+            shown = "; ".join(f"{label}: {v or 'n/a'}" for label, v in values.items())
+            out.append(f"the runs differ in {what} ({shown})")
+    return out
+
+
+def percent_change(value: float | None, baseline: float | None) -> float | None:
+    """(value / baseline - 1) x 100, or None when either is missing or the baseline is 0."""
+    if value is None or baseline is None or baseline == 0:
+        return None
+    return (value / baseline - 1.0) * 100.0
+
+
+def baseline_run(runs: Sequence[Run], label: str | None) -> Run | None:
+    """The run labelled `label` (None: no baseline); a label no run has is an error."""
+    if label is None:
+        return None
+    for r in runs:
+        if r.label == label:
+            return r
+    raise ValueError(f"--baseline {label!r} names no run; runs: {', '.join(r.label for r in runs)}")

@@ -14,7 +14,10 @@ from mongobench.reports.runs import (
     _MISSING,
     Run,
     SweepPoint,
+    baseline_run,
+    comparability_warnings,
     ops_per_dollar,
+    percent_change,
     perftables_rows,
     stress_kpis,
     sweep_points,
@@ -115,7 +118,11 @@ def _p99_ops(pts: Mapping, key) -> list[str]:
     return list(p.p99_ms) if p else []
 
 
-def _perftables_section(runs, plots_dir, ref, plots, catalog) -> list[str]:
+def _pct(value: float | None) -> str:
+    return NA if value is None else f"{value:+.1f}%"
+
+
+def _perftables_section(runs, plots_dir, ref, plots, catalog, baseline=None) -> list[str]:
     rows_by_run = {r.label: perftables_rows(r) for r in runs}
     experiments = [e for e in catalog if any(e in rows_by_run[r.label] for r in runs)]
     experiments += sorted(
@@ -141,6 +148,8 @@ def _perftables_section(runs, plots_dir, ref, plots, catalog) -> list[str]:
         title = catalog[name].title if name in catalog else name
         headers = ["Variant"] + [f"{r.label} ({col.header})" for r in in_runs]
         headers += [f"{r.label} ops/$" for r in priced if r in in_runs]
+        others = [r for r in in_runs if baseline in in_runs and r is not baseline]
+        headers += [f"{r.label} vs {baseline.label}" for r in others]
         rows = []
         series: dict[str, list[float | None]] = {r.label: [] for r in in_runs}
         for v in variants:
@@ -153,6 +162,11 @@ def _perftables_section(runs, plots_dir, ref, plots, catalog) -> list[str]:
                 if r in in_runs:
                     value = rows_by_run[r.label][name].get(v, {}).get(key)
                     row.append(fmt(ops_per_dollar(value, r.price), 0))
+            if others:
+                base = rows_by_run[baseline.label][name].get(v, {}).get(key)
+                for r in others:
+                    value = rows_by_run[r.label][name].get(v, {}).get(key)
+                    row.append(_pct(percent_change(value, base)))
             rows.append(row)
         out += [f"### {title}", "", md_table(headers, rows), ""]
         png = os.path.join(plots_dir, f"perftables_{name}.png")
@@ -163,7 +177,7 @@ def _perftables_section(runs, plots_dir, ref, plots, catalog) -> list[str]:
     return out
 
 
-def _stress_section(runs, plots_dir, ref, plots) -> list[str]:
+def _stress_section(runs, plots_dir, ref, plots, baseline=None) -> list[str]:
     kpis = {r.label: stress_kpis(r) for r in runs}
     if not any(kpis.values()):
         return []
@@ -200,6 +214,12 @@ def _stress_section(runs, plots_dir, ref, plots) -> list[str]:
         ["Maximum Throughput per dollar (ops/$)"]
         + [fmt(ops_per_dollar(value(r.label, stress.MAX_METRIC), r.price), 0) for r in runs],
     ]
+    if baseline is not None:
+        base = value(baseline.label, stress.MAX_METRIC)
+        rows.append(
+            [f"Maximum Throughput vs {baseline.label}"]
+            + [_pct(percent_change(value(x, stress.MAX_METRIC), base)) for x in labels]
+        )
     out = ["## Stress KPIs (mongodb_stress)", "", md_table(["KPI", *labels], rows), ""]
     png = os.path.join(plots_dir, "stress_kpis.png")
     sla = [sla_cell(x) for x in labels]
@@ -222,8 +242,11 @@ def render(
     plots_ref: str | None = None,
     title: str = "MongoDB benchmark comparison",
     catalog: Mapping | None = None,
+    baseline: str | None = None,
 ) -> tuple[str, list[str]]:
-    """(markdown, PNG paths written). Images are linked as `plots_ref/<name>.png`."""
+    """(markdown, PNG paths written). Images are linked as `plots_ref/<name>.png`.
+    `baseline`: the label of the run the others are compared with (% change)."""
+    base = baseline_run(runs, baseline)
     catalog = catalog if catalog is not None else exp_mod.load()
     os.makedirs(plots_dir, exist_ok=True)
     ref = plots_ref if plots_ref is not None else os.path.basename(plots_dir.rstrip("/"))
@@ -261,10 +284,13 @@ def render(
         ),
         "",
     ]
+    warnings = comparability_warnings(runs)
+    if warnings:
+        head += ["## Warnings", ""] + [f"- {w}: compare with care." for w in warnings] + [""]
     body = (
         _sweep_section(runs, plots_dir, ref, plots)
-        + _perftables_section(runs, plots_dir, ref, plots, catalog)
-        + _stress_section(runs, plots_dir, ref, plots)
+        + _perftables_section(runs, plots_dir, ref, plots, catalog, base)
+        + _stress_section(runs, plots_dir, ref, plots, base)
     )
     if not body:
         body = ["No sweep, Performance Tables or stress samples found.", ""]

@@ -416,3 +416,78 @@ def test_failed_phase_shows_as_failed_and_is_listed(tmp_path):
     # Runtime, throughput, INSERT p99: failed; ops/$ (m5.large is priced): n/a, not 0.
     assert load[1] == ["1 MB", "failed", "failed", "failed", "n/a"]
     assert "- m5.large: 1 MB load: YCSB reported a failure: boom" in text
+
+
+def test_warns_when_runs_differ_in_what_makes_them_comparable(tmp_path):
+    a = write_results(
+        tmp_path / "a.json",
+        perftables_samples({"1": 1000.0}),
+        "ra",
+        {
+            "machine_type": "m5.large",
+            "scale": "full",
+            "mongodb_version": "8.0.4",
+            "topology": "replset",
+            "client_path": "multiplexed",
+            "client_vms": 1,
+        },
+    )
+    b = write_results(
+        tmp_path / "b.json",
+        perftables_samples({"1": 1500.0}),
+        "rb",
+        {
+            "machine_type": "m5.xlarge",
+            "scale": "tenth",
+            "mongodb_version": "8.0.4",
+            "topology": "standalone",
+            "client_path": "multiplexed",
+            "client_vms": 2,
+        },
+    )
+    same = write_results(
+        tmp_path / "c.json",
+        perftables_samples({"1": 900.0}),
+        "rc",
+        {
+            "machine_type": "m5.2xlarge",
+            "scale": "full",
+            "mongodb_version": "8.0.4",
+            "topology": "replset",
+            "client_path": "multiplexed",
+            "client_vms": 1,
+        },
+    )
+    # fmt: skip
+    runs = reports_runs.load_runs([a, b])
+    warnings = reports_runs.comparability_warnings(runs)
+    assert [w.split(" (")[0] for w in warnings] == [
+        "the runs differ in scale",
+        "the runs differ in topology",
+        "the runs differ in client count",
+    ]
+    assert "m5.large: scale full; m5.xlarge: scale tenth" in warnings[0]
+    text, _ = compare.compare([a, b], str(tmp_path / "r.md"))
+    assert "## Warnings" in text and "- the runs differ in scale (" in text
+    assert reports_runs.comparability_warnings(reports_runs.load_runs([a, same])) == []
+    text, _ = compare.compare([a, same], str(tmp_path / "s.md"))
+    assert "## Warnings" not in text
+
+
+def test_baseline_adds_percent_change(three_runs, tmp_path):
+    text, _ = compare.compare(list(three_runs), str(tmp_path / "r.md"), baseline="n2-standard-2")
+    rows = table_rows(text, "### Expected insert speed by document size")
+    assert rows[0][-2:] == ["n2-standard-4 vs n2-standard-2", "Atlas M30 vs n2-standard-2"]
+    by_variant = {r[0]: r for r in rows[1:]}
+    assert by_variant["1"][-2:] == ["+100.0%", "+200.0%"]  # 2000 and 3000 against 1000
+    assert by_variant["4"][-2:] == ["+87.5%", "n/a"]  # 1500 against 800; M30 has no "4"
+    kpis = table_rows(text, "## Stress KPIs (mongodb_stress)")
+    assert ["Maximum Throughput vs n2-standard-2", "+0.0%", "+80.0%", "n/a"] in kpis
+    with pytest.raises(ValueError, match="--baseline 'nope' names no run; runs: n2-standard-2"):
+        compare.compare(list(three_runs), str(tmp_path / "r.md"), baseline="nope")
+    out = tmp_path / "cli.md"
+    args = ["compare", "--pkb-results", *three_runs, "--out", str(out)]
+    assert cli.main([*args, "--baseline", "Atlas M30"]) == 0
+    assert "n2-standard-2 vs Atlas M30" in out.read_text()
+    with pytest.raises(SystemExit, match="--baseline 'x' names no run"):
+        cli.main([*args, "--baseline", "x"])
