@@ -44,16 +44,17 @@ def proc_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
 
 
-def ycsb_round(uri_file, work, records, threads, seconds, warmup):
-    """YCSB 50/50 over `seconds` after `warmup`; returns (cpu us/op, ops/s)."""
+def ycsb_round(uri_file, work, records, threads, seconds, warmup, read_proportion=0.5):
+    """YCSB reads/updates (50/50 by default) over `seconds` after `warmup`;
+    returns (cpu us/op, ops/s)."""
     props = os.path.join(work, "run.properties")
     with open(props, "w") as f:
         f.write(
             ycsb.workload_properties(
                 recordcount=records,
                 operationcount=10**9,
-                readproportion=0.5,
-                updateproportion=0.5,
+                readproportion=read_proportion,
+                updateproportion=1 - read_proportion,
                 threadcount=threads,
                 urlfile=uri_file,
                 maxexecutiontime=int(warmup + seconds + 5),
@@ -73,6 +74,29 @@ def ycsb_round(uri_file, work, records, threads, seconds, warmup):
     if ops <= 0:
         raise RuntimeError("YCSB made no progress; see " + err.name)
     return (cpu1 - cpu0) * 1e6 / ops, ops / (t1 - t0)
+
+
+def ycsb_load(uri, uri_file, work, records):
+    """Loads `records` YCSB records (1 KB) with the project's binding and checks them."""
+    props = os.path.join(work, "load.properties")
+    with open(props, "w") as f:
+        f.write(
+            ycsb.workload_properties(
+                recordcount=records, threadcount=4, urlfile=uri_file, batchsize=100
+            )
+        )
+    subprocess.run(
+        ycsb.ycsb_command(javabuild.ycsb_classpath(), "load", props),
+        check=True,
+        capture_output=True,
+    )
+    with MongoClient(uri) as c:
+        n = c["ycsb"]["usertable"].count_documents({})
+        sample_key = c["ycsb"]["usertable"].find_one()["_id"]
+    if n != records:
+        raise RuntimeError(f"loaded {n} of {records} records")
+    if not sample_key.startswith("user"):
+        raise RuntimeError(f"unexpected YCSB key {sample_key!r}")
 
 
 def _status_ops(err) -> int:
@@ -124,25 +148,7 @@ def main() -> int:
         uri_file = os.path.join(work, "uri")
         with open(uri_file, "w") as f:
             f.write(srv.uri)
-        props = os.path.join(work, "load.properties")
-        with open(props, "w") as f:
-            f.write(
-                ycsb.workload_properties(
-                    recordcount=args.records, threadcount=4, urlfile=uri_file, batchsize=100
-                )
-            )
-        subprocess.run(
-            ycsb.ycsb_command(javabuild.ycsb_classpath(), "load", props),
-            check=True,
-            capture_output=True,
-        )
-        with MongoClient(srv.uri) as c:
-            n = c["ycsb"]["usertable"].count_documents({})
-            sample_key = c["ycsb"]["usertable"].find_one()["_id"]
-        if n != args.records:
-            raise RuntimeError(f"loaded {n} of {args.records} records")
-        if not sample_key.startswith("user"):
-            raise RuntimeError(f"unexpected YCSB key {sample_key!r}")
+        ycsb_load(srv.uri, uri_file, work, args.records)
 
         print(f"server: {srv.kind}; {args.records} x 1 KB records; {args.threads} client threads")
         client = MongoClient(srv.uri, maxPoolSize=args.threads + 10)

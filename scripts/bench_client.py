@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""Client cost of every experiment on the multiplexed path, against YCSB, in one run.
+
+Against a test-bed server it starts (issue 12, item 4):
+1. YCSB (the project's binding) on reads and on updates by key: 1 KB records,
+   zipfian keys, `--threads` threads, steady state (its JIT warm-up excluded):
+   client CPU per operation.
+2. Every experiment's timed phase at smoke scale on the multiplexed path, run
+   by perftables as a PKB run does (variants the stand-in cannot run are left
+   out): client CPU per operation (workers + the perftables process), per
+   document for bulk inserts. Count-based variants run at least --min-ops
+   operations (smoke's data, clients and mix; enough operations for a steady
+   state). YCSB and the experiments alternate, round by round (--rounds).
+3. Scaling: 50/50 reads and updates by key with `--clients` virtual clients
+   over 1 process and over 2: client CPU used, in cores of the capacity
+   (one core per process), and throughput.
+
+Targets: every single-operation variant <= 0.5 x YCSB's mean us/op (read and
+update), bulk inserts <= 2 us per 1 KB document. The server shares this
+machine's cores: read the ratios, not the absolute figures, and repeat runs.
+Exits 1 when a target is missed. `--json FILE` writes
+{"ycsb_us_per_op": {"read": r, "update": u}, "experiments": {"<experiment>/<variant>":
+{"client_us_per_op": x, "bulk": false}}} (bulk inserts: "bulk": true and
+"client_us_per_doc"), plus "scaling".
+
+    .venv/bin/python scripts/bench_client.py [--rounds 2] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+
+from pymongo import MongoClient
+
+# The sibling script measures YCSB for bench_driver too: one way to measure it.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_driver import ycsb_load, ycsb_round
+
+from mongobench.perftables import experiments as exp_mod
+from mongobench.perftables import runner as perftables
+from mongobench.remote import javabuild
+from mongobench.testbed import bed as testbed
+
+SINGLE_RATIO, BULK_US_PER_KB = 0.5, 2.0
+
+
+def is_bulk(res: dict) -> bool:
+    return res["workload"] == "insert" and int(res["settings"]["batch_size"]) > 1
+
+
+def experiment_costs(uri: str, work: str, processes: int | None, min_ops: int) -> dict:
+    """Client CPU per op (per document for bulk inserts) of every variant at smoke scale;
+    count-based variants run at least `min_ops` operations."""
+    catalog = exp_mod.load()
+    plans = exp_mod.plan(catalog, None, "smoke", skip=testbed.STANDIN_UNSUPPORTED)
+    out = {}
+    for experiment, variants in plans:
+        for v in variants:
+            total = v.settings.get("total_ops")
+            more = {"total_ops": max(int(total), min_ops)} if total else None
+            run = perftables.run(
+                uri, [experiment.name], "smoke", os.path.join(work, "variant.json"),
+                database="bench_client", variants=[v.label], overrides=more,
+                log=lambda m: None, os_path=False, processes=processes,
+            )  # fmt: skip
+            [res] = run["results"]
+            key = f"{res['experiment']}/{res['label']}"
+            if res["status"] != "ok" or res["errors"]:
+                raise RuntimeError(f"{key}: {res.get('error') or res['errors']}")
+            cpu_us = res["client_process_cpu_s"] * 1e6
+            entry = {
+                "bulk": is_bulk(res),
+                "client_path": res["client_path"],
+                "doc_kb": res["settings"].get("doc_size_kb"),
+                "ops": sum(res["ops"].values()),
+            }
+            if entry["bulk"]:
+                entry["client_us_per_doc"] = cpu_us / res["docs"]
+            else:
+                entry["client_us_per_op"] = cpu_us / entry["ops"]
+            out[key] = entry
+    return out
+
+
+def scaling(client, uri: str, clients: int, seconds: float, processes: int) -> dict:
+    """50/50 reads and updates by key over `processes` processes: cores used, ops/s."""
+    e = exp_mod.load()["kv_read_update"]
+    [v] = [x for x in e.resolve("smoke") if x.settings["driver"] == "pymongo"]
+    v.settings.update(preload_docs=20000, threads=clients, duration_s=seconds, total_ops=None)
+    res = perftables.run_variant(
+        client, "bench_client", e, v, log=lambda m: None, os_path=False, uri=uri,
+        processes=processes,
+    )  # fmt: skip
+    ops = sum(res["ops"].values())
+    if res["errors"] or not ops:
+        raise RuntimeError(f"scaling run: {res['errors']}")
+    return {
+        "processes": res["client_processes"],
+        "capacity_cores": res["client_cores"],
+        "cores_used": res["client_process_cpu_s"] / res["duration_s"],
+        "ops_per_s": ops / res["duration_s"],
+        "client_us_per_op": res["client_process_cpu_s"] * 1e6 / ops,
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--records", type=int, default=20000, help="YCSB records (1 KB)")
+    ap.add_argument("--threads", type=int, default=4, help="YCSB threads")
+    ap.add_argument("--seconds", type=float, default=10, help="each YCSB / scaling window")
+    ap.add_argument("--warmup", type=float, default=20, help="YCSB JIT warm-up (s)")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--clients", type=int, default=32, help="virtual clients when scaling")
+    ap.add_argument("--processes", type=int, default=None, help="experiments' processes")
+    ap.add_argument(
+        "--min-ops",
+        type=int,
+        default=2000,
+        help="count-based variants run at least this many operations (smoke scale gives"
+        " some 64 over 32 fresh connections, whose first requests cost several times the"
+        " steady state); 0: smoke scale as it is",
+    )
+    ap.add_argument("--json", help="write the figures here")
+    args = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="bench-client-")
+    javabuild.build()
+    srv = testbed.start_server(work)
+    ok = True
+    try:
+        uri_file = os.path.join(work, "uri")
+        with open(uri_file, "w") as f:
+            f.write(srv.uri)
+        ycsb_load(srv.uri, uri_file, work, args.records)
+        print(f"server: {srv.kind}; YCSB {args.records} x 1 KB records, {args.threads} threads")
+        ycsb_us = {"read": [], "update": []}
+        costs: dict[str, list[dict]] = {}
+        for r in range(args.rounds):  # interleaved: YCSB, then every experiment
+            for name, reads in (("read", 1.0), ("update", 0.0)):
+                us, rate = ycsb_round(
+                    uri_file, work, args.records, args.threads, args.seconds, args.warmup, reads
+                )
+                ycsb_us[name].append(us)
+                print(f"round {r + 1}: YCSB {name}: {us:6.1f} us/op ({rate:6.0f} ops/s)")
+            found = experiment_costs(srv.uri, work, args.processes, args.min_ops)
+            for key, entry in found.items():
+                costs.setdefault(key, []).append(entry)
+        ycsb_mean = {k: statistics.mean(v) for k, v in ycsb_us.items()}
+        limit = SINGLE_RATIO * statistics.mean(ycsb_mean.values())
+        print(
+            f"YCSB: read {ycsb_mean['read']:.1f} us/op, update {ycsb_mean['update']:.1f} us/op;"
+            f" single-operation target <= {limit:.1f} us/op ({SINGLE_RATIO:g} x their mean)"
+        )
+        experiments, worst_single, worst_bulk = {}, 0.0, 0.0
+        for key, entries in costs.items():
+            first = entries[0]
+            entry = {"bulk": first["bulk"], "client_path": first["client_path"]}
+            if first["bulk"]:
+                us = statistics.mean(e["client_us_per_doc"] for e in entries)
+                per_kb = us / max(1.0, float(first["doc_kb"]))
+                entry["client_us_per_doc"] = us
+                met = per_kb <= BULK_US_PER_KB
+                worst_bulk = max(worst_bulk, per_kb)
+                what = f"{us:7.2f} us/doc ({per_kb:5.2f} us per KB, target <= {BULK_US_PER_KB:g})"
+            else:
+                us = statistics.mean(e["client_us_per_op"] for e in entries)
+                entry["client_us_per_op"] = us
+                met = us <= limit
+                worst_single = max(worst_single, us / limit * SINGLE_RATIO)
+                what = f"{us:7.1f} us/op  ({us / limit * SINGLE_RATIO:4.2f} x YCSB)"
+            ok &= met
+            experiments[key] = entry
+            print(f"{'  ' if met else '! '}{key:58s} {what} [{first['client_path']}]")
+        print(
+            f"worst single-operation variant: {worst_single:.2f} x YCSB (target <= {SINGLE_RATIO});"
+            f" worst bulk insert: {worst_bulk:.2f} us per KB (target <= {BULK_US_PER_KB:g})"
+        )
+        with MongoClient(srv.uri, maxPoolSize=args.clients + 10) as client:
+            scale = [scaling(client, srv.uri, args.clients, args.seconds, p) for p in (1, 2)]
+        for s in scale:
+            print(
+                f"scaling: {s['processes']} process(es): client CPU {s['cores_used']:.2f} of"
+                f" {s['capacity_cores']} core(s), {s['ops_per_s']:8.0f} ops/s,"
+                f" {s['client_us_per_op']:5.1f} us/op"
+            )
+        print(
+            f"scaling: 2 processes / 1 = {scale[1]['ops_per_s'] / scale[0]['ops_per_s']:.2f} x"
+            " throughput (the server shares this machine's cores)"
+        )
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(
+                    {"ycsb_us_per_op": ycsb_mean, "experiments": experiments, "scaling": scale},
+                    f,
+                    indent=1,
+                )
+    finally:
+        srv.stop()
+    print("OK" if ok else "TARGET MISSED")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
