@@ -9,8 +9,8 @@ Against a test-bed server it starts (issue 12, item 4):
    by perftables as a PKB run does (variants the stand-in cannot run are left
    out): client CPU per operation (workers + the perftables process), per
    document for bulk inserts. Count-based variants run at least --min-ops
-   operations (smoke's data, clients and mix; enough operations for a steady
-   state). YCSB and the experiments alternate, round by round (--rounds).
+   operations and bulk inserts load at least --min-mb MB (smoke's data,
+   clients and mix; enough operations for a steady state). YCSB and the experiments alternate, round by round (--rounds).
 3. Scaling: 50/50 reads and updates by key with `--clients` virtual clients
    over 1 process and over 2: client CPU used, in cores of the capacity
    (one core per process), and throughput.
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import sys
@@ -53,16 +54,23 @@ def is_bulk(res: dict) -> bool:
     return res["workload"] == "insert" and int(res["settings"]["batch_size"]) > 1
 
 
-def experiment_costs(uri: str, work: str, processes: int | None, min_ops: int) -> dict:
+def experiment_costs(uri: str, work: str, processes: int | None, min_ops: int, min_mb: float):
     """Client CPU per op (per document for bulk inserts) of every variant at smoke scale;
-    count-based variants run at least `min_ops` operations."""
+    count-based variants run at least `min_ops` operations, bulk inserts load at least
+    `min_mb` MB."""
     catalog = exp_mod.load()
     plans = exp_mod.plan(catalog, None, "smoke", skip=testbed.STANDIN_UNSUPPORTED)
+    factor = exp_mod.parse_scale("smoke")  # overrides are scaled too: divided by it here
     out = {}
     for experiment, variants in plans:
         for v in variants:
-            total = v.settings.get("total_ops")
-            more = {"total_ops": max(int(total), min_ops)} if total else None
+            s, more = v.settings, None
+            if s.get("total_ops") and s["total_ops"] < min_ops:
+                more = {"total_ops": math.ceil(min_ops / factor)}
+            elif experiment.workload == "insert" and int(s["batch_size"]) > 1:
+                least = int(min_mb * 1024 / float(s["doc_size_kb"]))
+                if s["total_docs"] < least:
+                    more = {"total_docs": math.ceil(least / factor)}
             run = perftables.run(
                 uri, [experiment.name], "smoke", os.path.join(work, "variant.json"),
                 database="bench_client", variants=[v.label], overrides=more,
@@ -125,6 +133,13 @@ def main() -> int:
         " some 64 over 32 fresh connections, whose first requests cost several times the"
         " steady state); 0: smoke scale as it is",
     )
+    ap.add_argument(
+        "--min-mb",
+        type=float,
+        default=50,
+        help="bulk-insert variants load at least this many MB (smoke scale sends a few"
+        " messages per client, whose fixed costs dominate); 0: smoke scale as it is",
+    )
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="bench-client-")
@@ -146,7 +161,7 @@ def main() -> int:
                 )
                 ycsb_us[name].append(us)
                 print(f"round {r + 1}: YCSB {name}: {us:6.1f} us/op ({rate:6.0f} ops/s)")
-            found = experiment_costs(srv.uri, work, args.processes, args.min_ops)
+            found = experiment_costs(srv.uri, work, args.processes, args.min_ops, args.min_mb)
             for key, entry in found.items():
                 costs.setdefault(key, []).append(entry)
         ycsb_mean = {k: statistics.mean(v) for k, v in ycsb_us.items()}

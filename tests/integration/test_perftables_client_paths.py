@@ -58,3 +58,16 @@ def test_both_paths_count_the_same(server_uri, tmp_path):
     )
     assert md["client_path"] == "multiplexed" and md["client_vms"] == 1
     assert md["client_processes"] == 2
+
+
+def test_max_seconds_stops_a_multiplexed_phase_early(server_uri, tmp_path):
+    run = perftables.run(
+        server_uri, ["concurrency"], "smoke", str(tmp_path / "cap.json"), database="mb_paths",
+        variants=["10, False"], overrides={"total_ops": 10**9}, log=lambda m: None,
+        os_path=False, max_seconds=1.0, processes=2,
+    )  # fmt: skip
+    [r] = run["results"]
+    assert r["status"] == "ok" and not r["errors"] and r["client_path"] == "multiplexed"
+    assert r["stopped_early"] is True
+    assert 1.0 <= r["duration_s"] < 5.0
+    assert 0 < sum(r["ops"].values()) < r["settings"]["total_ops"]
