@@ -513,8 +513,9 @@ def _RunStep(benchmark_spec, step_index, overrides, extra_metadata):
     logging.info("mongodb_perftables raw results saved to %s", local_out)
 
     metadata = dict(state["metadata"], **extra_metadata)
+    # Each variant's samples are stamped with its start, not the end of Run.
     out = [
-        sample.Sample(s["metric"], s["value"], s["unit"], s["metadata"])
+        sample.Sample(s["metric"], s["value"], s["unit"], s["metadata"], s.get("timestamp"))
         for s in results.to_samples(run, metadata)
     ]
     failed = results.failed(run)

@@ -145,11 +145,13 @@ def _Clients(benchmark_spec):
 
 def _Drop(vm, state):
     """Drops the collection with the engine on the first client `vm`; returns the server's
-    memory in bytes when its hostInfo says."""
+    memory in bytes when its hostInfo says (its version and storage engine go to the state)."""
     stdout, _ = vm.RobustRemoteCommand(
         shipping.sweep_drop_command(state["engine_dir"], state["engine_uri_file"], _TABLE.value)
     )
-    return runner.parse_drop_output(stdout)
+    memory = runner.parse_drop_output(stdout)
+    state["server"] = runner.parse_drop_server(stdout)
+    return memory
 
 
 def Prepare(benchmark_spec):
@@ -258,7 +260,7 @@ def Run(benchmark_spec):
         memory_source=source,
     )
     phases = plan.parse_phases(_PHASES.value)
-    base_md = sweep_samples.base_metadata(steps, _THREADS.value)
+    base_md = sweep_samples.base_metadata(steps, _THREADS.value, state.get("server"))
     base_md.update(client_vms=len(clients), table=_TABLE.value)
     local_dir = os.path.join(vm_util.GetTempDir(), "ycsb-sweep")
     samples = runner.sweep_steps(

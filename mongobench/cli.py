@@ -31,6 +31,7 @@ from mongobench.sweep.runner import (
     drop_collection,
     host_memory_bytes,
     run_sweep,
+    server_facts,
     server_memory_bytes,
 )
 from mongobench.sweep.samples import failed, table_text, yes_no
@@ -398,11 +399,8 @@ def cmd_drop(args) -> int:
         raise SystemExit(f"mongobench: {e}") from None
     drop_collection(uri, args.table)
     memory = server_memory_bytes(uri)
-    print(
-        json.dumps(
-            {"dropped": args.table, "server_memory_mb": round(memory / MiB) if memory else None}
-        )
-    )
+    result = {"dropped": args.table, "server_memory_mb": round(memory / MiB) if memory else None}
+    print(json.dumps({**result, **server_facts(uri)}))
     return 0
 
 

@@ -28,7 +28,7 @@ from pymongo.errors import (
     ServerSelectionTimeoutError,
 )
 
-from mongobench.core import redact
+from mongobench.core import provenance, redact
 from mongobench.core.files import write_json_atomic
 from mongobench.driver import connection, ops, procs, sources
 from mongobench.driver.base import ThreadStats
@@ -338,6 +338,7 @@ def run(
             "server_version": version,
             "target": target,
             "client_path": client_path,
+            "provenance": provenance.engine(),  # this client's engine, Python, pymongo
             "results": [],
         }
         write_json_atomic(out_path, doc)

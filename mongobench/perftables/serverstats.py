@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mongobench.core.provenance import STANDIN_ENGINE
+
 
 @dataclass(frozen=True)
 class Counter:
@@ -78,8 +80,12 @@ def deltas(before: dict, after: dict) -> dict[str, float | None]:
 def server_info(status: dict | None) -> dict:
     """Version, storage engine and process kind for sample metadata."""
     status = status or {}
+    engine = (status.get("storageEngine") or {}).get("name")
+    if not engine:
+        # The stand-in says process "java" and has no storageEngine section.
+        engine = STANDIN_ENGINE if status.get("process") == "java" else "unknown"
     return {
         "server_version": status.get("version", "unknown"),
         "server_process": status.get("process", "unknown"),
-        "storage_engine": (status.get("storageEngine") or {}).get("name", "unknown"),
+        "storage_engine": engine,
     }

@@ -13,6 +13,8 @@ import pathlib
 import shlex
 import tarfile
 
+from mongobench.core import provenance
+
 PACKAGE_DIR = pathlib.Path(__file__).resolve().parents[1]  # the mongobench package
 REQUIREMENTS_FILE = PACKAGE_DIR / "client-requirements.txt"
 
@@ -23,8 +25,10 @@ def requirements() -> list[str]:
 
 
 def archive_bytes() -> bytes:
-    """A tar.gz of the `mongobench` package (sources and data, no caches)."""
+    """A tar.gz of the `mongobench` package (sources and data, no caches), with this
+    host's version and commit in mongobench/_build_info.json: the copy has no .git."""
     buf = io.BytesIO()
+    info_name = provenance.BUILD_INFO_NAME
     # mtime=0 in the gzip header too, or two archives differ by their timestamp.
     with (
         gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as gz,
@@ -34,12 +38,18 @@ def archive_bytes() -> bytes:
             rel = path.relative_to(PACKAGE_DIR.parent)
             if "__pycache__" in rel.parts or path.suffix == ".pyc" or path.is_dir():
                 continue
+            if path == PACKAGE_DIR / info_name:
+                continue  # written below, from build_info (which reads this file first)
             info = tar.gettarinfo(str(path), arcname=str(rel))
             info.uid = info.gid = 0
             info.uname = info.gname = ""
             info.mtime = 0  # reproducible: the same sources give the same archive
             with open(path, "rb") as f:
                 tar.addfile(info, f)
+        data = provenance.build_info_json(PACKAGE_DIR)
+        info = tarfile.TarInfo(f"{PACKAGE_DIR.name}/{info_name}")
+        info.size, info.mode, info.mtime = len(data), 0o644, 0
+        tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()
 
 
@@ -102,7 +112,8 @@ def perftables_command(
 
 def sweep_drop_command(engine_dir: str, uri_file: str, table: str) -> str:
     """Shell command that drops the sweep's collection with the engine deployed on a client VM
-    (see `setup_commands`) and prints ``{"dropped": ..., "server_memory_mb": ...}``. No secret:
+    (see `setup_commands`) and prints ``{"dropped": ..., "server_memory_mb": ...,
+    "server_version": ..., "storage_engine": ...}``. No secret:
     the URI stays in its file."""
     q = shlex.quote
     args = [f"{engine_dir}/venv/bin/python", "-m", "mongobench", "sweep", "drop"]

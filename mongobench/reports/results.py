@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mongobench.core import latency as lat
+from mongobench.core import provenance
 from mongobench.core.samples import sample
 from mongobench.core.units import MiB
 from mongobench.perftables import serverstats
@@ -33,6 +34,7 @@ COLUMNS = {
     "errors": Column("Operation Errors", "count", "Errors"),
     "cpu_pct": Column("Server CPU Usage", "%", "CPU Usage (%)"),
     "iowait_pct": Column("Server IO Wait", "%", "Time waiting for I/O (%)"),
+    "steal_pct": Column("Server CPU Steal", "%", "CPU Steal (%)", 1),
     "os_iops": Column("Server Disk IOPS", "ops/sec", "O/S IOPS"),
     "os_write_mb_s": Column("Server Disk Write", "MB/sec", "O/S Write (MB/s)"),
     "os_read_mb_s": Column("Server Disk Read", "MB/sec", "O/S Read (MB/s)"),
@@ -42,6 +44,7 @@ COLUMNS = {
     "write_conflicts": Column("Write Conflicts", "count", "writeConflicts"),
     "net_out_mb_s": Column("Network Out", "MB/sec", "Network Out (MB/s)", 2),
     "client_cpu_pct": Column("Client CPU Usage", "%", "Client CPU (%)"),
+    "client_steal_pct": Column("Client CPU Steal", "%", "Client CPU Steal (%)", 1),
     "client_cpu_us_per_op": Column("Client CPU per Operation", "us", "Client CPU per op (us)"),
     "p99_latency_ms": Column("P99 Op Latency", "ms", "p99 Latency (ms)", 2),
     "insert_ops_per_s": Column("Insert Throughput", "ops/sec", "Inserts (ops/s)"),
@@ -53,8 +56,9 @@ COLUMNS = {
 
 # Figures a server or host may be unable to provide (reported in missing_metrics).
 _SERVER_FIGURES = {
-    "cpu_pct", "iowait_pct", "os_iops", "os_write_mb_s", "os_read_mb_s", "cache_read_pages_s",
+    "cpu_pct", "iowait_pct", "steal_pct", "os_iops", "os_write_mb_s", "os_read_mb_s", "cache_read_pages_s",
     "cache_write_kb_s", "wal_kb_s", "write_conflicts", "net_out_mb_s", "client_cpu_pct",
+    "client_steal_pct",
 }  # fmt: skip
 
 # Settings copied into every sample's metadata when the variant has them.
@@ -93,6 +97,7 @@ def figures(res: dict) -> dict[str, float | None]:
         "errors": float(sum(res["errors"].values())),
         "cpu_pct": os_server.get("cpu_pct"),
         "iowait_pct": os_server.get("iowait_pct"),
+        "steal_pct": os_server.get("steal_pct"),
         "os_iops": os_server.get("iops"),
         "os_write_mb_s": os_server.get("write_mb_s"),
         "os_read_mb_s": os_server.get("read_mb_s"),
@@ -102,6 +107,7 @@ def figures(res: dict) -> dict[str, float | None]:
         "write_conflicts": server.get("write_conflicts"),
         "net_out_mb_s": per_s(server.get("network_bytes_out"), MiB),
         "client_cpu_pct": os_client.get("cpu_pct"),
+        "client_steal_pct": os_client.get("steal_pct"),
         "client_cpu_us_per_op": (
             res["client_process_cpu_s"] * 1e6 / sum(ops.values())
             if ops and res.get("client_process_cpu_s") is not None
@@ -127,17 +133,23 @@ def latency_figures(res: dict) -> dict[str, dict[str, float]]:
 
 
 def metadata(run: dict, res: dict) -> dict:
+    info = res.get("server_info") or {}
     md = {
         "experiment": res["experiment"],
         "variant": res["label"],
         "variant_index": res.get("variant_index", -1),
         "scale": run.get("scale"),
         "scale_factor": run.get("scale_factor"),
-        "server_version": run.get("server_version")
-        or res.get("server_info", {}).get("server_version"),
+        "server_version": run.get("server_version") or info.get("server_version") or "unknown",
+        # serverStatus after the phase: "unknown" when it has none, the stand-in's says so
+        "storage_engine": info.get("storage_engine") or "unknown",
         "topology": run.get("topology"),
         "threads": res.get("threads"),
     }
+    # The client's that ran the engine; None from a results file written before the
+    # engine recorded them.
+    prov = run.get("provenance") or {}
+    md.update({k: prov.get(k) for k in provenance.ENGINE_KEYS})
     # The client that ran the timed phase: its path, processes and VMs.
     for key in ("client_path", "client_processes", "client_vms"):
         if res.get(key) is not None:
@@ -157,12 +169,14 @@ def metadata(run: dict, res: dict) -> dict:
 
 
 def to_samples(run: dict, extra_metadata: dict | None = None) -> list[dict]:
-    """Samples (metric, value, unit, metadata) for every successful variant."""
+    """Samples (metric, value, unit, metadata, timestamp) for every successful variant;
+    the timestamp is the variant's start (epoch seconds), when its timed phase began."""
     out = []
     for res in run["results"]:
         if res.get("status") != "ok":
             continue
         md = metadata(run, res)
+        stamp = res.get("start")
         md.update(extra_metadata or {})
         figs = figures(res)
         # Client CPU against what the client can use: one core per process (the
@@ -180,15 +194,23 @@ def to_samples(run: dict, extra_metadata: dict | None = None) -> list[dict]:
             if value is None:
                 continue
             col = COLUMNS[key]
-            out.append(sample(col.metric, value, col.unit, md))
+            out.append(_stamped(sample(col.metric, value, col.unit, md), stamp))
         for op, summary in latency_figures(res).items():
             if not summary.get("count"):
                 continue
             op_md = dict(md, op=op, op_count=summary["count"])
             for stat in ("mean_ms", "p50_ms", "p95_ms", "p99_ms", "p99.9_ms", "max_ms"):
                 name = stat[:-3].replace("mean", "Mean").replace("max", "Max")
-                out.append(sample(f"{op} Latency {name}", summary[stat], "ms", op_md))
+                out.append(
+                    _stamped(sample(f"{op} Latency {name}", summary[stat], "ms", op_md), stamp)
+                )
     return out
+
+
+def _stamped(s: dict, timestamp: float | None) -> dict:
+    if timestamp is not None:
+        s["timestamp"] = float(timestamp)
+    return s
 
 
 def failed(run: dict) -> list[dict]:

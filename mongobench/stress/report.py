@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from mongobench.core import provenance
 from mongobench.core.samples import failure_sample, sample
 from mongobench.core.units import GiB
 from mongobench.stress.search import Search, select_kpis, step_kpis
@@ -47,7 +48,8 @@ def run_metadata(
 ) -> dict:
     """The metadata every sample of a run carries: the server (`server_meta`), the sizing,
     the server facts sizing used (stress.sizing.server_sizing_inputs), the server addresses
-    and the run's settings (flag values)."""
+    and the run's settings (flag values), and the provenance of the engine, of the YCSB
+    client and of the server (its version and storage engine)."""
     if hold:
         memory_hold = "stress-ng per NUMA node" if hold_per_numa else "stress-ng"
         if hold_gb is not None:
@@ -59,6 +61,10 @@ def run_metadata(
         numa_meta["numactl_instances"] = numactl_description(numactl_prefixes)
     return {
         **server_meta,
+        "server_version": server_meta.get("mongodb_version") or "unknown",
+        "storage_engine": provenance.storage_engine_of(server_meta.get("server_kind")),
+        **provenance.engine(),
+        **provenance.ycsb(),
         **sizing.metadata(),
         "search": search,
         "target_ops_per_client": target_ops,

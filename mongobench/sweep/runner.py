@@ -16,6 +16,7 @@ from pymongo.errors import PyMongoError
 
 from mongobench.core import redact
 from mongobench.core.units import MiB
+from mongobench.perftables import serverstats
 from mongobench.remote import javabuild
 from mongobench.sweep.plan import (
     DEFAULT_DATABASE,
@@ -72,17 +73,45 @@ def server_memory_bytes(uri: str, timeout_ms: int = 20_000) -> int | None:
     return min(sizes) * MiB if sizes else None
 
 
-def parse_drop_output(stdout: str) -> int | None:
-    """Server memory in bytes from `sweep_drop_command`'s output; None when the server did not say."""
+def server_facts(uri: str, timeout_ms: int = 20_000) -> dict[str, str]:
+    """`server_version` (buildInfo) and `storage_engine` (serverStatus) for sample metadata;
+    "unknown" for what the server does not say (the stand-in says it has no engine)."""
+
+    client = MongoClient(uri, serverSelectionTimeoutMS=timeout_ms, appname="mongobench-sweep")
+    facts = {"server_version": "unknown", "storage_engine": "unknown"}
+    try:
+        facts["server_version"] = str(client.server_info().get("version") or "unknown")
+        status = client.admin.command("serverStatus")
+        facts["storage_engine"] = serverstats.server_info(status)["storage_engine"]
+    except PyMongoError:
+        pass  # restricted users may not run serverStatus: the version alone still helps
+    finally:
+        client.close()
+    return facts
+
+
+def _drop_result(stdout: str) -> dict:
     for line in reversed(stdout.strip().splitlines()):
         try:
             doc = json.loads(line)
         except ValueError:
             continue
         if isinstance(doc, dict) and "dropped" in doc:
-            mb = doc.get("server_memory_mb")
-            return int(mb) * MiB if mb else None
+            return doc
     raise ValueError(f"no result line from the drop command: {stdout[-300:]!r}")
+
+
+def parse_drop_output(stdout: str) -> int | None:
+    """Server memory in bytes from `sweep_drop_command`'s output; None when the server did not say."""
+    mb = _drop_result(stdout).get("server_memory_mb")
+    return int(mb) * MiB if mb else None
+
+
+def parse_drop_server(stdout: str) -> dict[str, str]:
+    """`server_version` and `storage_engine` from `sweep_drop_command`'s output ("unknown"
+    when the server, or an engine older than these keys, did not say)."""
+    doc = _drop_result(stdout)
+    return {k: str(doc.get(k) or "unknown") for k in ("server_version", "storage_engine")}
 
 
 def host_memory_bytes() -> int | None:
@@ -172,7 +201,8 @@ def run_sweep(
         memory_source=memory_source,
     )
     run_uri = run_uri or uuid.uuid4().hex[:8]
-    base_md = base_metadata(steps, threads, metadata)
+    server = server_facts(uri, connect_timeout_ms)
+    base_md = base_metadata(steps, threads, {**server, **(metadata or {})})
     timeout = None if not max_seconds else max_seconds + 300
     if raw_dir:
         os.makedirs(raw_dir, exist_ok=True)

@@ -8,6 +8,7 @@ import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
 
+from mongobench.core import provenance
 from mongobench.core import samples as core_samples
 from mongobench.core.markdown import fixed, md_table
 from mongobench.core.samples import sample
@@ -28,12 +29,15 @@ from mongobench.ycsb.merge import _OPS, combine
 
 
 def base_metadata(steps: Sequence[SizeStep], threads: int, extra: Mapping | None = None) -> dict:
-    """Metadata of every sample of a sweep: `extra` (user keys first), then the sweep's own."""
+    """Metadata of every sample of a sweep: `extra` (user keys first), then the sweep's own
+    and the provenance of the engine and of the YCSB client."""
     return {
         **(extra or {}),
         "threads": threads,
         "request_distribution": DISTRIBUTION,
         "sweep_sizes_mb": ",".join(f"{s.size_mb:g}" for s in steps),
+        **provenance.engine(),
+        **provenance.ycsb(),
     }
 
 

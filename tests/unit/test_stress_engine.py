@@ -4,6 +4,7 @@ metadata, the search loop and its samples, one mongod/mongos config builder, one
 from __future__ import annotations
 
 import pathlib
+import platform
 import subprocess
 
 import pytest
@@ -156,6 +157,14 @@ def test_run_metadata_keys_and_values():
     meta = _meta()
     assert list(meta) == [
         "mongodb_version",
+        "server_version",
+        "storage_engine",
+        "mongobench_version",
+        "python_version",
+        "pymongo_version",
+        "ycsb_binding_version",
+        "ycsb_version",
+        "java_driver_version",
         *_sizing().metadata(),
         "search",
         "target_ops_per_client",
@@ -186,6 +195,10 @@ def test_run_metadata_keys_and_values():
     assert meta["server_addresses"] == "10.0.0.1,10.0.1.1"
     assert meta["workload"] == "90% read / 10% update, zipfian, 10 x 100 B fields"
     assert meta["memory_hold"] == "stress-ng"
+    # Provenance: the server's from its deploy (kind unknown here), the engine's and YCSB's.
+    assert (meta["server_version"], meta["storage_engine"]) == ("8.0.4", "unknown")
+    assert meta["python_version"] == platform.python_version()
+    assert meta["java_driver_version"] and meta["ycsb_binding_version"]
 
 
 def test_run_metadata_hold_numactl_and_tls():
