@@ -520,7 +520,10 @@ def _RunStep(benchmark_spec, step_index, overrides, extra_metadata):
     ]
     failed = results.failed(run)
     for r in failed:
-        md = dict(extra_metadata, experiment=r["experiment"], variant=r["label"])
+        md = dict(extra_metadata, **results.engine_metadata(run))
+        md.update(
+            experiment=r["experiment"], variant=r["label"], server_version=run.get("server_version")
+        )
         out.append(sample.Sample(**failure_sample("Variant Failed", r["error"], md)))
     expected = sum(len(variants) for _, variants in _Plan())
     if len(run["results"]) < expected:

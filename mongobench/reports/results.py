@@ -146,10 +146,7 @@ def metadata(run: dict, res: dict) -> dict:
         "topology": run.get("topology"),
         "threads": res.get("threads"),
     }
-    # The client's that ran the engine; None from a results file written before the
-    # engine recorded them.
-    prov = run.get("provenance") or {}
-    md.update({k: prov.get(k) for k in provenance.ENGINE_KEYS})
+    md.update(engine_metadata(run))
     # The client that ran the timed phase: its path, processes and VMs.
     for key in ("client_path", "client_processes", "client_vms"):
         if res.get(key) is not None:
@@ -166,6 +163,13 @@ def metadata(run: dict, res: dict) -> dict:
     # variant describe a troubled run: say so on every sample.
     md["had_errors"] = bool(sum((res.get("errors") or {}).values()))
     return md
+
+
+def engine_metadata(run: dict) -> dict:
+    """The provenance of the engine that ran `run` (the client's, not this host's); None
+    from a results file written before the engine recorded it."""
+    prov = run.get("provenance") or {}
+    return {k: prov.get(k) for k in provenance.ENGINE_KEYS}
 
 
 def to_samples(run: dict, extra_metadata: dict | None = None) -> list[dict]:

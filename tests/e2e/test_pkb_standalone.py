@@ -15,6 +15,7 @@ import pytest
 import yaml
 from pkb_helpers import listening, run_pkb
 
+from mongobench.core import provenance
 from mongobench.testbed import bed as testbed
 
 pytestmark = pytest.mark.e2e
@@ -69,5 +70,21 @@ def test_standalone_server_vm_with_os_metrics(pkb_python, tmp_path):
     # The server VM's OS was sampled during the timed phases.
     cpu = [s for s in samples if s["metric"] == "Server CPU Usage"]
     assert len(cpu) >= 10 and all(0 <= s["value"] <= 100 for s in cpu)
+    # Provenance on every sample; each variant's samples stamped with its own start.
+    version = provenance.package_version()  # + the commit PKB's engine saw
+    ours = [s for s in samples if "|variant_index:" in s["labels"]]  # not PKB's own
+    assert len(ours) > len(tput)
+    for s in ours:
+        labels = s["labels"]
+        assert f"|mongobench_version:{version}" in labels, labels
+        assert f"|storage_engine:{provenance.STANDIN_ENGINE}|" in labels
+        assert "|server_version:7.0.0|" in labels and "|pymongo_version:" in labels
+    stamps = [s["timestamp"] for s in tput]
+    assert len(set(stamps)) == len(tput)  # one start per variant, not the end of Run
+    by_stamp = {}
+    for s in ours:
+        by_stamp.setdefault(s["timestamp"], set()).add(s["metric"])
+    assert all("Time Taken" in by_stamp[t] for t in stamps)
+    assert len([s for s in samples if s["metric"] == "Server CPU Steal"]) == len(cpu)
     # Nothing left listening on the server port: the stand-in was stopped by PID.
     assert listening([port]) == []

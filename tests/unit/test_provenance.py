@@ -186,6 +186,7 @@ def test_perftables_samples_carry_provenance_and_their_variants_start():
     # A results file from before provenance: the keys are there, and say they are unknown.
     old = results.to_samples(dict(_run(), server_version=None))
     assert all(s["metadata"]["mongobench_version"] is None for s in old)
+    assert results.engine_metadata(_run()) == dict.fromkeys(provenance.ENGINE_KEYS)
     assert {s["metadata"]["server_version"] for s in old} == {"7.0.0", "unknown"}
 
 
