@@ -579,6 +579,10 @@ def Run(benchmark_spec):
     return out
 
 
+def _DiagnosticPaths(vm):
+    return mongobench_mongod.DiagnosticPaths(vm) + mongobench_client.DiagnosticPaths(vm)
+
+
 def Cleanup(benchmark_spec):
     """Undoes what Prepare did, as far as it got (every step is tried), then fails the run
     when something could not be undone or a variant failed. PKB may call it twice: after
@@ -588,6 +592,8 @@ def Cleanup(benchmark_spec):
         return
     state["cleaned_up"] = True
     client = benchmark_spec.vm_groups["clients"][0]
+    # No "failed" yet: Prepare or Run stopped half-way.
+    keep = mongobench_host.KeepDiagnostics(benchmark_spec, state.get("failed", True))
     steps = []
     if state.get("atlas"):
         steps.append(
@@ -595,6 +601,8 @@ def Cleanup(benchmark_spec):
         )
     for vm in [*_Servers(benchmark_spec), client]:
         steps.append((f"stop mongod on {vm.name}", lambda vm=vm: mongobench_mongod.StopAll(vm)))
+        if keep:  # stopped first (complete logs), kept before anything is deleted
+            steps.append(mongobench_host.DiagnosticsStep(vm, _DiagnosticPaths))
         steps.append(
             (f"remove mongod data on {vm.name}", lambda vm=vm: mongobench_mongod.RemoveData(vm))
         )

@@ -630,6 +630,10 @@ def Run(benchmark_spec):
     return [sample.Sample(**s) for s in samples]
 
 
+def _ServerDiagnosticPaths(vm):
+    return mongobench_mongod.DiagnosticPaths(vm) + mongobench_stress_ng.DiagnosticPaths(vm)
+
+
 def Cleanup(benchmark_spec):
     """Stops every process the benchmark started (by PID), removes its directories and
     restores the server's host settings, as far as Prepare got (every step is tried); then
@@ -639,11 +643,18 @@ def Cleanup(benchmark_spec):
         return
     benchmark_spec.mongodb_stress_cleaned_up = True
     server_vm, clients = _Vms(benchmark_spec)
+    st = getattr(benchmark_spec, "mongodb_stress", None)
+    # No state: Prepare stopped half-way.
+    keep = mongobench_host.KeepDiagnostics(benchmark_spec, st is None or st.failure)
+
+    def kept(vm, paths_of):  # after the stops (complete outputs), before any removal
+        return [mongobench_host.DiagnosticsStep(vm, paths_of)] if keep else []
 
     def client(vm):
         return mongobench_host.Undo(
             [
                 (f"stop YCSB on {vm.name}", lambda: mongobench_ycsb.StopAll(vm)),
+                *kept(vm, mongobench_ycsb.DiagnosticPaths),
                 (f"remove YCSB on {vm.name}", lambda: mongobench_ycsb.Remove(vm)),
             ]
         )
@@ -654,6 +665,7 @@ def Cleanup(benchmark_spec):
         [
             (f"stop stress-ng on {name}", lambda: mongobench_stress_ng.StopAll(server_vm)),
             (f"stop mongod on {name}", lambda: mongobench_mongod.StopAll(server_vm)),
+            *kept(server_vm, _ServerDiagnosticPaths),
             (
                 f"restore host settings on {name}",
                 lambda: mongobench_mongod.RestoreHostSettings(server_vm),
@@ -662,7 +674,6 @@ def Cleanup(benchmark_spec):
             (f"remove mongod on {name}", lambda: mongobench_mongod.Remove(server_vm)),
         ]
     )
-    st = getattr(benchmark_spec, "mongodb_stress", None)
     if st is not None and st.failure:
         problems.append(f"mongodb_stress: a step failed: {st.failure}")
     if problems:

@@ -292,9 +292,12 @@ def Cleanup(benchmark_spec):
         return
     state["cleaned_up"] = True
     clients = _Clients(benchmark_spec)
+    keep = mongobench_host.KeepDiagnostics(benchmark_spec, state["failed"])
     steps = []
     for vm in clients:
         steps.append((f"stop YCSB on {vm.name}", lambda vm=vm: mongobench_ycsb.StopAll(vm)))
+        if keep:  # stopped first (complete outputs), kept before anything is deleted
+            steps.append(mongobench_host.DiagnosticsStep(vm, mongobench_ycsb.DiagnosticPaths))
         steps.append((f"remove YCSB on {vm.name}", lambda vm=vm: mongobench_ycsb.Remove(vm)))
     steps.append(
         (f"remove the engine on {clients[0].name}", lambda: mongobench_client.Remove(clients[0]))

@@ -15,7 +15,7 @@ from perfkitbenchmarker import errors, vm_util
 from perfkitbenchmarker.linux_packages import mongobench_vm
 
 from mongobench.core import redact
-from mongobench.remote import shipping
+from mongobench.remote import diagnostics, shipping
 
 WORKDIR_NAME = "mongobench"
 
@@ -80,6 +80,11 @@ def ReadTargetUri(benchmark, uri_file, uri_env):
 def PushSecret(vm, remote_path, content):
     """Writes `content` to a 0600 file on the VM without it touching argv or logs."""
     mongobench_vm.PushSecret(vm, remote_path, content)
+
+
+def DiagnosticPaths(vm):
+    """The engine's raw results, OS readings and topology plan, for Cleanup to keep."""
+    return diagnostics.engine_patterns(WorkDir(vm))
 
 
 def Remove(vm):

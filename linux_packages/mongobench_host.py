@@ -1,4 +1,4 @@
-"""Host safety for static machines (bare metal, the local test bed).
+"""Host safety for static machines (bare metal, the local test bed), and what Cleanup keeps.
 
 With install_packages true (the default of --static_vm_file entries), PKB
 snapshots the host's dpkg selections and at teardown runs
@@ -6,11 +6,16 @@ snapshots the host's dpkg selections and at teardown runs
 unrelated ones in a trial. Unless the user opts in, these benchmarks switch
 install_packages off on static VMs before they install anything: nothing is
 installed, so nothing is purged or upgraded at teardown.
+
+Cleanup of a failed run (or of any run with --mongobench_keep_diagnostics) first pulls the
+diagnostics (mongod logs and FTDC, YCSB outputs, the engine's raw results) into PKB's run
+directory: `KeepDiagnostics` decides, `DiagnosticsStep` is the Cleanup step.
 """
 
 import logging
 
 from absl import flags
+from perfkitbenchmarker.linux_packages import mongobench_vm
 
 _ALLOW = flags.DEFINE_bool(
     "mongobench_static_package_changes",
@@ -20,6 +25,37 @@ _ALLOW = flags.DEFINE_bool(
     " dselect-upgrade, which can remove and upgrade host packages). Off by"
     " default: static hosts must already have what the benchmark needs.",
 )
+
+_KEEP_DIAGNOSTICS = flags.DEFINE_bool(
+    "mongobench_keep_diagnostics",
+    False,
+    "Keep the MongoDB benchmarks' diagnostics (mongod logs and diagnostic.data, YCSB outputs,"
+    " the engine's raw results) in the run directory under diagnostics/<vm>/ after a"
+    " successful run too; a failed run always keeps them. Secret files (the target URI,"
+    " TLS keys, users files) are never copied.",
+)
+
+
+def KeepDiagnostics(benchmark_spec, failed):
+    """Whether Cleanup pulls the diagnostics: after a failure (`failed`: the benchmark's
+    own, e.g. a failed variant; or a stage that raised, which PKB records in status_detail
+    before it calls Cleanup), else when --mongobench_keep_diagnostics asks."""
+    stage_failed = bool(getattr(benchmark_spec, "status_detail", None))
+    return stage_failed or bool(failed) or _KEEP_DIAGNOSTICS.value
+
+
+def DiagnosticsStep(vm, paths_of):
+    """The Undo step that pulls `paths_of(vm)` (computed when it runs) from `vm` into
+    `<run directory>/diagnostics/<vm name>/` (mongobench_vm.PullDiagnostics). Diagnostics
+    that cannot be pulled are logged, not a cleanup problem: they never fail a good run."""
+
+    def pull():
+        try:
+            mongobench_vm.PullDiagnostics(vm, paths_of(vm))
+        except Exception as e:  # noqa: BLE001 -- the removal steps after it must still run
+            logging.error("mongobench: could not keep the diagnostics of %s: %s", vm.name, e)
+
+    return (f"keep the diagnostics of {vm.name}", pull)
 
 
 def ProtectStaticVm(vm):

@@ -47,7 +47,7 @@ from perfkitbenchmarker import background_tasks, errors
 from perfkitbenchmarker.linux_packages import mongobench_vm, mongobench_ycsb
 
 from mongobench.deploy import hostsettings, install, mongod
-from mongobench.remote import javabuild, probes, processes, tlscerts
+from mongobench.remote import diagnostics, javabuild, probes, processes, tlscerts
 
 WORKDIR_NAME = "mongobench-mongod"
 ROLES = ("mongod", "shardsvr", "configsvr", "mongos")
@@ -481,6 +481,11 @@ def RemoveData(vm, server=None, instances=None):
     else:
         targets = [i.paths.root for i in instances]
     vm.RemoteCommand("sudo rm -rf " + " ".join(q(t) for t in targets))
+
+
+def DiagnosticPaths(vm):
+    """Every instance's log, stdout, config and diagnostic.data (FTDC), for Cleanup to keep."""
+    return diagnostics.mongod_patterns(posixpath.join(WorkDir(vm), "instances"))
 
 
 def Remove(vm):

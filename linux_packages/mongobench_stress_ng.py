@@ -197,5 +197,10 @@ def StopAll(vm, timeout_s=30):
     )
 
 
+def DiagnosticPaths(vm):
+    """stress-ng's outputs and YAML metrics, for Cleanup to keep."""
+    return [WorkDir(vm)]
+
+
 def Remove(vm):
     mongobench_vm.RemoveWorkDir(vm, WORKDIR_NAME)

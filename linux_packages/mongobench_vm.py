@@ -7,14 +7,18 @@ benchmarks and Cleanup call them by those names. PKB imports every module of lin
 this one defines no Install function, so PKB never installs it.
 """
 
+import logging
 import os
 import posixpath
 import shlex
+import tarfile
 import tempfile
 
 from perfkitbenchmarker import vm_util
 
-from mongobench.remote import processes
+from mongobench.remote import diagnostics, processes
+
+DIAGNOSTICS_ARCHIVE = "mongobench-diagnostics.tgz"
 
 
 def WorkDir(vm, name):
@@ -50,6 +54,32 @@ def PushSecret(vm, remote_path, content):
         vm.PushFile(local, remote_path)
     finally:
         os.remove(local)
+
+
+def PullDiagnostics(vm, remote_paths, local_dir=None):
+    """Copies what exists of `remote_paths` (paths or globs under the VM's work directories)
+    into `local_dir`, by default `<PKB run directory>/diagnostics/<vm name>/`: one archive,
+    read with sudo (mongod's files may be root's), never the secret files
+    (diagnostics.SECRET_EXCLUDES: target.uri, TLS material, users files), unpacked there.
+    Returns the local directory, or None when none of the paths exists."""
+    base = WorkDir(vm, "")
+    archive = posixpath.join(base, DIAGNOSTICS_ARCHIVE)
+    out, _ = vm.RemoteCommand(diagnostics.archive_command(base, remote_paths, archive))
+    if not diagnostics.parse_archive_count(out):
+        logging.info("mongobench: no diagnostics on %s to keep", vm.name)
+        return None
+    local_dir = local_dir or os.path.join(vm_util.GetTempDir(), "diagnostics", vm.name)
+    os.makedirs(local_dir, exist_ok=True)
+    local_archive = os.path.join(local_dir, DIAGNOSTICS_ARCHIVE)
+    try:
+        vm.PullFile(local_archive, archive)
+    finally:
+        vm.RemoteCommand(f"sudo rm -f {shlex.quote(archive)}", ignore_failure=True)
+    with tarfile.open(local_archive) as tar:
+        tar.extractall(local_dir, filter="data")
+    os.remove(local_archive)
+    logging.info("mongobench: diagnostics of %s kept in %s", vm.name, local_dir)
+    return local_dir
 
 
 def RemoveWorkDir(vm, name):

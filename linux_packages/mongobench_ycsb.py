@@ -200,6 +200,12 @@ def Deploy(vm):
     return workdir
 
 
+def DiagnosticPaths(vm):
+    """The run directory (property files, outputs, exit statuses, histogram logs), for
+    Cleanup to keep; not the work directory, which holds the jars and the target's URI."""
+    return [RunDir(vm)]
+
+
 def Remove(vm):
     """Deletes the work directory (jars, property files, outputs)."""
     mongobench_vm.RemoveWorkDir(vm, WORKDIR_NAME)
