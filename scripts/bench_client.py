@@ -48,6 +48,7 @@ from mongobench.remote import javabuild
 from mongobench.testbed import bed as testbed
 
 SINGLE_RATIO, BULK_US_PER_KB = 0.5, 2.0
+DELETE_DOCS = 20_000  # documents the delete variants start with (smoke: 200)
 
 
 def is_bulk(res: dict) -> bool:
@@ -67,6 +68,9 @@ def experiment_costs(uri: str, work: str, processes: int | None, min_ops: int, m
             s, more = v.settings, None
             if s.get("total_ops") and s["total_ops"] < min_ops:
                 more = {"total_ops": math.ceil(min_ops / factor)}
+            elif experiment.workload == "delete" and s["preload_docs"] < DELETE_DOCS:
+                # Each key is deleted once: the data bounds the operations.
+                more = {"preload_docs": math.ceil(DELETE_DOCS / factor)}
             elif experiment.workload == "insert" and int(s["batch_size"]) > 1:
                 least = int(min_mb * 1024 / float(s["doc_size_kb"]))
                 if s["total_docs"] < least:
