@@ -3,8 +3,11 @@
 For each dataset size (default 1, 2, 3, 10, 100, 1000, 10000 MB of 1 KB records) the
 collection is dropped and rebuilt by a YCSB load, then read-only, update-only and 50/50
 read/update workloads run over it (zipfian keys, operation count = record count unless
-overridden). Every size and phase yields samples: Runtime, Throughput, and average/p95/p99
-latency per operation, with metadata size_mb, records, phase and exceeds_memory.
+overridden). Every size and phase yields samples under PKB's ycsb_stats names (those of
+mongodb_ycsb): `overall RunTime` (ms), `overall Throughput`, and per operation
+`<op> AverageLatency`, `<op> 95thPercentileLatency`, `<op> 99thPercentileLatency`,
+`<op> p95 latency`, `<op> p99 latency` (ms), with metadata size_mb, records, phase and
+exceeds_memory.
 
 The target is any deployment given by connection string (file or environment variable on the
 PKB host). The string reaches each client VM in a 0600 file and YCSB through the binding's

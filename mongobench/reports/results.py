@@ -54,6 +54,17 @@ COLUMNS = {
     "ops_per_dollar": Column("Operations per Dollar", "ops/$", "Ops per $"),
 }
 
+# Per-operation latency samples ("<op> <name>", ms): PKB's ycsb_stats scheme, as the sweep's
+# and the stress search's YCSB figures ("insert AverageLatency", "find p99 latency").
+LATENCY_STATS = (
+    ("mean_ms", "AverageLatency"),
+    ("p50_ms", "p50 latency"),
+    ("p95_ms", "p95 latency"),
+    ("p99_ms", "p99 latency"),
+    ("p99.9_ms", "p99.9 latency"),
+    ("max_ms", "MaxLatency"),
+)
+
 # Figures a server or host may be unable to provide (reported in missing_metrics).
 _SERVER_FIGURES = {
     "cpu_pct", "iowait_pct", "steal_pct", "os_iops", "os_write_mb_s", "os_read_mb_s", "cache_read_pages_s",
@@ -203,11 +214,8 @@ def to_samples(run: dict, extra_metadata: dict | None = None) -> list[dict]:
             if not summary.get("count"):
                 continue
             op_md = dict(md, op=op, op_count=summary["count"])
-            for stat in ("mean_ms", "p50_ms", "p95_ms", "p99_ms", "p99.9_ms", "max_ms"):
-                name = stat[:-3].replace("mean", "Mean").replace("max", "Max")
-                out.append(
-                    _stamped(sample(f"{op} Latency {name}", summary[stat], "ms", op_md), stamp)
-                )
+            for stat, name in LATENCY_STATS:
+                out.append(_stamped(sample(f"{op} {name}", summary[stat], "ms", op_md), stamp))
     return out
 
 

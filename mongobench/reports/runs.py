@@ -210,8 +210,15 @@ def _bool(v) -> bool | None:
     return str(v).lower() == "true"
 
 
+# Names of results written before the sweep took PKB's ycsb_stats names (runtime in seconds).
+_LEGACY_RUNTIME_S = "Runtime"
+_LEGACY_THROUGHPUT = "Throughput"
+_LEGACY_P99 = " p99 Latency"  # "<OP> p99 Latency"
+
+
 def sweep_points(run: Run) -> dict[tuple[str, float], SweepPoint]:
-    """(phase, size_mb) -> figures of one run's sweep samples."""
+    """(phase, size_mb) -> figures of one run's sweep samples (also of results files written
+    under the sweep's former names)."""
     out: dict[tuple[str, float], SweepPoint] = {}
     for s in run.samples:
         if _kind(s) != "sweep":
@@ -220,14 +227,17 @@ def sweep_points(run: Run) -> dict[tuple[str, float], SweepPoint]:
         point = out.setdefault((md["phase"], float(md["size_mb"])), SweepPoint())
         point.exceeds_memory = _bool(md.get("exceeds_memory"))
         metric = s["metric"]
+        op = md.get("op", "")
         if metric == sweep.RUNTIME_METRIC:
+            point.runtime_s = float(s["value"]) / 1000.0
+        elif metric == _LEGACY_RUNTIME_S:
             point.runtime_s = float(s["value"])
-        elif metric == sweep.THROUGHPUT_METRIC:
+        elif metric in (sweep.THROUGHPUT_METRIC, _LEGACY_THROUGHPUT):
             point.throughput = float(s["value"])
         elif metric == sweep.FAILED_METRIC:
             point.error = str(md.get("error") or "failed")
-        elif metric == sweep.latency_metric(md.get("op", ""), "p99"):
-            point.p99_ms[md["op"]] = float(s["value"])
+        elif op and metric in (sweep.latency_metric(op, sweep.P99_STAT), op + _LEGACY_P99):
+            point.p99_ms[op] = float(s["value"])
     return out
 
 

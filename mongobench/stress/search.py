@@ -15,6 +15,11 @@ SEARCHES = ("linear", "bounded")
 MAX_METRIC = "Maximum Throughput"
 SLA_METRIC = "Maximum Throughput for Latency SLA"
 THROUGHPUT_UNIT = "ops/sec"
+# Per-step samples under PKB's ycsb_stats names (as sweep.plan), so they sit beside
+# mongodb_ycsb's: the throughput summed over processes, p99 per operation in ms in both of
+# PKB's forms (YCSB's summary line, the histogram percentile).
+STEP_THROUGHPUT_METRIC = "overall Throughput"
+P99_STATS = ("p99 latency", "99thPercentileLatency")
 
 
 # ----------------------------------------------------------------------------- search
@@ -218,13 +223,13 @@ def select_kpis(
 
 
 def step_kpis(history: Sequence[StepResult], metadata: Mapping | None = None) -> list[Kpi]:
-    """Per-step samples: throughput and read/update p99 of every step."""
+    """Per-step samples: throughput and read/update p99 of every step (`overall Throughput`,
+    `read p99 latency`, `read 99thPercentileLatency`, `update ...`)."""
     out = []
     for k, r in enumerate(history, 1):
         meta = {**(metadata or {}), **r.metadata(), "step": k}
-        out.append(Kpi("Step Throughput", r.throughput, THROUGHPUT_UNIT, meta))
-        if r.read_p99_ms is not None:
-            out.append(Kpi("Step Read p99 Latency", r.read_p99_ms, "ms", meta))
-        if r.update_p99_ms is not None:
-            out.append(Kpi("Step Update p99 Latency", r.update_p99_ms, "ms", meta))
+        out.append(Kpi(STEP_THROUGHPUT_METRIC, r.throughput, THROUGHPUT_UNIT, meta))
+        for op, p99 in (("read", r.read_p99_ms), ("update", r.update_p99_ms)):
+            if p99 is not None:
+                out.extend(Kpi(f"{op} {stat}", p99, "ms", meta) for stat in P99_STATS)
     return out

@@ -3,7 +3,9 @@
 For each dataset size (MB of 1 KB records: 10 fields x 100 B, so 1 MB = 1,000 records) the
 collection is dropped, loaded with YCSB, then read-only, update-only and 50/50 read/update
 workloads run over it (zipfian keys, operation count = record count unless overridden). Every
-size and phase yields samples: runtime, throughput, and average/p95/p99 latency per operation.
+size and phase yields samples: runtime, throughput, and average/p95/p99 latency per operation,
+named and scaled as PKB's ``ycsb_stats`` names YCSB's figures (so they sit beside
+``mongodb_ycsb``'s samples).
 Sizes larger than the memory of the machine holding the data are allowed; their samples say so
 (``exceeds_memory``).
 
@@ -30,10 +32,21 @@ DEFAULT_TABLE = "usertable"
 DEFAULT_DATABASE = "ycsb"  # our binding's database when the URI names none (or admin)
 DISTRIBUTION = "zipfian"
 
-RUNTIME_METRIC = "Runtime"
-THROUGHPUT_METRIC = "Throughput"
+# PKB's ycsb_stats names: "<group> <YCSB statistic>" with YCSB's unit moved out of the name
+# (microseconds become ms), plus "<group> p<N> latency" from the histogram percentiles.
+RUNTIME_METRIC = "overall RunTime"  # ms
+THROUGHPUT_METRIC = "overall Throughput"  # ops/sec
 FAILED_METRIC = "Phase Failed"
-LATENCY_STATS = (("Average", None), ("p95", 95.0), ("p99", 99.0))
+# (statistic, percentile or None for the mean), all in ms. PKB emits both percentile forms for
+# one run (YCSB's summary line and its own from the histogram): ours are the same figure.
+LATENCY_STATS = (
+    ("AverageLatency", None),
+    ("95thPercentileLatency", 95.0),
+    ("99thPercentileLatency", 99.0),
+    ("p95 latency", 95.0),
+    ("p99 latency", 99.0),
+)
+P99_STAT = "p99 latency"
 
 
 class SweepError(ValueError):
@@ -61,8 +74,9 @@ PHASES_BY_NAME = {p.name: p for p in PHASES}
 
 
 def latency_metric(op: str, stat: str) -> str:
-    """``READ p99 Latency``, ``UPDATE Average Latency``, ..."""
-    return f"{op} {stat} Latency"
+    """PKB's name of an operation's statistic: ``read p99 latency``, ``update AverageLatency``,
+    ``insert 99thPercentileLatency`` (YCSB's operation, lower case, as ycsb_stats has it)."""
+    return f"{op.lower()} {stat}"
 
 
 def size_label(size_mb: float) -> str:

@@ -17,6 +17,7 @@ from mongobench.sweep.plan import (
     DISTRIBUTION,
     FAILED_METRIC,
     LATENCY_STATS,
+    P99_STAT,
     PHASES,
     RUNTIME_METRIC,
     THROUGHPUT_METRIC,
@@ -51,7 +52,8 @@ def phase_metadata(step: SizeStep, phase: Phase, extra: Mapping | None = None) -
 def phase_samples(
     step: SizeStep, phase: Phase, result: ycsb.YcsbResult, metadata: Mapping | None = None
 ) -> list[dict]:
-    """Runtime, throughput and average/p95/p99 latency per operation of one phase."""
+    """Runtime, throughput and average/p95/p99 latency per operation of one phase, under
+    PKB's ycsb_stats names and units (`overall RunTime` in ms, latencies in ms)."""
     md = phase_metadata(step, phase, metadata)
     expected = step.records if phase.ycsb_phase == "load" else step.operations
     md["operations"] = result.operations
@@ -61,7 +63,7 @@ def phase_samples(
         md["not_found"] = result.not_found
     missing = []
     out = [
-        sample(RUNTIME_METRIC, result.runtime_ms / 1000.0, "sec", md),
+        sample(RUNTIME_METRIC, result.runtime_ms, "ms", md),
         sample(THROUGHPUT_METRIC, result.throughput, "ops/sec", md),
     ]
     for op in _OPS:
@@ -75,7 +77,7 @@ def phase_samples(
             else:
                 value = stats.percentile_ms(p)
             if value is None:
-                missing.append(f"{op} {stat}")
+                missing.append(latency_metric(op, stat))
                 continue
             out.append(sample(latency_metric(op, stat), value, "ms", op_md))
     if missing:
@@ -147,10 +149,10 @@ def table_text(samples: Sequence[Mapping]) -> str:
         if s["metric"] == THROUGHPUT_METRIC:
             row["tput"] = s["value"]
         elif s["metric"] == RUNTIME_METRIC:
-            row["runtime"] = s["value"]
+            row["runtime"] = s["value"] / 1000.0  # ms, as PKB's; the table says seconds
         elif s["metric"] == FAILED_METRIC:
             row["error"] = md.get("error", "failed")
-        elif s["metric"].endswith(" p99 Latency"):
+        elif "op" in md and s["metric"] == latency_metric(md["op"], P99_STAT):
             row["p99"][md["op"]] = s["value"]
     headers = ["Size", "Records", "Phase", "Runtime (s)", "Throughput (ops/s)", "p99 (ms)"]
     table = []

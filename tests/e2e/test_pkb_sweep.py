@@ -74,7 +74,7 @@ def test_sweep_on_the_test_bed_then_compare(pkb_python, tmp_path, pkb_temp):
     tput = {
         (s["metadata"]["size_mb"], s["metadata"]["phase"]): s
         for s in sweep_samples
-        if s["metric"] == "Throughput"
+        if s["metric"] == "overall Throughput"
     }
     phases = ["load", "read_only", "update_only", "read_update"]
     assert sorted(tput) == sorted((size, ph) for size in ("0.1", "0.2") for ph in phases)
@@ -86,17 +86,21 @@ def test_sweep_on_the_test_bed_then_compare(pkb_python, tmp_path, pkb_temp):
     p99 = {
         (s["metadata"]["size_mb"], s["metadata"]["phase"], s["metadata"]["op"])
         for s in sweep_samples
-        if s["metric"].endswith(" p99 Latency")
+        if s["metric"] == f"{s['metadata'].get('op', '').lower()} p99 latency"
     }
     assert ("0.2", "read_update", "READ") in p99 and ("0.2", "read_update", "UPDATE") in p99
     assert ("0.1", "load", "INSERT") in p99
-    assert {s["metric"] for s in sweep_samples} >= {
-        "Runtime",
-        "Throughput",
-        "READ Average Latency",
-        "READ p95 Latency",
-        "UPDATE p99 Latency",
-    }
+    # PKB's ycsb_stats names (mongodb_ycsb's), with its units
+    units = {s["metric"]: s["unit"] for s in sweep_samples if s["metric"] != "Phase Failed"}
+    assert units["overall RunTime"] == "ms" and units["overall Throughput"] == "ops/sec"
+    for name in (
+        "read AverageLatency",
+        "read 95thPercentileLatency",
+        "read p95 latency",
+        "update 99thPercentileLatency",
+        "update p99 latency",
+    ):
+        assert units[name] == "ms", name
     log = open(glob.glob(str(pkb_temp / "runs" / "*" / "pkb.log"))[0]).read()
     assert state["uri"] not in log  # the target travels in a file, never on a command line
 

@@ -67,7 +67,7 @@ def test_every_size_and_phase_has_runtime_throughput_and_p99(swept):
     tput = {
         (s["metadata"]["size_mb"], s["metadata"]["phase"]): s
         for s in samples
-        if s["metric"] == "Throughput"
+        if s["metric"] == "overall Throughput"
     }
     assert sorted(tput) == sorted((size, p) for size in (0.1, 0.2) for p in PHASES)
     for (size, _phase), s in tput.items():
@@ -81,12 +81,14 @@ def test_every_size_and_phase_has_runtime_throughput_and_p99(swept):
         (s["metadata"]["size_mb"], s["metadata"]["phase"], s["metric"]): s["value"] for s in samples
     }
     for size in (0.1, 0.2):
-        assert by_key[(size, "load", "INSERT p99 Latency")] > 0
-        assert by_key[(size, "read_only", "READ p95 Latency")] > 0
-        assert by_key[(size, "update_only", "UPDATE Average Latency")] > 0
-        for op in ("READ", "UPDATE"):
-            assert by_key[(size, "read_update", f"{op} p99 Latency")] > 0
-        assert by_key[(size, "load", "Runtime")] > 0
+        assert by_key[(size, "load", "insert p99 latency")] > 0
+        assert by_key[(size, "read_only", "read p95 latency")] > 0
+        assert by_key[(size, "read_only", "read 95thPercentileLatency")] > 0
+        assert by_key[(size, "update_only", "update AverageLatency")] > 0
+        for op in ("read", "update"):
+            assert by_key[(size, "read_update", f"{op} p99 latency")] > 0
+            assert by_key[(size, "read_update", f"{op} 99thPercentileLatency")] > 0
+        assert by_key[(size, "load", "overall RunTime")] > 0
     # One raw YCSB output per size and phase, kept for inspection.
     assert len(list((swept["dir"] / "raw").glob("*.txt"))) == 8
 
@@ -124,7 +126,7 @@ def test_compare_two_machine_types_from_the_standin_results(swept, tmp_path):
                 rec = json.loads(line)
                 rec["run_uri"] = f"run-{machine}"
                 rec["metadata"]["clients_machine_type"] = machine
-                if rec["metric"] == "Throughput":
+                if rec["metric"] == "overall Throughput":
                     rec["value"] *= factor
                 dst.write(json.dumps(rec) + "\n")
         paths.append(str(path))

@@ -491,3 +491,26 @@ def test_baseline_adds_percent_change(three_runs, tmp_path):
     assert "n2-standard-2 vs Atlas M30" in out.read_text()
     with pytest.raises(SystemExit, match="--baseline 'x' names no run"):
         cli.main([*args, "--baseline", "x"])
+
+
+def test_sweep_points_read_pkb_names_and_the_former_names_alike():
+    """Sweep samples carry PKB's ycsb_stats names (`overall RunTime` in ms); results files
+    written under the former names (`Runtime` in sec, `<OP> p99 Latency`) read the same."""
+    new = seed_samples()
+    assert {"overall RunTime", "overall Throughput", "read p99 latency"} <= {
+        s["metric"] for s in new
+    }
+    legacy = []
+    for s in new:
+        md, op = s["metadata"], s["metadata"].get("op", "")
+        if s["metric"] == "overall RunTime":
+            legacy.append({**s, "metric": "Runtime", "value": s["value"] / 1000, "unit": "sec"})
+        elif s["metric"] == "overall Throughput":
+            legacy.append({**s, "metric": "Throughput"})
+        elif op and s["metric"] == f"{op.lower()} p99 latency":
+            legacy.append({**s, "metric": f"{op} p99 Latency", "metadata": md})
+    points = reports_runs.sweep_points(reports_runs.Run("new", "a", new))
+    assert points == reports_runs.sweep_points(reports_runs.Run("old", "b", legacy))
+    p = points[("read_update", 1.0)]
+    assert p.runtime_s == 1.532 and p.throughput == 652.7415143603133
+    assert p.p99_ms == {"READ": 3.841, "UPDATE": 3.543}

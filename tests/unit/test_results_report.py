@@ -75,7 +75,18 @@ def test_samples_carry_metadata_and_omit_missing_figures():
     )
     samples = results.to_samples(run, {"cloud": "Static"})
     names = {s["metric"] for s in samples}
-    assert "Document Throughput" in names and "insert Latency p99" in names
+    assert "Document Throughput" in names
+    # per-operation latency under PKB's ycsb_stats scheme, all in ms
+    op_latency = {s["metric"]: s for s in samples if s["metadata"].get("op") == "insert"}
+    assert set(op_latency) == {
+        "insert AverageLatency",
+        "insert p50 latency",
+        "insert p95 latency",
+        "insert p99 latency",
+        "insert p99.9 latency",
+        "insert MaxLatency",
+    }
+    assert {s["unit"] for s in op_latency.values()} == {"ms"}
     assert "Write to WAL" not in names and "Server CPU Usage" not in names
     md = next(s["metadata"] for s in samples if s["metric"] == "Document Throughput")
     assert md["experiment"] == "insert_docsize" and md["variant"] == "4" and md["doc_size_kb"] == 4
@@ -84,7 +95,7 @@ def test_samples_carry_metadata_and_omit_missing_figures():
     assert md["error_types"] == "insert: AutoReconnect=2"
     assert next(s for s in samples if s["metric"] == "Operation Errors")["value"] == 2
     assert [r["label"] for r in results.failed(run)] == ["1"]
-    p99 = next(s for s in samples if s["metric"] == "insert Latency p99")
+    p99 = next(s for s in samples if s["metric"] == "insert p99 latency")
     assert p99["unit"] == "ms" and p99["value"] == pytest.approx(4.0, rel=0.01)
 
 

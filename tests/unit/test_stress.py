@@ -629,8 +629,24 @@ def test_sla_kpi_is_zero_with_a_reason_when_no_step_meets_it():
 
 def test_step_kpis():
     h = run("linear")[:2]
-    names = [k.metric for k in stress_search.step_kpis(h)]
-    assert names == ["Step Throughput", "Step Read p99 Latency", "Step Update p99 Latency"] * 2
+    kpis = stress_search.step_kpis(h)
+    # PKB's ycsb_stats names and units, as mongodb_ycsb's samples
+    per_step = [
+        ("overall Throughput", "ops/sec"),
+        ("read p99 latency", "ms"),
+        ("read 99thPercentileLatency", "ms"),
+        ("update p99 latency", "ms"),
+        ("update 99thPercentileLatency", "ms"),
+    ]
+    assert [(k.metric, k.unit) for k in kpis] == per_step * 2
+    assert [k.value for k in kpis[:5]] == [
+        h[0].throughput,
+        h[0].read_p99_ms,
+        h[0].read_p99_ms,
+        h[0].update_p99_ms,
+        h[0].update_p99_ms,
+    ]
+    assert [k.metadata["step"] for k in kpis] == [1] * 5 + [2] * 5
 
 
 # ----------------------------------------------------------------------------- simulated server

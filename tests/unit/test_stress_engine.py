@@ -289,7 +289,13 @@ def test_search_samples_order_and_metadata():
         max_instances=8,
     )
     metrics = [s["metric"] for s in out]
-    per_step = ["Step Throughput", "Step Read p99 Latency", "Step Update p99 Latency"]
+    per_step = [
+        "overall Throughput",
+        "read p99 latency",
+        "read 99thPercentileLatency",
+        "update p99 latency",
+        "update 99thPercentileLatency",
+    ]
     assert metrics == per_step * 5 + [
         "Records Loaded",
         "Maximum Throughput",
@@ -321,9 +327,11 @@ def test_search_samples_after_a_failure():
     )
     assert [s["metric"] for s in out] == [
         "Step Failed",
-        "Step Throughput",
-        "Step Read p99 Latency",
-        "Step Update p99 Latency",
+        "overall Throughput",
+        "read p99 latency",
+        "read 99thPercentileLatency",
+        "update p99 latency",
+        "update 99thPercentileLatency",
         "Records Loaded",
     ]  # no KPIs from a search that did not finish
     assert out[0] == {

@@ -136,38 +136,45 @@ def test_seed_load_output_gives_the_seeds_numbers():
     step = plan.plan([100])[0]
     samples = sweep_samples.measure(step, PH["load"], data("seed002_load_100000.txt"), {"k": "v"})
     m = by_metric(samples)
+    # PKB's ycsb_stats names and units (mongodb_ycsb's samples)
     assert set(m) == {
-        "Runtime",
-        "Throughput",
-        "INSERT Average Latency",
-        "INSERT p95 Latency",
-        "INSERT p99 Latency",
+        "overall RunTime",
+        "overall Throughput",
+        "insert AverageLatency",
+        "insert 95thPercentileLatency",
+        "insert 99thPercentileLatency",
+        "insert p95 latency",
+        "insert p99 latency",
     }
-    assert m["Runtime"]["value"] == 20.342 and m["Runtime"]["unit"] == "sec"
-    assert m["Throughput"]["value"] == 4915.937469275391 and m["Throughput"]["unit"] == "ops/sec"
-    assert m["INSERT Average Latency"]["value"] == pytest.approx(0.19481688)
-    assert m["INSERT p95 Latency"]["value"] == 0.374
-    assert m["INSERT p99 Latency"]["value"] == 0.58 and m["INSERT p99 Latency"]["unit"] == "ms"
-    md = m["INSERT p99 Latency"]["metadata"]
+    assert m["overall RunTime"]["value"] == 20342 and m["overall RunTime"]["unit"] == "ms"
+    tput = m["overall Throughput"]
+    assert tput["value"] == 4915.937469275391 and tput["unit"] == "ops/sec"
+    assert m["insert AverageLatency"]["value"] == pytest.approx(0.19481688)
+    assert m["insert 95thPercentileLatency"]["value"] == 0.374
+    assert m["insert p95 latency"]["value"] == 0.374
+    assert m["insert 99thPercentileLatency"]["value"] == 0.58
+    assert m["insert p99 latency"]["value"] == 0.58
+    assert {s["unit"] for n, s in m.items() if n.startswith("insert ")} == {"ms"}
+    md = m["insert p99 latency"]["metadata"]
     assert md["size_mb"] == 100 and md["records"] == 100_000 and md["phase"] == "load"
     assert md["op"] == "INSERT" and md["op_count"] == 100_000 and md["k"] == "v"
-    assert "op" not in m["Throughput"]["metadata"]
+    assert "op" not in m["overall Throughput"]["metadata"]
     assert "stopped_early" not in md and "missing_metrics" not in md
 
 
 def test_seed_mixed_output_latency_per_operation():
     step = plan.plan([1])[0]
     samples = sweep_samples.measure(step, PH["read_update"], data("seed002_run_readwrite_1000.txt"))
-    assert len(samples) == 2 + 2 * 3
+    assert len(samples) == 2 + 2 * 5
     m = by_metric(samples)
-    assert m["Runtime"]["value"] == 1.532
-    assert m["Throughput"]["value"] == 652.7415143603133
-    assert m["READ Average Latency"]["value"] == pytest.approx(0.9204092741935484)
-    assert m["READ p95 Latency"]["value"] == 2.189
-    assert m["READ p99 Latency"]["value"] == 3.841
-    assert m["UPDATE p99 Latency"]["value"] == 3.543
-    assert m["UPDATE p99 Latency"]["metadata"]["op_count"] == 504
-    assert m["Runtime"]["metadata"]["phase_title"] == "50/50 read/update"
+    assert m["overall RunTime"]["value"] == 1532
+    assert m["overall Throughput"]["value"] == 652.7415143603133
+    assert m["read AverageLatency"]["value"] == pytest.approx(0.9204092741935484)
+    assert m["read p95 latency"]["value"] == 2.189
+    assert m["read 99thPercentileLatency"]["value"] == m["read p99 latency"]["value"] == 3.841
+    assert m["update p99 latency"]["value"] == 3.543
+    assert m["update p99 latency"]["metadata"]["op_count"] == 504
+    assert m["overall RunTime"]["metadata"]["phase_title"] == "50/50 read/update"
 
 
 def test_seed_10gb_update_only_exceeds_an_8gb_machine():
@@ -176,8 +183,8 @@ def test_seed_10gb_update_only_exceeds_an_8gb_machine():
         step, PH["update_only"], data("seed002_run_writeonly_10000000.txt")
     )
     m = by_metric(samples)
-    assert m["Runtime"]["value"] == 4326.84
-    assert m["UPDATE p99 Latency"]["value"] == 1.231
+    assert m["overall RunTime"]["value"] == 4326840
+    assert m["update p99 latency"]["value"] == 1.231
     assert all(s["metadata"]["exceeds_memory"] is True for s in samples)
 
 
@@ -270,8 +277,15 @@ def test_missing_percentile_is_listed_not_zero_and_early_stop_is_flagged():
     res = _result({"READ": (600, 500.0, {99.0: 2000.0}), "CLEANUP": (1, 10.0, {99.0: 1.0})})
     samples = sweep_samples.phase_samples(step, PH["read_only"], res)
     metrics = [s["metric"] for s in samples]
-    assert metrics == ["Runtime", "Throughput", "READ Average Latency", "READ p99 Latency"]
-    assert all(s["metadata"]["missing_metrics"] == "READ p95" for s in samples)
+    assert metrics == [
+        "overall RunTime",
+        "overall Throughput",
+        "read AverageLatency",
+        "read 99thPercentileLatency",
+        "read p99 latency",
+    ]
+    missing = "read 95thPercentileLatency,read p95 latency"
+    assert all(s["metadata"]["missing_metrics"] == missing for s in samples)
     assert all(s["metadata"]["stopped_early"] is True for s in samples)
     assert samples[0]["metadata"]["operations"] == 600
 
@@ -364,7 +378,7 @@ def test_combining_processes_sums_throughput_and_merges_histograms():
     samples = sweep_samples.measure_processes(
         step, PH["read_update"], [text, text], {}, [hist, hist]
     )
-    md = by_metric(samples)["READ p99 Latency"]["metadata"]
+    md = by_metric(samples)["read p99 latency"]["metadata"]
     assert md["ycsb_processes"] == 2 and md["latency_source"] == "merged histograms"
     assert "stopped_early" not in md
 
