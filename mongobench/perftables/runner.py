@@ -28,13 +28,14 @@ from pymongo.errors import (
     ServerSelectionTimeoutError,
 )
 
-from mongobench.core import provenance, redact
+from mongobench.core import redact
 from mongobench.core.files import write_json_atomic
 from mongobench.driver import connection, ops, procs, sources
 from mongobench.driver.base import ThreadStats
 from mongobench.driver.catalog import WORKLOADS
 from mongobench.perftables import experiments as exp_mod
 from mongobench.perftables import ossampler, serverstats
+from mongobench.remote import provenance
 
 RESULT_SCHEMA = 1
 # After a variant with errors, how long the server has to answer a ping before the

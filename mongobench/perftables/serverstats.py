@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mongobench.core.provenance import STANDIN_ENGINE
+from mongobench.remote.provenance import STANDIN_ENGINE
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import pathlib
 import shlex
 import tarfile
 
-from mongobench.core import provenance
+from mongobench.remote import provenance
 
 PACKAGE_DIR = pathlib.Path(__file__).resolve().parents[1]  # the mongobench package
 REQUIREMENTS_FILE = PACKAGE_DIR / "client-requirements.txt"

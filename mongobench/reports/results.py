@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mongobench.core import latency as lat
-from mongobench.core import provenance
 from mongobench.core.samples import sample
 from mongobench.core.units import MiB
 from mongobench.perftables import serverstats
+from mongobench.remote import provenance
 
 
 @dataclass(frozen=True)

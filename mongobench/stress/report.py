@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from mongobench.core import provenance
 from mongobench.core.samples import failure_sample, sample
 from mongobench.core.units import GiB
+from mongobench.remote import provenance
 from mongobench.stress.search import Search, select_kpis, step_kpis
 from mongobench.stress.sizing import Sizing
 

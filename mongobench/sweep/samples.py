@@ -8,10 +8,10 @@ import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
 
-from mongobench.core import provenance
 from mongobench.core import samples as core_samples
 from mongobench.core.markdown import fixed, md_table
 from mongobench.core.samples import sample
+from mongobench.remote import provenance
 from mongobench.sweep.plan import (
     BENCHMARK_NAME,
     DISTRIBUTION,

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from pkb_helpers import listening, run_pkb
 
-from mongobench.core import provenance
+from mongobench.remote import provenance
 from mongobench.testbed import bed as testbed
 
 pytestmark = pytest.mark.e2e

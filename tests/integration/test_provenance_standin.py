@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from mongobench.core import provenance
 from mongobench.perftables import runner as perftables
+from mongobench.remote import provenance
 from mongobench.reports import results
 from mongobench.sweep import runner as sweep_runner
 

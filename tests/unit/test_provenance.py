@@ -12,9 +12,8 @@ import tarfile
 import pytest
 from test_results_report import raw_result
 
-from mongobench.core import provenance
 from mongobench.perftables import serverstats
-from mongobench.remote import javabuild, shipping
+from mongobench.remote import javabuild, provenance, shipping
 from mongobench.reports import results
 from mongobench.sweep import runner as sweep_runner
 from mongobench.sweep import samples as sweep_samples
@@ -92,7 +91,7 @@ def test_the_archive_carries_this_hosts_version_and_the_copy_reports_it(tmp_path
     assert data == shipping.archive_bytes()  # still reproducible
     # The copy (no .git, no setup.py beside it) reports the PKB host's version.
     out = subprocess.run(
-        [sys.executable, "-c", "from mongobench.core import provenance as p; print(p.engine())"],
+        [sys.executable, "-c", "from mongobench.remote import provenance as p; print(p.engine())"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
