@@ -11,7 +11,7 @@ import time
 from mongobench.driver import ops, replies
 from mongobench.driver.catalog import WORKLOADS
 from mongobench.driver.multiplex import Client, count_error
-from mongobench.driver.queries import _RANDINT, _RANDINTLIST
+from mongobench.driver.queries import _RANDINT, _RANDINTLIST, template_bound
 
 clock = time.perf_counter
 
@@ -23,15 +23,11 @@ def micros(run, t0: float) -> float:
 def compile_query(template, settings: dict):
     """(template with Int64 sentinels, sentinels, rng -> list of values) for a
     query template with RANDINT / RANDINTLIST strings (see
-    workloads_keyed.compile_template: the same values from the same rng calls)."""
+    driver.queries.compile_template: the same values from the same rng calls)."""
     slots, makers = [], []
 
     def bound(tok):
-        if tok.isdigit():
-            return int(tok)
-        if tok not in settings:
-            raise ValueError(f"query template names unknown setting {tok!r}")
-        return int(settings[tok])
+        return template_bound(settings, tok)
 
     def build(node):
         if isinstance(node, dict):

@@ -29,15 +29,20 @@ _RANDINT = re.compile(r"^RANDINT\((\w+),(\w+)\)$")
 _RANDINTLIST = re.compile(r"^RANDINTLIST\((\w+),(\w+),(\d+)\)$")
 
 
+def template_bound(settings: dict, tok: str) -> int:
+    """A RANDINT/RANDINTLIST bound: a number, or the name of a setting."""
+    if tok.isdigit():
+        return int(tok)
+    if tok not in settings:
+        raise ValueError(f"query template names unknown setting {tok!r}")
+    return int(settings[tok])
+
+
 def compile_template(template, settings: dict):
     """A function rng -> query for `template` (JSON-like with RANDINT strings)."""
 
     def bound(tok):
-        if tok.isdigit():
-            return int(tok)
-        if tok not in settings:
-            raise ValueError(f"query template names unknown setting {tok!r}")
-        return int(settings[tok])
+        return template_bound(settings, tok)
 
     def build(node):
         if isinstance(node, dict):

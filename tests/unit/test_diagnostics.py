@@ -118,9 +118,9 @@ def test_with_sudo_the_archive_goes_back_to_the_caller():
 
 def test_paths_outside_the_base_are_refused():
     with pytest.raises(ValueError, match="not under"):
-        diagnostics.archive_command("/s/work", ["/s/workother/x"], "/s/work/d.tgz")
+        diagnostics.archive_command("/s/base", ["/s/baseother/x"], "/s/base/d.tgz")
     with pytest.raises(ValueError, match="not under"):
-        diagnostics.archive_command("/s/work", ["/etc/shadow"], "/s/work/d.tgz")
+        diagnostics.archive_command("/s/base", ["/etc/shadow"], "/s/base/d.tgz")
 
 
 def test_unexpected_output_is_an_error():
