@@ -489,7 +489,13 @@ def _RunStep(benchmark_spec, step_index, overrides, extra_metadata):
         for vm in servers
     ]
     try:
-        _, stderr = client.RobustRemoteCommand(command, ignore_failure=True)
+        # Detached and polled: each variant's [i/N] line reaches pkb.log as it ends.
+        _, stderr = mongobench_client.RunEngine(
+            client,
+            state["workdir"],
+            command,
+            "perftables" if step_index is None else f"perftables-{step_index}",
+        )
     finally:
         readings = {}
         for vm, sampler in samplers:
@@ -600,6 +606,10 @@ def Cleanup(benchmark_spec):
             ("tear down the Atlas deployment", lambda: mongobench_atlas.Teardown(state["atlas"]))
         )
     for vm in [*_Servers(benchmark_spec), client]:
+        # The engine and samplers run detached: PKB may have been stopped while they ran.
+        steps.append(
+            (f"stop the engine on {vm.name}", lambda vm=vm: mongobench_client.StopEngine(vm))
+        )
         steps.append((f"stop mongod on {vm.name}", lambda vm=vm: mongobench_mongod.StopAll(vm)))
         if keep:  # stopped first (complete logs), kept before anything is deleted
             steps.append(mongobench_host.DiagnosticsStep(vm, _DiagnosticPaths))

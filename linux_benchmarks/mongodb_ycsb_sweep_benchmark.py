@@ -232,10 +232,9 @@ def _RunPhase(clients, state, step, phase, base_md, local_dir):
         for vm, name, text in used:
             spec = mongobench_ycsb.ProcessSpec(name, phase.ycsb_phase, text)
             started.append((vm, mongobench_ycsb.Start(vm, [spec])))
-        poll = 2.0 if step.records <= 100_000 else 15.0
         results = []
-        for vm, procs in started:
-            states = mongobench_ycsb.Wait(vm, procs, _PHASE_TIMEOUT.value, poll_s=poll)
+        for vm, procs in started:  # status lines reach pkb.log while Wait polls
+            states = mongobench_ycsb.Wait(vm, procs, _PHASE_TIMEOUT.value)
             if any(s.running for s in states.values()):
                 mongobench_ycsb.Stop(vm, procs)
             results += _Outputs(vm, procs, states, local_dir)

@@ -11,6 +11,7 @@ import logging
 import os
 import posixpath
 
+from absl import flags
 from perfkitbenchmarker import errors, vm_util
 from perfkitbenchmarker.linux_packages import mongobench_vm
 
@@ -18,6 +19,18 @@ from mongobench.core import redact
 from mongobench.remote import diagnostics, shipping
 
 WORKDIR_NAME = "mongobench"
+
+_PROGRESS_SECONDS = flags.DEFINE_float(
+    "mongobench_progress_seconds",
+    10.0,
+    "How often PKB polls a running engine or YCSB step on its VM and copies its new"
+    " progress lines ([i/N] lines, heartbeats, YCSB status lines) into pkb.log.",
+    lower_bound=0.5,
+)
+
+
+def ProgressSeconds():
+    return _PROGRESS_SECONDS.value
 
 
 def AptInstall(vm):
@@ -90,6 +103,26 @@ def DiagnosticPaths(vm):
 def Remove(vm):
     """Deletes the work directory (engine, virtualenv, result files)."""
     mongobench_vm.RemoveWorkDir(vm, WORKDIR_NAME)
+
+
+def RunEngine(vm, workdir, command, name):
+    """Runs an engine command detached on `vm` (it survives a dropped ssh session), its
+    progress lines reaching pkb.log as they come; returns (exit status or None, stderr)."""
+    return mongobench_vm.RunDetached(
+        vm,
+        command,
+        name=name,
+        directory=workdir,
+        label=f"mongobench {vm.name}:",
+        poll_s=ProgressSeconds(),
+    )
+
+
+def StopEngine(vm):
+    """Stops whatever engine process still runs from the work directory (Cleanup: PKB itself
+    may have been stopped while the detached engine ran)."""
+    workdir = WorkDir(vm)
+    return mongobench_vm.StopByPidFiles(vm, workdir, marker=workdir, timeout_s=30)
 
 
 def StartSampler(vm, workdir, data_path):

@@ -13,10 +13,11 @@ import posixpath
 import shlex
 import tarfile
 import tempfile
+import time
 
-from perfkitbenchmarker import vm_util
+from perfkitbenchmarker import errors, vm_util
 
-from mongobench.remote import diagnostics, processes
+from mongobench.remote import diagnostics, follow, processes
 
 DIAGNOSTICS_ARCHIVE = "mongobench-diagnostics.tgz"
 
@@ -116,3 +117,111 @@ def RemoteStates(vm, entries, marker):
     states = processes.parse_process_states(out)
     gone = processes.ProcessState(processes.STATE_GONE)
     return {name: states.get(name, gone) for name, _, _ in entries}
+
+
+# ----------------------------------------------------------------------------- following
+
+
+def _PollOnce(vm, command):
+    """One poll's output, or None when the VM could not be reached this time."""
+    try:
+        # PKB logs each command's output; the new lines are logged once, by Follow, instead.
+        out, _, rc = vm.RemoteCommandWithReturnCode(
+            command, ignore_failure=True, should_pre_log=False, suppress_logging=True
+        )
+    except (errors.VirtualMachine.RemoteCommandError, errors.VmUtil.IssueCommandError) as e:
+        logging.warning("mongobench: cannot poll %s (%s)", vm.name, str(e)[:200])
+        return None
+    if rc:
+        logging.warning("mongobench: polling %s failed (exit status %s)", vm.name, rc)
+        return None
+    return out
+
+
+def Follow(
+    vm,
+    entries,
+    marker,
+    files,
+    label,
+    *,
+    poll_s,
+    timeout_s=None,
+    gone_grace_s=5.0,
+    unreachable_s=600.0,
+    collected=None,
+):
+    """Polls the detached processes `entries` ((name, pid_file, rc_file)) until none runs,
+    copying each new line of `files` ((name, path): their output) into pkb.log as
+    `<label(name)> <line>` as it comes.
+
+    Each poll is one short ssh command, so a dropped connection costs a poll, not the run:
+    failed polls are retried for `unreachable_s`. A process that vanished without an exit
+    status gets `gone_grace_s` for it to appear. The lines also go to `collected[name]` (a
+    dict of lists) when given. Returns the final states (callers treat
+    `running`, when `timeout_s` ran out, and `gone` as failures)."""
+    follower = follow.Follower(files)
+    states_cmd = processes.process_states_command(entries, marker=marker)
+    gone = processes.ProcessState(processes.STATE_GONE)
+    start = time.monotonic()
+    gone_since = unreachable_since = None
+    states = {name: gone for name, _, _ in entries}
+    while True:
+        text = _PollOnce(vm, follower.command(states_cmd))
+        now = time.monotonic()
+        if text is None:
+            unreachable_since = unreachable_since or now
+            if now - unreachable_since > unreachable_s:
+                raise errors.VirtualMachine.RemoteCommandError(
+                    f"{vm.name}: unreachable for {unreachable_s:.0f}s while its processes ran"
+                )
+        else:
+            unreachable_since = None
+            parsed = processes.parse_process_states(follow.parse_follow(text)[0])
+            states = {name: parsed.get(name, gone) for name, _, _ in entries}
+            running = any(s.running for s in states.values())
+            for name, lines in follower.feed(text, final=not running)[1].items():
+                for line in lines:
+                    logging.info("%s %s", label(name), line)
+                if collected is not None:
+                    collected.setdefault(name, []).extend(lines)
+            if not running and not follower.pending:
+                if all(s.state != processes.STATE_GONE for s in states.values()):
+                    return states
+                gone_since = gone_since or now
+                if now - gone_since >= gone_grace_s:
+                    return states
+        if timeout_s is not None and now - start >= timeout_s:
+            return states
+        wait = poll_s if timeout_s is None else min(poll_s, timeout_s - (now - start))
+        time.sleep(max(0.0, wait) if not follower.pending else 0.0)
+
+
+def RunDetached(vm, command, *, name, directory, label, poll_s, marker=None):
+    """Runs the shell `command` detached on `vm` (its own session: it survives a dropped ssh
+    connection and PKB's polling), copying its stderr lines into pkb.log as they come.
+
+    Its files are `<directory>/<name>.{pid,rc,out,err}`; the PID file lets Cleanup stop it
+    (StopByPidFiles) if PKB itself is stopped. `marker` (default `directory`) must be in the
+    command line, so a recycled PID is never taken for it. Returns (exit status, or None when
+    it vanished without one; its stderr)."""
+    base = posixpath.join(directory, name)
+    pid, rc, out, err = (base + ext for ext in (".pid", ".rc", ".out", ".err"))
+    vm.RemoteCommand(
+        processes.background_command(
+            ["bash", "-c", command], pid_file=pid, stdout=out, stderr=err, rc_file=rc
+        )
+    )
+    lines = {}
+    states = Follow(
+        vm,
+        [(name, pid, rc)],
+        marker or directory,
+        [(name, err)],
+        lambda _: label,
+        poll_s=poll_s,
+        collected=lines,
+    )
+    state = states[name]
+    returncode = state.value if state.state == processes.STATE_EXITED else None
+    return returncode, "\n".join(lines.get(name, []))

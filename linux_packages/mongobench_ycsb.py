@@ -33,13 +33,11 @@ import shlex
 import tarfile
 import tempfile
 import threading
-import time
 
 from absl import flags
 from perfkitbenchmarker import background_tasks, errors, vm_util
-from perfkitbenchmarker.linux_packages import mongobench_vm
+from perfkitbenchmarker.linux_packages import mongobench_client, mongobench_vm
 
-from mongobench.core.poll import PollTimeout, poll_until
 from mongobench.remote import javabuild, probes, processes
 from mongobench.ycsb import properties as ycsb
 
@@ -306,37 +304,23 @@ def Start(vm, specs, *, directory=None, jvm_args=None):
     return procs
 
 
-def States(vm, procs):
-    """name -> mongobench.stress.ProcessState (running PID / exited RC / gone)."""
-    entries = [(p.name, p.pid_file, p.rc_file) for p in procs]
-    return mongobench_vm.RemoteStates(vm, entries, WorkDir(vm))
+def Wait(vm, procs, timeout_s, *, poll_s=None, gone_grace_s=5.0):
+    """Waits until no process of `procs` runs any more, or `timeout_s` passed, copying their
+    status lines (YCSB's -s output on stderr) into pkb.log as they come.
 
-
-def Wait(vm, procs, timeout_s, *, poll_s=2.0, expected_s=0.0, gone_grace_s=5.0):
-    """Waits until no process of `procs` runs any more, or `timeout_s` passed.
-
-    Sleeps `expected_s` first (the run's known duration), then polls every `poll_s`. A process
-    that vanished without an exit status gets `gone_grace_s` for its status to appear. Returns
-    the final states: callers treat `running` (timed out) and `gone` as failures."""
-    start = time.monotonic()
-    if expected_s:
-        time.sleep(min(expected_s, timeout_s))
-    gone_since = None
-
-    def check():
-        nonlocal gone_since
-        states = States(vm, procs)
-        running = any(s.running for s in states.values())
-        gone = any(s.state == processes.STATE_GONE for s in states.values())
-        if not running and gone:
-            gone_since = gone_since or time.monotonic()
-        return not running and (not gone or time.monotonic() - gone_since >= gone_grace_s), states
-
-    left = max(0.0, timeout_s - (time.monotonic() - start))
-    try:
-        return poll_until(check, timeout=left, interval=poll_s)
-    except PollTimeout as t:
-        return t.last
+    Polls every `poll_s` (default --mongobench_progress_seconds). A process that vanished
+    without an exit status gets `gone_grace_s` for its status to appear. Returns the final
+    states: callers treat `running` (timed out) and `gone` as failures."""
+    return mongobench_vm.Follow(
+        vm,
+        [(p.name, p.pid_file, p.rc_file) for p in procs],
+        WorkDir(vm),
+        [(p.name, p.path(".err")) for p in procs],
+        lambda name: f"YCSB {vm.name}/{name}:",
+        poll_s=poll_s or mongobench_client.ProgressSeconds(),
+        timeout_s=timeout_s,
+        gone_grace_s=gone_grace_s,
+    )
 
 
 def Stop(vm, procs, timeout_s=30):
@@ -417,13 +401,7 @@ def RunOnClients(clients, procs, props, timeout_s, expected_s, local_dir_of):
         specs = [ProcessSpec(p.stem, p.phase, props(p, vm)) for p in by_client[client_index]]
         started = Start(vm, specs)
         try:
-            states = Wait(
-                vm,
-                started,
-                timeout_s,
-                poll_s=2.0 if expected_s < 60 else 5.0,
-                expected_s=expected_s,
-            )
+            states = Wait(vm, started, timeout_s)
         finally:
             Stop(vm, started)  # nothing is left running, whatever happened
         outputs = Fetch(vm, started, local_dir_of(vm))

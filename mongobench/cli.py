@@ -23,7 +23,7 @@ from mongobench.core.pairs import parse_pairs
 from mongobench.core.units import MB, MiB
 from mongobench.deploy import topology
 from mongobench.perftables import experiments as exp_mod
-from mongobench.perftables import runner
+from mongobench.perftables import progress, runner
 from mongobench.reports import report, results
 from mongobench.reports.compare import compare
 from mongobench.sweep.plan import DEFAULT_SIZES_MB, DEFAULT_TABLE, SweepError, plan
@@ -71,7 +71,8 @@ def _positive_seconds(text: str) -> float:
 
 
 def _log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+    # Through tqdm: with a progress bar on the terminal, lines print above it.
+    progress.write(msg)
 
 
 def cmd_perftables_list(args) -> int:
@@ -116,6 +117,7 @@ def cmd_perftables_run(args) -> int:
             skip=args.skip,
             client_path=args.client_path,
             processes=args.processes,
+            bar=sys.stderr.isatty(),
         )
     except (exp_mod.ExperimentError, redact.TargetError) as e:
         # One last line on stderr: PKB's module makes it the run's status detail.

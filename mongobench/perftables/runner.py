@@ -34,7 +34,7 @@ from mongobench.driver import connection, ops, procs, sources
 from mongobench.driver.base import ThreadStats
 from mongobench.driver.catalog import WORKLOADS
 from mongobench.perftables import experiments as exp_mod
-from mongobench.perftables import ossampler, serverstats
+from mongobench.perftables import ossampler, progress, serverstats
 from mongobench.remote import provenance
 
 RESULT_SCHEMA = 1
@@ -132,13 +132,16 @@ def run_variant(
     uri: str | None = None,
     client_path: str = "multiplexed",
     processes: int | None = None,
+    on_phase=None,
 ) -> dict:
     """One variant, end to end; returns its raw result.
 
     Preparation and the measurements around the timed phase go through
     pymongo (`client`); the timed phase through `timed_path`. `processes`:
     the multiplexed path's worker processes (default: this machine's CPUs).
+    `on_phase(name, planned_s)` is told when prepare, timed and finish begin.
     """
+    on_phase = on_phase or (lambda name, planned_s=None: None)
     workload_cls = WORKLOADS.get(experiment.workload)
     if workload_cls is None:
         raise exp_mod.ExperimentError(
@@ -150,6 +153,7 @@ def run_variant(
     db = client[database]
     workload = workload_cls(db, variant.settings, log=log)
     workload.uri = uri
+    on_phase("prepare")
     prep_started = time.time()
     prepared = workload.prepare()
     prep_s = time.time() - prep_started
@@ -157,6 +161,8 @@ def run_variant(
 
     before = serverstats.extract(server_status(client))
     sampler = ossampler.Sampler(os_path, os_interval) if os_path is not False else None
+    planned = variant.settings.get("duration_s")
+    on_phase("timed", min(float(planned), max_seconds or float("inf")) if planned else None)
     try:
         if path == "multiplexed":
             timed = _timed_multiplexed(
@@ -170,6 +176,7 @@ def run_variant(
             sampler.stop()
         raise
     os_summary = sampler.stop() if sampler else None
+    on_phase("finish")
     failures = timed.pop("failures")
     finished = workload.finish() if not failures else {}
     status_after = server_status(client)
@@ -307,11 +314,14 @@ def run(
     skip: str | None = None,
     client_path: str = "multiplexed",
     processes: int | None = None,
+    bar: bool = False,
 ) -> dict:
     """Every selected variant; results go to `out_path` after each variant.
 
     A failed variant is recorded with its error and the run goes on; the
-    caller decides how to fail (the CLI exits non-zero).
+    caller decides how to fail (the CLI exits non-zero). An `[i/N]` line is
+    logged as each variant ends, and a heartbeat every 30 s while one runs
+    (`bar`: a progress bar too, for a terminal).
     """
     catalog = exp_mod.load(experiments_file or exp_mod.PERFTABLES_FILE)
     plans = exp_mod.plan(catalog, names, scale, variants, overrides, skip)
@@ -343,49 +353,57 @@ def run(
             "results": [],
         }
         write_json_atomic(out_path, doc)
-        gone = None  # why the server cannot be reached any more
-        for experiment, variant_list in plans:
-            for v in variant_list:
-                if gone:
-                    doc["results"].append(_failed(experiment, v, f"not run: {gone}"))
-                    log(f"{experiment.name} [{v.label}]: not run: {gone}")
-                    write_json_atomic(out_path, doc)
-                    continue
-                log(f"{experiment.name} [{v.label}]: running")
-                try:
-                    res = run_variant(
-                        client,
-                        database,
-                        experiment,
-                        v,
-                        log,
-                        os_path,
-                        max_seconds=max_seconds,
-                        uri=uri,
-                        client_path=client_path,
-                        processes=processes,
-                    )
-                    log(f"{experiment.name} [{v.label}]: {_one_line(res)}")
-                    if not sum(res["ops"].values()):
-                        # Nothing was acknowledged: there is no measurement, only errors.
-                        res.update(
-                            status="failed", error=redact.text(_nothing_acknowledged(res), uri)
-                        )
-                        log(f"{experiment.name} [{v.label}]: FAILED {res['error']}")
-                except Exception as e:  # noqa: BLE001 - recorded, reported, fails the run
-                    res = _failed(experiment, v, redact.text(f"{type(e).__name__}: {e}", uri))
-                    log(f"{experiment.name} [{v.label}]: FAILED {res['error']}")
-                doc["results"].append(res)
-                write_json_atomic(out_path, doc)
-                if res["status"] != "ok" or res.get("had_errors"):
-                    why = reachable(client)
-                    if why:
-                        gone = f"{target}: {why} (after {experiment.name} [{v.label}])"
-                        doc["unreachable"] = gone
-                        write_json_atomic(out_path, doc)
+        total = sum(len(vs) for _, vs in plans)
+        bar_ = progress.terminal_bar(total) if bar else None
+        track = progress.Progress(total, log, bar=bar_)
+        try:
+            _run_plans(
+                client, plans, doc, out_path, target, track, log,
+                database=database, os_path=os_path, max_seconds=max_seconds, uri=uri,
+                client_path=client_path, processes=processes,
+            )  # fmt: skip
+        finally:
+            track.close()
         return doc
     finally:
         client.close()
+
+
+def _run_plans(client, plans, doc, out_path, target, track, log, **kw) -> None:
+    """The variants, in order; each result is written as soon as it exists. `kw`: the
+    run_variant arguments every variant shares."""
+    uri = kw["uri"]
+    gone = None  # why the server cannot be reached any more
+    for experiment, variant_list in plans:
+        for v in variant_list:
+            track.begin(f"{experiment.name}/{v.label}")
+            if gone:
+                doc["results"].append(_failed(experiment, v, f"not run: {gone}"))
+                track.end(f"not run: {gone}")
+                write_json_atomic(out_path, doc)
+                continue
+            log(track.line("running"))
+            try:
+                res = run_variant(
+                    client, experiment=experiment, variant=v, log=log, on_phase=track.phase, **kw
+                )
+                summary = _one_line(res)
+                if not sum(res["ops"].values()):
+                    # Nothing was acknowledged: there is no measurement, only errors.
+                    res.update(status="failed", error=redact.text(_nothing_acknowledged(res), uri))
+                    summary = f"FAILED {res['error']}"
+            except Exception as e:  # noqa: BLE001 - recorded, reported, fails the run
+                res = _failed(experiment, v, redact.text(f"{type(e).__name__}: {e}", uri))
+                summary = f"FAILED {res['error']}"
+            track.end(summary)
+            doc["results"].append(res)
+            write_json_atomic(out_path, doc)
+            if res["status"] != "ok" or res.get("had_errors"):
+                why = reachable(client)
+                if why:
+                    gone = f"{target}: {why} (after {experiment.name} [{v.label}])"
+                    doc["unreachable"] = gone
+                    write_json_atomic(out_path, doc)
 
 
 def _failed(experiment, variant, error: str) -> dict:

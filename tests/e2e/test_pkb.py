@@ -7,6 +7,7 @@ installed into that environment with `pip install -e` if it is not there.
 
 import glob
 import json
+import re
 
 import pytest
 from pkb_helpers import dpkg_selections, helpmatch, run_pkb
@@ -31,6 +32,13 @@ def test_every_benchmark_registers_with_its_flags(pkb_python):
         assert flag in out, name
 
 
+# "<date> <time>,<ms> ... mongobench <vm>: [i/N] experiment/variant: <n> ops, ..."
+PROGRESS = re.compile(
+    r"^\S+ (\d\d:\d\d:\d\d),\d+ .*mongobench \S+: \[(\d+)/(\d+)\] (\w+)/(.+?): \d+ ops, ",
+    re.M,
+)
+
+
 def test_perftables_on_the_test_bed(pkb_python, tmp_path, pkb_temp):
     state = testbed.up(str(tmp_path / "tb"))
     before = dpkg_selections()
@@ -40,6 +48,7 @@ def test_perftables_on_the_test_bed(pkb_python, tmp_path, pkb_temp):
             "mongodb_perftables",
             state["configs"]["mongodb_perftables"],
             pkb_temp,
+            "--mongobench_progress_seconds=2",
             timeout=1200,
         )
     finally:
@@ -74,3 +83,12 @@ def test_perftables_on_the_test_bed(pkb_python, tmp_path, pkb_temp):
     assert not [s for s in samples if s["metric"] == "Variant Failed"]
     log = open(glob.glob(str(pkb_temp / "runs" / "*" / "pkb.log"))[0]).read()
     assert state["uri"] not in log  # the target is passed in a file, never on a command line
+    # Live progress: an [i/N] line per variant reached pkb.log while the engine ran (the
+    # lines came with many polls, in order, before the results were pulled).
+    lines = PROGRESS.findall(log)
+    assert {(e, v) for _, _, _, e, v in lines} == want
+    assert [int(i) for _, i, _, _, _ in lines] == list(range(1, len(want) + 1))
+    assert {n for _, _, n, _, _ in lines} == {str(len(want))}
+    assert len({t for t, *_ in lines}) >= 3, lines  # not one burst at the end
+    pulled = log.index("mongodb_perftables raw results saved")
+    assert log.index(f"[{len(want)}/{len(want)}]") < pulled

@@ -119,6 +119,10 @@ def test_stress_on_the_test_bed(pkb_python, tmp_path, pkb_temp):
     # run's work directories is left running.
     [log] = glob.glob(str(pkb_temp / "runs" / "*" / "pkb.log"))
     started = STARTED.findall(open(log).read())
+    # YCSB's -s status lines reached pkb.log while its processes ran.
+    assert re.search(r"YCSB \S+/\S+: .*\d+ sec: \d+ operations", open(log).read()), (
+        "no YCSB status line"
+    )
     kinds = {kind for kind, _, _ in started}
     assert {"YCSB", "standin", "stress-ng"} <= kinds, kinds
     assert len({pid for _, _, pid in started}) == len(started)

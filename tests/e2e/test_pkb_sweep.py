@@ -10,6 +10,7 @@ import glob
 import json
 import os
 import pathlib
+import re
 import shutil
 
 import pytest
@@ -103,6 +104,8 @@ def test_sweep_on_the_test_bed_then_compare(pkb_python, tmp_path, pkb_temp):
         assert units[name] == "ms", name
     log = open(glob.glob(str(pkb_temp / "runs" / "*" / "pkb.log"))[0]).read()
     assert state["uri"] not in log  # the target travels in a file, never on a command line
+    # YCSB's -s status lines reached pkb.log while its processes ran.
+    assert re.search(r"YCSB \S+/\S+: .*\d+ sec: \d+ operations", log), "no YCSB status line"
 
     # The comparison report over the test bed's results, as if from two machine types.
     copy = tmp_path / "second.json"

@@ -99,7 +99,7 @@ def test_server_dying_mid_run_flags_the_variant_and_fails_the_rest_fast(tmp_path
     started = threading.Event()
 
     def log(msg):
-        if msg == "replace [500000]: running":
+        if msg.endswith("] replace/500000: running"):
             started.set()
 
     def killer():
