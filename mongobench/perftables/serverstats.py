@@ -35,7 +35,15 @@ COUNTERS = (
     Counter("op_delete", (("opcounters", "delete"),), "count"),
     Counter("op_getmore", (("opcounters", "getmore"),), "count"),
     Counter("op_command", (("opcounters", "command"),), "count"),
+    # opLatencies: total time (µs, as mongod reports it) and count per kind of operation.
+    *(
+        Counter(f"oplat_{kind}_{field}", (("opLatencies", kind, field),), unit)
+        for kind in ("reads", "writes", "commands")
+        for field, unit in (("latency", "us"), ("ops", "count"))
+    ),
 )
+
+OP_LATENCY_KINDS = ("reads", "writes", "commands")
 
 
 def _lookup(doc: dict, path: tuple[str, ...]):
@@ -75,6 +83,15 @@ def deltas(before: dict, after: dict) -> dict[str, float | None]:
         b, a = before.get(key), after.get(key)
         out[key] = None if a is None or b is None or a < b else a - b
     return out
+
+
+def op_latency_ms(delta: dict, kind: str) -> float | None:
+    """Mean server-side latency (ms) of `kind` over a phase, from opLatencies deltas:
+    latency ÷ ops. None when the server has no opLatencies or ran no such operation."""
+    latency_us, ops = delta.get(f"oplat_{kind}_latency"), delta.get(f"oplat_{kind}_ops")
+    if latency_us is None or not ops:
+        return None
+    return latency_us / ops / 1000.0
 
 
 def server_info(status: dict | None) -> dict:

@@ -30,7 +30,19 @@ COLUMNS = {
     "docs_per_s": Column("Document Throughput", "docs/sec", "Speed (docs/s)"),
     "mb_per_s": Column("Data Throughput", "MB/sec", "Speed (MB/s)", 2),
     "ops_per_s": Column("Operation Throughput", "ops/sec", "Speed (ops/s)"),
+    # Server-side, as the seed's (Atlas OP_EXECUTION_TIME_WRITES): opLatencies deltas.
     "avg_latency_ms": Column("Average Op Latency", "ms", "Average Op Latency (ms)", 2),
+    # Client-side: includes the network, the write concern's wait and retries/fallbacks.
+    "client_avg_latency_ms": Column(
+        "Client Average Op Latency", "ms", "Client Average Op Latency (ms)", 2
+    ),
+    "server_reads_latency_ms": Column("Server Read Latency", "ms", "Server Read Latency (ms)", 2),
+    "server_writes_latency_ms": Column(
+        "Server Write Latency", "ms", "Server Write Latency (ms)", 2
+    ),
+    "server_commands_latency_ms": Column(
+        "Server Command Latency", "ms", "Server Command Latency (ms)", 2
+    ),
     "errors": Column("Operation Errors", "count", "Errors"),
     "cpu_pct": Column("Server CPU Usage", "%", "CPU Usage (%)"),
     "iowait_pct": Column("Server IO Wait", "%", "Time waiting for I/O (%)"),
@@ -69,8 +81,17 @@ LATENCY_STATS = (
 _SERVER_FIGURES = {
     "cpu_pct", "iowait_pct", "steal_pct", "os_iops", "os_write_mb_s", "os_read_mb_s", "cache_read_pages_s",
     "cache_write_kb_s", "wal_kb_s", "write_conflicts", "net_out_mb_s", "client_cpu_pct",
-    "client_steal_pct",
+    "client_steal_pct", "avg_latency_ms",
 }  # fmt: skip
+
+# The seed's units: its pipelines divide KB (Speed) and bytes (cache, WAL) by the duration
+# in milliseconds, so its "MB/s" is 1000 KB/s and its "KB/s" 1000 bytes/s.
+SEED_MB_PER_S_KB = 1000.0  # KB (of 1024 bytes) per seed "MB", Speed (MB/s)
+SEED_KB_BYTES = 1000.0  # bytes per seed "KB", Write from Cache / Write to WAL (KB/s)
+
+# Client operation names the server counts as reads in opLatencies (mongod's classes);
+# every other operation of a timed phase is a write (insert/update/delete/findAndModify).
+_SERVER_READ_OPS = {"find", "read", "aggregate", "getmore", "count", "distinct"}
 
 # Settings copied into every sample's metadata when the variant has them.
 _SETTING_KEYS_MAX = 40
@@ -80,14 +101,15 @@ def figures(res: dict) -> dict[str, float | None]:
     """The table figures of one raw variant result."""
     d = max(res["duration_s"], 1e-9)
     server = serverstats.deltas(res.get("server_before") or {}, res.get("server_after") or {})
-    os_server = res.get("os_server") or {}
+    # Server VM readings, or else the Atlas measurements of the variant's window.
+    os_server = res.get("os_server") or res.get("atlas_server") or {}
     os_client = res.get("os_client") or {}
     hist = lat.LatencyRecorder.decode(res.get("latency") or {})
     main_op = _main_op(res)
-    avg = p99 = None
+    client_avg = p99 = None
     if main_op in hist.histograms:
         summary = lat.summarize(hist.histograms[main_op])
-        avg, p99 = summary.get("mean_ms"), summary.get("p99_ms")
+        client_avg, p99 = summary.get("mean_ms"), summary.get("p99_ms")
 
     def per_s(v, div=1.0):
         return None if v is None else v / div / d
@@ -101,9 +123,14 @@ def figures(res: dict) -> dict[str, float | None]:
         "time_s": d,
         "data_mb": data_mb,
         "docs_per_s": res["docs"] / d,
-        "mb_per_s": data_mb / d,
+        "mb_per_s": res["bytes"] / 1024.0 / SEED_MB_PER_S_KB / d,
         "ops_per_s": ops_per_s,
-        "avg_latency_ms": avg,
+        "avg_latency_ms": server_latency(res)[0],
+        "client_avg_latency_ms": client_avg,
+        **{
+            f"server_{kind}_latency_ms": serverstats.op_latency_ms(server, kind)
+            for kind in serverstats.OP_LATENCY_KINDS
+        },
         "p99_latency_ms": p99,
         "errors": float(sum(res["errors"].values())),
         "cpu_pct": os_server.get("cpu_pct"),
@@ -113,8 +140,8 @@ def figures(res: dict) -> dict[str, float | None]:
         "os_write_mb_s": os_server.get("write_mb_s"),
         "os_read_mb_s": os_server.get("read_mb_s"),
         "cache_read_pages_s": per_s(server.get("cache_pages_read")),
-        "cache_write_kb_s": per_s(server.get("cache_bytes_written"), 1024.0),
-        "wal_kb_s": per_s(server.get("wal_bytes"), 1024.0),
+        "cache_write_kb_s": per_s(server.get("cache_bytes_written"), SEED_KB_BYTES),
+        "wal_kb_s": per_s(server.get("wal_bytes"), SEED_KB_BYTES),
         "write_conflicts": server.get("write_conflicts"),
         "net_out_mb_s": per_s(server.get("network_bytes_out"), MiB),
         "client_cpu_pct": os_client.get("cpu_pct"),
@@ -136,6 +163,27 @@ def _main_op(res: dict) -> str | None:
     """The operation type the Average Op Latency column describes."""
     ops = res.get("ops") or {}
     return max(ops, key=ops.get) if ops else None
+
+
+def server_kind(op: str | None) -> str:
+    """The opLatencies class (reads/writes) of a client operation name."""
+    return "reads" if (op or "").lower() in _SERVER_READ_OPS else "writes"
+
+
+def server_latency(res: dict) -> tuple[float | None, dict]:
+    """(Average Op Latency in ms, its metadata): the mean server-side latency of the
+    variant's main operation class from serverStatus.opLatencies deltas; on a server
+    without them (no serverStatus rights), Atlas' OP_EXECUTION_TIME_WRITES for writes.
+    Never the client's figure: None when the server gives neither."""
+    kind = server_kind(_main_op(res))
+    delta = serverstats.deltas(res.get("server_before") or {}, res.get("server_after") or {})
+    value = serverstats.op_latency_ms(delta, kind)
+    if value is not None:
+        return value, {"latency_source": "server", "latency_kind": kind}
+    atlas = (res.get("atlas_server") or {}).get("op_exec_writes_ms")
+    if kind == "writes" and atlas is not None:
+        return atlas, {"latency_source": "atlas OP_EXECUTION_TIME_WRITES", "latency_kind": kind}
+    return None, {}
 
 
 def latency_figures(res: dict) -> dict[str, dict[str, float]]:
@@ -170,6 +218,14 @@ def metadata(run: dict, res: dict) -> dict:
         md[k] = v
     if res.get("stopped_early"):
         md["stopped_early"] = True
+    atlas = res.get("atlas_server") or {}
+    if res.get("os_server"):
+        md["server_metrics_source"] = "os sampler"
+    elif atlas:
+        md["server_metrics_source"] = f"atlas measurements ({atlas.get('granularity')})"
+        md["atlas_process"] = atlas.get("process")
+    if res.get("atlas_error"):
+        md["atlas_measurements_error"] = res["atlas_error"]
     # Failed operations are never in the throughput, but the figures of such a
     # variant describe a troubled run: say so on every sample.
     md["had_errors"] = bool(sum((res.get("errors") or {}).values()))
@@ -205,17 +261,29 @@ def to_samples(run: dict, extra_metadata: dict | None = None) -> list[dict]:
         md["missing_metrics"] = ",".join(missing)
         if res["errors"]:
             md["error_types"] = ";".join(f"{k}={v}" for k, v in sorted(res["errors"].items()))
+        per_figure = _figure_metadata(res)
         for key, value in figs.items():
             if value is None:
                 continue
             col = COLUMNS[key]
-            out.append(_stamped(sample(col.metric, value, col.unit, md), stamp))
+            fig_md = dict(md, **per_figure[key]) if key in per_figure else md
+            out.append(_stamped(sample(col.metric, value, col.unit, fig_md), stamp))
         for op, summary in latency_figures(res).items():
             if not summary.get("count"):
                 continue
-            op_md = dict(md, op=op, op_count=summary["count"])
+            op_md = dict(md, op=op, op_count=summary["count"], latency_source="client")
             for stat, name in LATENCY_STATS:
                 out.append(_stamped(sample(f"{op} {name}", summary[stat], "ms", op_md), stamp))
+    return out
+
+
+def _figure_metadata(res: dict) -> dict[str, dict]:
+    """Metadata of single figures: where each latency comes from."""
+    client = {"latency_source": "client", "latency_op": _main_op(res)}
+    out = {"client_avg_latency_ms": client, "p99_latency_ms": client}
+    out["avg_latency_ms"] = server_latency(res)[1]
+    for kind in serverstats.OP_LATENCY_KINDS:
+        out[f"server_{kind}_latency_ms"] = {"latency_source": "server", "latency_kind": kind}
     return out
 
 

@@ -55,14 +55,78 @@ def test_figures_follow_the_seed_definitions():
     f = results.figures(raw_result())
     assert f["docs_per_s"] == 500
     assert f["data_mb"] == pytest.approx(1000 * 4096 / 2**20)
-    assert f["mb_per_s"] == pytest.approx(f["data_mb"] / 2)
+    # The seed's units: KB / ms for Speed (MB/s), bytes / ms for the KB/s figures.
+    assert f["mb_per_s"] == pytest.approx(1000 * 4 / 2 / 1000)
     assert f["cache_read_pages_s"] == 10
-    assert f["cache_write_kb_s"] == 10
-    assert f["wal_kb_s"] == 3
+    assert f["cache_write_kb_s"] == pytest.approx(2048 * 10 / 2 / 1000)
+    assert f["wal_kb_s"] == pytest.approx(1024 * 6 / 2 / 1000)
     assert f["write_conflicts"] == 4
-    assert f["avg_latency_ms"] == pytest.approx(2.5, rel=0.01)
+    # No opLatencies in these counters: the server-side figure is missing, not the client's.
+    assert f["avg_latency_ms"] is None
+    assert f["client_avg_latency_ms"] == pytest.approx(2.5, rel=0.01)
     assert f["cpu_pct"] is None  # no server VM: missing, not the client's CPU
     assert f["client_cpu_pct"] == 50.0
+
+
+def test_seed_units_61248_docs_of_1kb_are_61_25_mb_per_s():
+    # Seed 001: 24,576 MB of 1 KB documents at 61,248 docs/s shows as 61.25 MB/s (KB / ms).
+    docs, duration = 61248 * 411, 411.0
+    res = dict(raw_result(docs=docs, duration=duration), bytes=docs * 1024)
+    f = results.figures(res)
+    assert f["docs_per_s"] == 61248
+    assert f["data_mb"] == pytest.approx(docs / 1024)  # Data Loaded: MB of 1024 KB
+    assert f"{f['mb_per_s']:.2f}" == "61.25"
+    assert f["mb_per_s"] / (docs * 1024 / 2**20 / duration) == pytest.approx(1.024)
+    # Write from Cache / Write to WAL: bytes / ms, "KB" of 1000 bytes.
+    res["server_after"] = dict(res["server_after"], cache_bytes_written=61_248_000 * 411)
+    res["server_after"]["wal_bytes"] = 2_000_000 * 411
+    f = results.figures(res)
+    assert f["cache_write_kb_s"] == pytest.approx(61248)
+    assert f["wal_kb_s"] == pytest.approx(2000)
+
+
+def with_op_latencies(res, writes=(0, 0, 1000, 2_500_000), reads=(0, 0, 0, 0)):
+    """opLatencies counters before/after: (ops, µs) before then after, per kind."""
+    ops0, lat0, ops1, lat1 = writes
+    r0, rl0, r1, rl1 = reads
+    before = dict(res["server_before"], oplat_writes_ops=ops0, oplat_writes_latency=lat0)
+    before.update(oplat_reads_ops=r0, oplat_reads_latency=rl0)
+    after = dict(res["server_after"], oplat_writes_ops=ops1, oplat_writes_latency=lat1)
+    after.update(oplat_reads_ops=r1, oplat_reads_latency=rl1)
+    before.update(oplat_commands_ops=5, oplat_commands_latency=100)
+    after.update(oplat_commands_ops=9, oplat_commands_latency=900)
+    return dict(res, server_before=before, server_after=after)
+
+
+def test_average_op_latency_is_server_side_and_client_keeps_its_own_name():
+    res = with_op_latencies(raw_result(), writes=(10, 7_000, 1010, 2_507_000), reads=(3, 30, 5, 90))
+    f = results.figures(res)
+    assert f["avg_latency_ms"] == pytest.approx(2.5)  # 2.5 s over 1,000 writes
+    assert f["server_writes_latency_ms"] == pytest.approx(2.5)
+    assert f["server_reads_latency_ms"] == pytest.approx(0.03)
+    assert f["server_commands_latency_ms"] == pytest.approx(0.2)
+    assert f["client_avg_latency_ms"] == pytest.approx(2.5, rel=0.01)
+    samples = results.to_samples(dict(RUN, results=[res]))
+    by_metric = {s["metric"]: s for s in samples}
+    avg = by_metric["Average Op Latency"]
+    assert avg["metadata"]["latency_source"] == "server"
+    assert avg["metadata"]["latency_kind"] == "writes"
+    client = by_metric["Client Average Op Latency"]
+    assert client["metadata"]["latency_source"] == "client"
+    assert by_metric["insert AverageLatency"]["metadata"]["latency_source"] == "client"
+    assert "latency_source" not in by_metric["Document Throughput"]["metadata"]
+
+    # A read workload is read against the reads class.
+    query = dict(res, ops={"find": 2})
+    assert results.figures(query)["avg_latency_ms"] == pytest.approx(0.03)
+    # No opLatencies (a server that lacks them): n/a, never the client's mean.
+    bare = raw_result()
+    assert results.figures(bare)["avg_latency_ms"] is None
+    md = results.to_samples(dict(RUN, results=[bare]))[0]["metadata"]
+    assert "avg_latency_ms" in md["missing_metrics"].split(",")
+    # A restart between the readings (counters went back): unknowable, not negative.
+    restarted = with_op_latencies(raw_result(), writes=(5000, 9_000_000, 10, 20_000))
+    assert results.figures(restarted)["avg_latency_ms"] is None
 
 
 def test_samples_carry_metadata_and_omit_missing_figures():

@@ -22,6 +22,13 @@ REAL = {
         "getmore": 0,
         "command": 9,
     },
+    # latency in microseconds, as mongod reports it
+    "opLatencies": {
+        "reads": {"latency": Int64(50_000), "ops": Int64(100)},
+        "writes": {"latency": Int64(1_200_000), "ops": Int64(400)},
+        "commands": {"latency": Int64(9_000), "ops": Int64(30)},
+        "transactions": {"latency": Int64(0), "ops": Int64(0)},
+    },
 }
 # The stand-in's: no wiredTiger, no opcounters.
 STANDIN = {"version": "5.0.0", "connections": {"current": 2}, "network": {"bytesOut": 10}}
@@ -65,3 +72,15 @@ def test_server_info():
         "storage_engine": "wiredTiger",
     }
     assert serverstats.server_info(None)["server_version"] == "unknown"
+
+
+def test_op_latencies_mean_per_kind_in_ms():
+    before = serverstats.extract(REAL)
+    assert before["oplat_writes_latency"] == 1_200_000 and before["oplat_writes_ops"] == 400
+    later = {k: dict(v) for k, v in REAL["opLatencies"].items()}
+    later["writes"] = {"latency": Int64(3_200_000), "ops": Int64(1400)}  # +1,000 ops in 2 s
+    d = serverstats.deltas(before, serverstats.extract({**REAL, "opLatencies": later}))
+    assert serverstats.op_latency_ms(d, "writes") == 2.0
+    assert serverstats.op_latency_ms(d, "reads") is None  # no read in the phase: no mean
+    missing = serverstats.deltas(serverstats.extract(STANDIN), serverstats.extract(STANDIN))
+    assert serverstats.op_latency_ms(missing, "writes") is None
