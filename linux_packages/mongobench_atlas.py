@@ -12,6 +12,7 @@ command line, in a log line or in a sample.
     uri = mongobench_atlas.Provision(deployment)
     for step in mongobench_atlas.Steps():          # the hardware matrix, or [None]
         metadata = mongobench_atlas.Apply(deployment, step)
+    mongobench_atlas.AttachMeasurements(deployment, run)  # each variant's Resource Usage
     mongobench_atlas.Teardown(deployment)          # raises after trying every step
 """
 
@@ -20,7 +21,7 @@ import logging
 from absl import flags
 from perfkitbenchmarker import errors
 
-from mongobench.deploy.atlas import api, cluster
+from mongobench.deploy.atlas import api, cluster, measurements
 from mongobench.deploy.atlas import deployment as atlas_deployment
 
 _CLUSTER = flags.DEFINE_string(
@@ -94,6 +95,20 @@ _TIMEOUT = flags.DEFINE_integer(
 )
 _POLL = flags.DEFINE_float(
     "mongobench_atlas_poll_s", 30, "Seconds between cluster state polls.", lower_bound=0
+)
+_GRANULARITY = flags.DEFINE_enum(
+    "mongobench_atlas_metrics_granularity",
+    "PT1M",
+    sorted(measurements.GRANULARITIES),
+    "Granularity of the Atlas process and disk measurements read for each variant (the"
+    " seed's Resource Usage); PT10S needs a tier that keeps 10-second data.",
+)
+_METRICS_DELAY = flags.DEFINE_float(
+    "mongobench_atlas_metrics_delay_s",
+    90,
+    "Seconds after the last variant ends before its Atlas measurements are read (Atlas"
+    " publishes an interval's data point after the interval).",
+    lower_bound=0,
 )
 
 
@@ -192,3 +207,18 @@ def Teardown(deployment):
             "Atlas cleanup incomplete (check the Atlas UI, a cluster keeps billing): "
             + "; ".join(failures)
         )
+
+
+def AttachMeasurements(deployment, run):
+    """Adds to each successful variant of the perftables run document `run` (results with
+    `start` and `duration_s`) the Atlas process and disk measurements of its window:
+    `atlas_server`, read by the report's Resource Usage columns. An API failure is logged
+    and kept in the variant (`atlas_error`): those figures stay n/a, the run's other
+    results are kept."""
+    measurements.attach(
+        run,
+        deployment.client,
+        deployment.cluster or {"name": deployment.spec.name},
+        granularity=_GRANULARITY.value,
+        settle_s=_METRICS_DELAY.value,
+    )

@@ -13,6 +13,11 @@ https://www.mongodb.com/docs/api/doc/atlas-admin-api-v2/ documents for clusters:
 - POST .../databaseUsers -> 201 (409 USER_ALREADY_EXISTS), GET and DELETE
   .../databaseUsers/{db}/{user} -> 200 / 204 (404 USERNAME_NOT_FOUND)
 - POST .../accessList (a list) -> 201, DELETE .../accessList/{entryValue} -> 204
+- GET .../processes (paged: pageNum, itemsPerPage): a cluster's three replica-set members
+  once it is IDLE (REPLICA_PRIMARY first); .../processes/{processId}/disks (partition
+  "data"); .../processes/{processId}/measurements and .../disks/{partitionName}/measurements
+  with granularity, start, end and repeated m: one data point per interval in [start, end),
+  values from `measure(process_id, name, t)`, null from `published_until` on
 
 Shared by the unit tests and the PKB end-to-end test (where the cluster's
 connection string points at a stand-in server and a created database user
@@ -28,6 +33,7 @@ import re
 import secrets
 import threading
 import urllib.parse
+from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 PROJECT = "5f0c1a2b3c4d5e6f7a8b9c0d"
@@ -40,6 +46,38 @@ VERSIONS = {"2023-01-01", "2023-02-01", "2024-08-05", "2024-10-23"}
 
 
 CLOSE = "close"  # a fault status: the connection is dropped instead of answered
+
+GRANULARITY_S = {"PT10S": 10, "PT1M": 60, "PT5M": 300, "PT1H": 3600}
+MEASUREMENT_UNITS = {
+    "SYSTEM_NORMALIZED_CPU_USER": "PERCENT",
+    "SYSTEM_NORMALIZED_CPU_KERNEL": "PERCENT",
+    "SYSTEM_NORMALIZED_CPU_IOWAIT": "PERCENT",
+    "OP_EXECUTION_TIME_WRITES": "MILLISECONDS",
+    "OP_EXECUTION_TIME_READS": "MILLISECONDS",
+}
+DISK_UNITS = {
+    "DISK_PARTITION_IOPS_TOTAL": "SCALAR_PER_SECOND",
+    "DISK_PARTITION_THROUGHPUT_WRITE": "BYTES_PER_SECOND",
+    "DISK_PARTITION_THROUGHPUT_READ": "BYTES_PER_SECOND",
+}
+# Per metric: the primary's value, and a secondary's (it applies the writes, less busy).
+DEFAULT_VALUES = {
+    "SYSTEM_NORMALIZED_CPU_USER": (40.0, 12.0),
+    "SYSTEM_NORMALIZED_CPU_KERNEL": (10.0, 3.0),
+    "SYSTEM_NORMALIZED_CPU_IOWAIT": (5.0, 1.0),
+    "OP_EXECUTION_TIME_WRITES": (0.8, 0.2),
+    "OP_EXECUTION_TIME_READS": (0.1, 0.1),
+    "DISK_PARTITION_IOPS_TOTAL": (3000.0, 1200.0),
+    "DISK_PARTITION_THROUGHPUT_WRITE": (50 * 2**20, 20 * 2**20),
+    "DISK_PARTITION_THROUGHPUT_READ": (2 * 2**20, 2**20),
+}
+
+
+def iso_time(text):
+    """Epoch seconds of an ISO 8601 UTC time ("2026-11-23T21:00:00Z"); ValueError otherwise."""
+    if not text.endswith("Z"):
+        raise ValueError(text)
+    return datetime.fromisoformat(text[:-1] + "+00:00").timestamp()
 
 
 def md5(s):
@@ -67,6 +105,39 @@ class FakeAtlas:
         # once; done=True means the request takes effect but its reply is the error (a lost
         # reply). status CLOSE closes the connection without any reply (a network error).
         self.faults = []
+        self.processes = {}  # cluster name -> its process documents
+        self.published_until = None  # data points at or after this time are null (not yet)
+
+        def measure(process_id, name, t):
+            primary = self.process_types().get(process_id) == "REPLICA_PRIMARY"
+            return DEFAULT_VALUES[name][0 if primary else 1]
+
+        self.measure = measure  # (process id, metric name, interval start) -> value
+
+    def process_types(self):
+        return {p["id"]: p["typeName"] for ps in self.processes.values() for p in ps}
+
+    def add_processes(self, name):
+        """The replica set members of an IDLE cluster, as GET /processes lists them."""
+        if name in self.processes:
+            return
+        members = []
+        for i in range(3):
+            alias = f"{name.lower()}-shard-00-0{i}.ab1cd.mongodb.net"
+            host = f"atlas-{secrets.token_hex(3)}-shard-00-0{i}.ab1cd.mongodb.net"
+            members.append(
+                {
+                    "id": f"{host}:27017",
+                    "hostname": host,
+                    "port": 27017,
+                    "userAlias": alias,
+                    "typeName": "REPLICA_PRIMARY" if i == 0 else "REPLICA_SECONDARY",
+                    "replicaSetName": f"atlas-{name.lower()}-shard-0",
+                    "groupId": PROJECT,
+                    "version": "8.0.4",
+                }
+            )
+        self.processes[name] = members
 
     def challenge(self, stale=False):
         nonce = secrets.token_hex(16)
@@ -107,6 +178,7 @@ class FakeAtlas:
                 "standardSrv": f"mongodb+srv://{host}",
                 "standard": f"mongodb://{name}-shard-00-00.ab1cd.mongodb.net:27017/?ssl=true",
             }
+            self.add_processes(name)
         if doc["stateName"] == "DELETING" and self.polls[name] >= self.polls_to_gone:
             del self.clusters[name]
             return None
@@ -217,6 +289,8 @@ def make_handler(fake):
                 return self.users(method, raw, self.path[len(group) + len("/databaseUsers") :])
             if self.path.startswith(f"{group}/accessList"):
                 return self.access(method, raw, self.path[len(group) + len("/accessList") :])
+            if self.path.startswith(f"{group}/processes"):
+                return self.monitoring(method, self.path[len(group) + len("/processes") :])
             base = f"{group}/clusters"
             if not self.path.startswith(base):
                 return self.error(404, "RESOURCE_NOT_FOUND", self.path)
@@ -331,6 +405,82 @@ def make_handler(fake):
                 del fake.access_list[value]
                 return self.reply(204)
             return self.error(405, "METHOD_NOT_ALLOWED", method)
+
+        def monitoring(self, method, rest):
+            """GET /processes, .../{processId}/disks, .../measurements (process or disk)."""
+            if method != "GET":
+                return self.error(405, "METHOD_NOT_ALLOWED", method)
+            path, _, query = rest.partition("?")
+            params = urllib.parse.parse_qs(query)
+            parts = [urllib.parse.unquote(p) for p in path.strip("/").split("/") if p]
+            processes = {p["id"]: p for ps in fake.processes.values() for p in ps}
+            if not parts:
+                return self.paged(list(processes.values()), params)
+            if parts[0] not in processes:
+                return self.error(404, "PROCESS_NOT_FOUND", parts[0])
+            pid = parts[0]
+            if parts[1:] == ["disks"]:
+                return self.paged([{"partitionName": "data", "links": []}], params)
+            if parts[1:] == ["measurements"]:
+                return self.measurements(pid, None, params, MEASUREMENT_UNITS)
+            if len(parts) == 4 and parts[1] == "disks" and parts[3] == "measurements":
+                if parts[2] != "data":
+                    return self.error(404, "PARTITION_NOT_FOUND", parts[2])
+                return self.measurements(pid, parts[2], params, DISK_UNITS)
+            return self.error(404, "RESOURCE_NOT_FOUND", self.path)
+
+        def paged(self, items, params):
+            page = int(params.get("pageNum", ["1"])[0])
+            per = int(params.get("itemsPerPage", ["100"])[0])
+            if not 1 <= per <= 500 or page < 1:
+                return self.error(400, "INVALID_QUERY_PARAMETER", "pageNum/itemsPerPage")
+            chunk = items[(page - 1) * per : page * per]
+            return self.reply(200, {"results": chunk, "totalCount": len(items), "links": []})
+
+        def measurements(self, pid, partition, params, units):
+            granularity = params.get("granularity", [None])[0]
+            names = params.get("m", [])
+            if granularity not in GRANULARITY_S:
+                return self.error(400, "INVALID_QUERY_PARAMETER", f"granularity {granularity}")
+            try:
+                start, end = (iso_time(params[k][0]) for k in ("start", "end"))
+            except (KeyError, ValueError):
+                return self.error(400, "INVALID_QUERY_PARAMETER", "start and end: ISO 8601 UTC")
+            if end <= start or any(n not in units for n in names):
+                return self.error(400, "INVALID_QUERY_PARAMETER", f"window or m: {names}")
+            step = GRANULARITY_S[granularity]
+            times = range(int(start // step * step), int(end), step)
+            stamp = "%Y-%m-%dT%H:%M:%SZ"
+            doc = {
+                "groupId": PROJECT,
+                "hostId": pid,
+                "processId": pid,
+                "granularity": granularity,
+                "start": params["start"][0],
+                "end": params["end"][0],
+                "links": [],
+                "measurements": [
+                    {
+                        "name": n,
+                        "units": units[n],
+                        "dataPoints": [
+                            {
+                                "timestamp": datetime.fromtimestamp(t, timezone.utc).strftime(
+                                    stamp
+                                ),
+                                "value": None
+                                if fake.published_until is not None and t >= fake.published_until
+                                else fake.measure(pid, n, t),
+                            }
+                            for t in times
+                        ],
+                    }
+                    for n in names or units
+                ],
+            }
+            if partition:
+                doc["partitionName"] = partition
+            return self.reply(200, doc)
 
         def do_GET(self):
             self.handle_any("GET")

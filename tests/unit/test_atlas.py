@@ -425,7 +425,10 @@ def test_deployment_creates_resizes_and_removes_everything(fake):
     assert len(password) >= 32
     assert uri == f"mongodb+srv://pkb-run1:{password}@bench-m30.ab1cd.mongodb.net/?authSource=admin"
     user = fake.users["pkb-run1"]
-    assert user["roles"] == [{"roleName": "readWriteAnyDatabase", "databaseName": "admin"}]
+    assert user["roles"] == [
+        {"roleName": "readWriteAnyDatabase", "databaseName": "admin"},
+        {"roleName": "clusterMonitor", "databaseName": "admin"},  # serverStatus
+    ]
     assert user["scopes"] == [{"name": "bench-m30", "type": "CLUSTER"}]
     assert set(fake.access_list) == {"203.0.113.7", "198.51.100.0/24"}
 

@@ -168,12 +168,16 @@ def cluster_hardware(cluster: dict) -> dict:
 
 def database_user_body(username: str, password: str, cluster: str | None) -> dict:
     """A SCRAM user in admin that can read and write every database (the benchmark drops
-    and creates its own), scoped to the benchmark's cluster when one is named."""
+    and creates its own) and run serverStatus (clusterMonitor: the WiredTiger counters and
+    opLatencies of the seed's figures), scoped to the benchmark's cluster when one is named."""
     body = {
         "databaseName": "admin",
         "username": username,
         "password": password,
-        "roles": [{"roleName": "readWriteAnyDatabase", "databaseName": "admin"}],
+        "roles": [
+            {"roleName": "readWriteAnyDatabase", "databaseName": "admin"},
+            {"roleName": "clusterMonitor", "databaseName": "admin"},
+        ],
     }
     if cluster:
         body["scopes"] = [{"name": cluster, "type": "CLUSTER"}]
