@@ -130,6 +130,14 @@ _CLIENT_PATH = flags.DEFINE_enum(
     "Client of the timed phases: multiplexed (virtual clients over processes) or pymongo"
     " (the reference path: one thread per client in one process).",
 )
+_REPEATS = flags.DEFINE_integer(
+    "mongodb_perftables_repeats",
+    1,
+    "Runs of each variant, interleaved across variants (rounds alternate direction so a"
+    " drift favours none); samples carry the mean with repeats, stdev, ci95_low and"
+    " ci95_high (t-distribution).",
+    lower_bound=1,
+)
 FLAGS = flags.FLAGS
 
 
@@ -477,6 +485,7 @@ def _RunStep(benchmark_spec, step_index, overrides, extra_metadata):
         skip=_SKIP.value,
         processes=_CLIENT_PROCESSES.value or client.NumCpusForBenchmark(),
         client_path=_CLIENT_PATH.value,
+        repeats=_REPEATS.value,
     )
     servers = _Servers(benchmark_spec)
     samplers = [
@@ -531,7 +540,7 @@ def _RunStep(benchmark_spec, step_index, overrides, extra_metadata):
             experiment=r["experiment"], variant=r["label"], server_version=run.get("server_version")
         )
         out.append(sample.Sample(**failure_sample("Variant Failed", r["error"], md)))
-    expected = sum(len(variants) for _, variants in _Plan())
+    expected = sum(len(variants) for _, variants in _Plan()) * _REPEATS.value
     if len(run["results"]) < expected:
         failed.append({"experiment": "?", "label": "?", "error": f"run ended early: {last_line}"})
         logging.error(

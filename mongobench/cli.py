@@ -118,6 +118,7 @@ def cmd_perftables_run(args) -> int:
             client_path=args.client_path,
             processes=args.processes,
             bar=sys.stderr.isatty(),
+            repeats=args.repeats,
         )
     except (exp_mod.ExperimentError, redact.TargetError) as e:
         # One last line on stderr: PKB's module makes it the run's status detail.
@@ -236,6 +237,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive_int,
         default=os.cpu_count() or 1,
         help="worker processes of the multiplexed path (default: this machine's CPUs)",
+    )
+    run.add_argument(
+        "--repeats",
+        type=_positive_int,
+        default=1,
+        help="run each variant N times, interleaved across variants (rounds alternate"
+        " direction); samples carry the mean, stdev and 95%% interval (t-distribution)",
     )
     run.set_defaults(func=cmd_perftables_run)
 

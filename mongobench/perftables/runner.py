@@ -315,14 +315,19 @@ def run(
     client_path: str = "multiplexed",
     processes: int | None = None,
     bar: bool = False,
+    repeats: int = 1,
 ) -> dict:
     """Every selected variant; results go to `out_path` after each variant.
 
     A failed variant is recorded with its error and the run goes on; the
     caller decides how to fail (the CLI exits non-zero). An `[i/N]` line is
     logged as each variant ends, and a heartbeat every 30 s while one runs
-    (`bar`: a progress bar too, for a terminal).
+    (`bar`: a progress bar too, for a terminal). `repeats`: each variant runs
+    that many times, interleaved (see schedule); the samples fold them into a
+    mean with its 95 % interval (reports.repeats).
     """
+    if int(repeats) < 1:
+        raise exp_mod.ExperimentError(f"repeats must be 1 or more, not {repeats}")
     catalog = exp_mod.load(experiments_file or exp_mod.PERFTABLES_FILE)
     plans = exp_mod.plan(catalog, names, scale, variants, overrides, skip)
     timed_path("", {}, client_path)  # a bad path fails before any variant
@@ -349,16 +354,17 @@ def run(
             "server_version": version,
             "target": target,
             "client_path": client_path,
+            "repeats": int(repeats),
             "provenance": provenance.engine(),  # this client's engine, Python, pymongo
             "results": [],
         }
         write_json_atomic(out_path, doc)
-        total = sum(len(vs) for _, vs in plans)
-        bar_ = progress.terminal_bar(total) if bar else None
-        track = progress.Progress(total, log, bar=bar_)
+        order = schedule(plans, repeats)
+        bar_ = progress.terminal_bar(len(order)) if bar else None
+        track = progress.Progress(len(order), log, bar=bar_)
         try:
             _run_plans(
-                client, plans, doc, out_path, target, track, log,
+                client, order, repeats, doc, out_path, target, track, log,
                 database=database, os_path=os_path, max_seconds=max_seconds, uri=uri,
                 client_path=client_path, processes=processes,
             )  # fmt: skip
@@ -369,19 +375,29 @@ def run(
         client.close()
 
 
-def _run_plans(client, plans, doc, out_path, target, track, log, **kw) -> None:
-    """The variants, in order; each result is written as soon as it exists. `kw`: the
-    run_variant arguments every variant shares."""
+def schedule(plans, repeats: int = 1) -> list[tuple]:
+    """(experiment, variant, repeat) in run order. With repeats, every variant runs once per
+    round and the rounds alternate direction (a b c, c b a, a b c): a drift over the run
+    (a warming cache, a filling disk, a noisy neighbour) does not favour the early ones."""
+    flat = [(e, v) for e, vs in plans for v in vs]
+    out = []
+    for r in range(repeats):
+        out += [(e, v, r) for e, v in (flat if r % 2 == 0 else reversed(flat))]
+    return out
+
+
+def _run_plans(client, order, repeats, doc, out_path, target, track, log, **kw) -> None:
+    """The variants in `order` (see schedule); each result is written as soon as it
+    exists. `kw`: the run_variant arguments every variant shares."""
     uri = kw["uri"]
     gone = None  # why the server cannot be reached any more
-    for experiment, variant_list in plans:
-        for v in variant_list:
-            track.begin(f"{experiment.name}/{v.label}")
-            if gone:
-                doc["results"].append(_failed(experiment, v, f"not run: {gone}"))
-                track.end(f"not run: {gone}")
-                write_json_atomic(out_path, doc)
-                continue
+    for experiment, v, r in order:
+        name = f"{experiment.name}/{v.label}"
+        track.begin(name if repeats == 1 else f"{name} (repeat {r + 1}/{repeats})")
+        if gone:
+            res = _failed(experiment, v, f"not run: {gone}")
+            track.end(res["error"])
+        else:
             log(track.line("running"))
             try:
                 res = run_variant(
@@ -396,14 +412,16 @@ def _run_plans(client, plans, doc, out_path, target, track, log, **kw) -> None:
                 res = _failed(experiment, v, redact.text(f"{type(e).__name__}: {e}", uri))
                 summary = f"FAILED {res['error']}"
             track.end(summary)
-            doc["results"].append(res)
-            write_json_atomic(out_path, doc)
-            if res["status"] != "ok" or res.get("had_errors"):
-                why = reachable(client)
-                if why:
-                    gone = f"{target}: {why} (after {experiment.name} [{v.label}])"
-                    doc["unreachable"] = gone
-                    write_json_atomic(out_path, doc)
+        if repeats > 1:
+            res.update(repeat=r, repeats=repeats)
+        doc["results"].append(res)
+        write_json_atomic(out_path, doc)
+        if not gone and (res["status"] != "ok" or res.get("had_errors")):
+            why = reachable(client)
+            if why:
+                gone = f"{target}: {why} (after {experiment.name} [{v.label}])"
+                doc["unreachable"] = gone
+                write_json_atomic(out_path, doc)
 
 
 def _failed(experiment, variant, error: str) -> dict:

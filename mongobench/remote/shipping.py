@@ -85,6 +85,7 @@ def perftables_command(
     skip: str | None = None,
     processes: int | None = None,
     client_path: str | None = None,
+    repeats: int = 1,
 ) -> str:
     """The client command for one perftables run (no secret: the URI is in a file)."""
     q = shlex.quote
@@ -107,6 +108,8 @@ def perftables_command(
         args += ["--processes", str(processes)]
     if client_path:
         args += ["--client-path", client_path]
+    if repeats != 1:
+        args += ["--repeats", str(repeats)]
     return f"cd {q(workdir)} && " + " ".join(q(a) for a in args)
 
 

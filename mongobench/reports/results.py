@@ -14,6 +14,7 @@ from mongobench.core.samples import sample
 from mongobench.core.units import MiB
 from mongobench.perftables import serverstats
 from mongobench.remote import provenance
+from mongobench.reports import repeats
 
 
 @dataclass(frozen=True)
@@ -216,6 +217,8 @@ def metadata(run: dict, res: dict) -> dict:
         md[k] = v
     for k, v in (res.get("counters") or {}).items():
         md[k] = v
+    if res.get("repeats"):  # one of several runs of the variant; combined by reports.repeats
+        md["repeat"] = res["repeat"]
     if res.get("stopped_early"):
         md["stopped_early"] = True
     atlas = res.get("atlas_server") or {}
@@ -274,7 +277,9 @@ def to_samples(run: dict, extra_metadata: dict | None = None) -> list[dict]:
             op_md = dict(md, op=op, op_count=summary["count"], latency_source="client")
             for stat, name in LATENCY_STATS:
                 out.append(_stamped(sample(f"{op} {name}", summary[stat], "ms", op_md), stamp))
-    return out
+    # A variant run several times (--repeats) gives one sample per figure: the mean and its
+    # 95 % interval.
+    return repeats.combine(out)
 
 
 def _figure_metadata(res: dict) -> dict[str, dict]:

@@ -1,0 +1,57 @@
+"""Repeated runs of a variant (`--repeats N`) folded into one sample per figure.
+
+Each figure's value becomes the mean over the repeats that succeeded, with `repeats`,
+`stdev`, `ci95_low` and `ci95_high` (Student's t) in its metadata and the single values in
+`repeat_values`; the timestamp is the first repeat's start. Only samples that say which
+`repeat` they come from are folded: the others pass through unchanged.
+"""
+
+from __future__ import annotations
+
+from mongobench.core import stats
+
+# What makes two samples the same figure of the same variant (in different repeats).
+_IDENTITY = ("experiment", "variant", "op", "hardware_step")
+
+
+def _key(s: dict) -> tuple:
+    md = s.get("metadata") or {}
+    return (s["metric"], s.get("unit"), *(md.get(k) for k in _IDENTITY))
+
+
+def combine(samples: list[dict]) -> list[dict]:
+    """One sample per figure; order of first appearance is kept."""
+    groups: dict[tuple | int, list[dict]] = {}
+    for i, s in enumerate(samples):
+        repeated = (s.get("metadata") or {}).get("repeat") is not None
+        groups.setdefault(_key(s) if repeated else i, []).append(s)
+    out = []
+    for group in groups.values():
+        if len(group) == 1:
+            out.append(group[0])
+            continue
+        iv = stats.interval(s["value"] for s in group)
+        first = group[0]
+        md = dict(first.get("metadata") or {})
+        md.pop("repeat", None)
+        md.update(
+            repeats=iv.n,
+            stdev=iv.stdev,
+            ci95_low=iv.low,
+            ci95_high=iv.high,
+            repeat_values=",".join(f"{s['value']:.6g}" for s in group),
+        )
+        combined = dict(first, value=iv.mean, metadata=md)
+        stamps = [s["timestamp"] for s in group if s.get("timestamp") is not None]
+        if stamps:
+            combined["timestamp"] = min(stamps)
+        out.append(combined)
+    return out
+
+
+def interval_of(s: dict) -> stats.Interval | None:
+    """The confidence interval a combined sample carries (None for a single run)."""
+    md = s.get("metadata") or {}
+    if not md.get("repeats") or md["repeats"] < 2 or md.get("ci95_low") is None:
+        return None
+    return stats.Interval(md["repeats"], s["value"], md["stdev"], md["ci95_low"], md["ci95_high"])
