@@ -35,11 +35,11 @@ from perfkitbenchmarker.linux_packages import (
     mongobench_client,
     mongobench_host,
     mongobench_mongod,
-    mongobench_ycsb,
+    mongobench_topology,
 )
 
 from mongobench.core.samples import failure_sample
-from mongobench.deploy import placement, topology
+from mongobench.deploy import topology
 from mongobench.deploy.atlas import api, cluster
 from mongobench.perftables import experiments as exp_mod
 from mongobench.perftables import ossampler
@@ -295,116 +295,19 @@ def _Servers(benchmark_spec):
     return benchmark_spec.vm_groups.get("servers") or []
 
 
-def _DeployServers(vms, state):
-    """mongobench_mongod on every VM that runs server processes; host settings applied."""
-    servers = {}
-    for vm in vms:
-        vm.Install("mongobench_mongod")
-        server = mongobench_mongod.Deploy(vm)
-        if _HOST_SETTINGS.value and server.kind == "mongod" and vm in state["server_vms"]:
-            state["metadata"].update(
-                mongobench_mongod.ApplyHostSettings(vm, server, server.instances_dir)
-            )
-            state["host_settings_applied"] = True
-        servers[vm.name] = server
-    state["metadata"].update(next(iter(servers.values())).metadata())
-    return servers
-
-
-def _Start(vm, server, index, port, data_processes, role="mongod", replset=None, config_db=None):
-    inst = mongobench_mongod.NewInstance(
-        server, index, host=vm.internal_ip, port=port, role=role, replset=replset
-    )
-    cache = _CACHE_GB.value
-    if cache is None and role != "mongos" and server.kind == "mongod":
-        cache = placement.default_cache_gb(vm.total_memory_kb, data_processes)
-    config = mongobench_mongod.Config(server, inst, cache_gb=cache, config_db=config_db)
-    mongobench_mongod.Start(vm, server, inst, config)
-    return inst
-
-
-def _StartStandalone(servers_vms, state):
-    """One mongod (or the stand-in) on the servers VM; returns its URI."""
-    if len(servers_vms) != 1:
-        raise errors.Config.InvalidValue(
-            f"deployment standalone needs exactly one servers VM, not {len(servers_vms)}"
-        )
-    vm = servers_vms[0]
-    server = _DeployServers([vm], state)[vm.name]
-    inst = _Start(vm, server, 0, _PORT.value, 1)
-    state["data_paths"] = {vm.name: inst.paths.dbpath}
-    state["metadata"].update(topology="standalone")
-    return inst.uri(database="")
-
-
-def _StartPlanned(instances, servers_vms, client, servers, state, config_db=None):
-    """Starts each planned instance on its VM (a server VM by position, else the client)."""
-    per_host = placement.data_processes(instances)
-    for inst in instances:
-        vm = client if inst.vm is None else servers_vms[inst.vm]
-        data = 0 if inst.role == "mongos" else per_host[inst.host]
-        started = _Start(
-            vm, servers[vm.name], inst.index, inst.port, data, inst.role, inst.replset, config_db
-        )
-        if inst.role in ("mongod", "shardsvr"):
-            state["data_paths"].setdefault(vm.name, started.paths.dbpath)
-
-
-def _StartReplicaSet(servers_vms, state, client):
-    """The seed's replica set: members over the servers VMs, initiated from the client."""
-    servers = _DeployServers(servers_vms, state)
-    hosts = [vm.internal_ip for vm in servers_vms]
-    plan = placement.replica_set_plan(hosts, _REPLSET_MEMBERS.value, _PORT.value, "rs0")
-    _StartPlanned(plan.instances, servers_vms, client, servers, state)
-    _RunPlan(client, state, {"replsets": [placement.initiation(plan.config)]})
-    addresses = [inst.address for inst in plan.instances]
-    state["metadata"].update(
-        topology="replset", replset_members=len(addresses), write_concern=_WRITE_CONCERN.value
-    )
-    return topology.replica_set_uri(addresses, "rs0", w=_WRITE_CONCERN.value)
-
-
-def _StartSharded(servers_vms, state, client):
-    """Config server replica set and shard replica sets on the servers VMs, a mongos on
-    the client VM; collections are sharded by the engine as experiments create them."""
-    plan = placement.placed_sharded_plan(
-        [vm.internal_ip for vm in servers_vms],
-        client.internal_ip,
-        shards=_SHARDS.value,
-        shard_members=_SHARD_MEMBERS.value,
-        config_members=_CONFIG_MEMBERS.value,
+def _TopologySettings():
+    return mongobench_topology.Settings(
         port=_PORT.value,
-        database=_DATABASE.value,
-    )
-    servers = _DeployServers([*servers_vms, client], state)
-    _StartPlanned(plan.instances[: -len(plan.mongos)], servers_vms, client, servers, state)
-    replsets = [placement.initiation(c) for c in [plan.config_replset, *plan.shard_replsets]]
-    _RunPlan(client, state, {"replsets": replsets})
-    config_db = placement.config_db_string_of(plan.config_replset)
-    _StartPlanned(plan.mongos, servers_vms, client, servers, state, config_db)
-    mongos = plan.mongos[0].address
-    _RunPlan(client, state, {"mongos": mongos, "admin_commands": plan.admin_commands})
-    state["sharded"] = True
-    state["metadata"].update(
-        topology="sharded",
+        cache_gb=_CACHE_GB.value,
+        host_settings=_HOST_SETTINGS.value,
+        replset_members=_REPLSET_MEMBERS.value,
         shards=_SHARDS.value,
         shard_members=_SHARD_MEMBERS.value,
         config_members=_CONFIG_MEMBERS.value,
-        mongos="client",
         write_concern=_WRITE_CONCERN.value,
+        database=_DATABASE.value,
+        topology_timeout=_TOPOLOGY_TIMEOUT.value,
     )
-    return topology.mongos_uri([mongos], w=_WRITE_CONCERN.value)
-
-
-def _RunPlan(client, state, plan):
-    """Initiation and admin commands run by the engine on the client VM (pymongo is there)."""
-    remote = os.path.join(state["workdir"], "topology-plan.json")
-    mongobench_ycsb.WriteRemoteFile(client, remote, json.dumps(plan))
-    out, _ = client.RobustRemoteCommand(
-        f"cd {state['workdir']} && venv/bin/python -m mongobench topology up --plan {remote}"
-        f" --timeout {_TOPOLOGY_TIMEOUT.value}"
-    )
-    logging.info("mongodb_perftables: topology %s", (out.strip().splitlines() or [""])[-1])
 
 
 def _HardwareLabels(benchmark_spec, kind):
@@ -449,11 +352,11 @@ def Prepare(benchmark_spec):
         uri = mongobench_atlas.Provision(state["atlas"])
         state["steps"] = mongobench_atlas.Steps()
     elif kind == "standalone":
-        uri = _StartStandalone(servers, state)
+        uri = mongobench_topology.StartStandalone(servers, state, _TopologySettings())
     elif kind == "replset":
-        uri = _StartReplicaSet(servers, state, client)
+        uri = mongobench_topology.StartReplicaSet(servers, state, client, _TopologySettings())
     else:
-        uri = _StartSharded(servers, state, client)
+        uri = mongobench_topology.StartSharded(servers, state, client, _TopologySettings())
     # The engine runs on the server VMs too: it samples their OS during each phase.
     state["server_workdirs"] = {vm.name: mongobench_client.Deploy(vm) for vm in servers}
     state["labels"] = _HardwareLabels(benchmark_spec, kind)
@@ -523,6 +426,9 @@ def _RunStep(benchmark_spec, step_index, overrides, extra_metadata):
         run = json.load(f)
     if readings:
         ossampler.attach_server_os(run, readings)
+    if "atlas" in state:  # the seed's Resource Usage figures, from the Admin API
+        mongobench_atlas.AttachMeasurements(state["atlas"], run)
+    if readings or "atlas" in state:
         with open(local_out, "w") as f:
             json.dump(run, f, indent=1)
     logging.info("mongodb_perftables raw results saved to %s", local_out)

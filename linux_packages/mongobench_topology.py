@@ -1,0 +1,159 @@
+"""Server topologies on PKB VMs for mongodb_perftables: a standalone mongod, a replica set,
+or a sharded cluster (config and shard replica sets on the servers VMs, a mongos on the
+client VM), started with `mongobench_mongod` and initiated by the engine on the client VM.
+
+The plans (which instance on which VM, ports, replica-set configs, admin commands) are the
+engine's (`mongobench.deploy.placement`); this module only carries them out over ssh. It
+defines no Install function, so PKB never installs it.
+"""
+
+import dataclasses
+import json
+import logging
+import os
+
+from perfkitbenchmarker import errors
+from perfkitbenchmarker.linux_packages import mongobench_mongod, mongobench_vm
+
+from mongobench.deploy import placement, topology
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """What the benchmark's flags say about the servers to start."""
+
+    port: int
+    cache_gb: float | None
+    host_settings: bool
+    replset_members: int
+    shards: int
+    shard_members: int
+    config_members: int
+    write_concern: str
+    database: str
+    topology_timeout: int
+
+
+def _DeployServers(vms, state, settings):
+    """mongobench_mongod on every VM that runs server processes; host settings applied."""
+    servers = {}
+    for vm in vms:
+        vm.Install("mongobench_mongod")
+        server = mongobench_mongod.Deploy(vm)
+        if settings.host_settings and server.kind == "mongod" and vm in state["server_vms"]:
+            state["metadata"].update(
+                mongobench_mongod.ApplyHostSettings(vm, server, server.instances_dir)
+            )
+            state["host_settings_applied"] = True
+        servers[vm.name] = server
+    state["metadata"].update(next(iter(servers.values())).metadata())
+    return servers
+
+
+def _Start(
+    vm,
+    server,
+    settings,
+    index,
+    data_processes,
+    role="mongod",
+    replset=None,
+    config_db=None,
+    port=None,
+):
+    inst = mongobench_mongod.NewInstance(
+        server, index, host=vm.internal_ip, port=port or settings.port, role=role, replset=replset
+    )
+    cache = settings.cache_gb
+    if cache is None and role != "mongos" and server.kind == "mongod":
+        cache = placement.default_cache_gb(vm.total_memory_kb, data_processes)
+    config = mongobench_mongod.Config(server, inst, cache_gb=cache, config_db=config_db)
+    mongobench_mongod.Start(vm, server, inst, config)
+    return inst
+
+
+def StartStandalone(servers_vms, state, settings):
+    """One mongod (or the stand-in) on the servers VM; returns its URI."""
+    if len(servers_vms) != 1:
+        raise errors.Config.InvalidValue(
+            f"deployment standalone needs exactly one servers VM, not {len(servers_vms)}"
+        )
+    vm = servers_vms[0]
+    server = _DeployServers([vm], state, settings)[vm.name]
+    inst = _Start(vm, server, settings, 0, 1)
+    state["data_paths"] = {vm.name: inst.paths.dbpath}
+    state["metadata"].update(topology="standalone")
+    return inst.uri(database="")
+
+
+def _StartPlanned(instances, servers_vms, client, servers, state, settings, config_db=None):
+    """Starts each planned instance on its VM (a server VM by position, else the client)."""
+    per_host = placement.data_processes(instances)
+    for inst in instances:
+        vm = client if inst.vm is None else servers_vms[inst.vm]
+        data = 0 if inst.role == "mongos" else per_host[inst.host]
+        started = _Start(
+            vm, servers[vm.name], settings, inst.index, data, inst.role, inst.replset, config_db,
+            port=inst.port,
+        )  # fmt: skip
+        if inst.role in ("mongod", "shardsvr"):
+            state["data_paths"].setdefault(vm.name, started.paths.dbpath)
+
+
+def StartReplicaSet(servers_vms, state, client, settings):
+    """The seed's replica set: members over the servers VMs, initiated from the client."""
+    servers = _DeployServers(servers_vms, state, settings)
+    hosts = [vm.internal_ip for vm in servers_vms]
+    plan = placement.replica_set_plan(hosts, settings.replset_members, settings.port, "rs0")
+    _StartPlanned(plan.instances, servers_vms, client, servers, state, settings)
+    _RunPlan(client, state, settings, {"replsets": [placement.initiation(plan.config)]})
+    addresses = [inst.address for inst in plan.instances]
+    state["metadata"].update(
+        topology="replset", replset_members=len(addresses), write_concern=settings.write_concern
+    )
+    return topology.replica_set_uri(addresses, "rs0", w=settings.write_concern)
+
+
+def StartSharded(servers_vms, state, client, settings):
+    """Config server replica set and shard replica sets on the servers VMs, a mongos on
+    the client VM; collections are sharded by the engine as experiments create them."""
+    plan = placement.placed_sharded_plan(
+        [vm.internal_ip for vm in servers_vms],
+        client.internal_ip,
+        shards=settings.shards,
+        shard_members=settings.shard_members,
+        config_members=settings.config_members,
+        port=settings.port,
+        database=settings.database,
+    )
+    servers = _DeployServers([*servers_vms, client], state, settings)
+    _StartPlanned(
+        plan.instances[: -len(plan.mongos)], servers_vms, client, servers, state, settings
+    )
+    replsets = [placement.initiation(c) for c in [plan.config_replset, *plan.shard_replsets]]
+    _RunPlan(client, state, settings, {"replsets": replsets})
+    config_db = placement.config_db_string_of(plan.config_replset)
+    _StartPlanned(plan.mongos, servers_vms, client, servers, state, settings, config_db)
+    mongos = plan.mongos[0].address
+    _RunPlan(client, state, settings, {"mongos": mongos, "admin_commands": plan.admin_commands})
+    state["sharded"] = True
+    state["metadata"].update(
+        topology="sharded",
+        shards=settings.shards,
+        shard_members=settings.shard_members,
+        config_members=settings.config_members,
+        mongos="client",
+        write_concern=settings.write_concern,
+    )
+    return topology.mongos_uri([mongos], w=settings.write_concern)
+
+
+def _RunPlan(client, state, settings, plan):
+    """Initiation and admin commands run by the engine on the client VM (pymongo is there)."""
+    remote = os.path.join(state["workdir"], "topology-plan.json")
+    mongobench_vm.WriteRemoteFile(client, remote, json.dumps(plan))
+    out, _ = client.RobustRemoteCommand(
+        f"cd {state['workdir']} && venv/bin/python -m mongobench topology up --plan {remote}"
+        f" --timeout {settings.topology_timeout}"
+    )
+    logging.info("mongodb_perftables: topology %s", (out.strip().splitlines() or [""])[-1])
