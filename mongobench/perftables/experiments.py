@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from mongobench.core.pairs import parse_pairs
+
 PERFTABLES_FILE = pathlib.Path(__file__).resolve().parents[1] / "experiments" / "perftables.yaml"
 
 # Named scales: the factor applied to every setting an experiment lists under
@@ -357,14 +359,13 @@ def parse_setting(key: str, text: str, where: str = "--set"):
 def parse_overrides(pairs, where: str = "--set") -> dict:
     """`["key=value", ...]` -> {key: typed value}, every key known and every value in
     range. The one parser of the CLI's --set and PKB's --mongodb_perftables_set."""
-    out = {}
-    for pair in pairs or []:
-        key, sep, value = str(pair).partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise ExperimentError(f"{where} takes key=value, not {pair!r}")
-        out[key] = parse_setting(key, value, where)
-    return out
+    try:
+        raw = parse_pairs(
+            [str(p) for p in pairs or []], where, form="key=value", require_value=False
+        )
+    except ValueError as e:
+        raise ExperimentError(str(e)) from None
+    return {key: parse_setting(key, value, where) for key, value in raw.items()}
 
 
 def check_overrides(overrides: dict | None, where: str = "overrides") -> dict:

@@ -2,8 +2,10 @@
 
 PKB writes one JSON sample per line; metadata is either a dict (`metadata`,
 with --collapse_labels=False) or a `labels` string `|key:value|,|key:value|`.
-Both are read. Rows are variants, in the experiment's order; a figure without
-a sample shows as "n/a" (missing, not zero).
+Both are read. Each experiment's tables follow its `layout` (reports.layout):
+the seed's columns, headers and row order, then the project's extra columns; a
+figure without a sample shows as "n/a" (missing, not zero), a figure with a
+95 % interval or a standard deviation (repeated variants) as "value ± half-width".
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from collections import OrderedDict
 
 from mongobench.core.markdown import fixed, md_table
 from mongobench.perftables import experiments as exp_mod
+from mongobench.reports import layout as layouts
 from mongobench.reports.results import COLUMNS
+from mongobench.reports.tableplots import plot_experiment
 
 _BY_METRIC = {c.metric: key for key, c in COLUMNS.items()}
 
@@ -72,7 +76,8 @@ def load_pkb_results(path: str) -> list[dict]:
 
 
 def group(samples: list[dict]) -> dict:
-    """experiment -> (run_uri, variant_index, variant) -> {column key: value}."""
+    """experiment -> (run_uri, variant_index, variant) -> {column key: value, "_md": metadata,
+    "_err": {column key: (low, high)} of figures with a 95 % interval or a stdev}."""
     out: dict = {}
     for s in samples:
         md = s.get("metadata") or {}
@@ -85,25 +90,57 @@ def group(samples: list[dict]) -> dict:
         except (TypeError, ValueError):
             idx = -1
         row_key = (s.get("run_uri", ""), idx, str(md.get("variant")))
-        row = out.setdefault(experiment, {}).setdefault(row_key, {"_md": md})
+        row = out.setdefault(experiment, {}).setdefault(row_key, {"_md": md, "_err": {}})
         row[key] = float(s["value"])
+        interval = _interval(row[key], md)
+        if interval:
+            row["_err"][key] = interval
     return out
 
 
-def table(rows: dict, columns: list[str], label_header: str) -> str:
-    runs = {k[0] for k in rows}
-    multi = len(runs) > 1
-    headers = (["Run"] if multi else []) + [
-        label_header if c == "label" else COLUMNS[c].header for c in columns
-    ]
+def _interval(value: float, md: dict) -> tuple[float, float] | None:
+    """(low, high) from the sample's ci95_low/ci95_high, else value ± stdev; None without."""
+    low, high = _float(md.get("ci95_low")), _float(md.get("ci95_high"))
+    if low is not None and high is not None:
+        return low, high
+    sd = _float(md.get("stdev"))
+    return None if sd is None else (value - sd, value + sd)
+
+
+def _float(v) -> float | None:
+    v = layouts.canon(v)
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def table(layout: layouts.Layout, tab: layouts.Table, rows: dict) -> str:
+    """One of the experiment's tables: a Run column first when rows come from several runs,
+    the label columns as the seed writes them, the figures (± where repeats give one)."""
+    multi = len({k[0] for k in rows}) > 1
+    headers = (["Run"] if multi else []) + [layout.header(tab, c) for c in tab.all_columns]
+    first_label = next((c for c in tab.all_columns if layout.label(c)), None)
     cells = []
-    for (run, _, variant), row in sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][1])):
-        label = f"{variant} (errors)" if _had_errors(row["_md"]) else variant
-        cells.append(
-            ([run] if multi else [])
-            + [label if c == "label" else fixed(row.get(c), COLUMNS[c].digits) for c in columns]
-        )
+    for row in layouts.ordered(layout, rows):
+        md = row["_md"]
+        line = [row["_run"]] if multi else []
+        for c in tab.all_columns:
+            lab = layout.label(c)
+            if lab is None:
+                line.append(_cell(row, c))
+            elif c == first_label and _had_errors(md):
+                line.append(f"{lab.cell(md)} (errors)")
+            else:
+                line.append(lab.cell(md))
+        cells.append(line)
     return md_table(headers, cells)
+
+
+def _cell(row: dict, key: str) -> str:
+    digits = COLUMNS[key].digits
+    text = fixed(row.get(key), digits)
+    interval = row["_err"].get(key)
+    if interval and row.get(key) is not None:
+        text += f" ± {fixed((interval[1] - interval[0]) / 2, digits)}"
+    return text
 
 
 def _had_errors(md: dict) -> bool:
@@ -131,45 +168,6 @@ def failed_variants(samples: list[dict]) -> dict[str, list[str]]:
                 f"{md.get('variant', '?')}: {str(md.get('error', '?'))[:300]}"
             )
     return out
-
-
-_PLOT_FIGURES = ("docs_per_s", "ops_per_s", "find_ops_per_s", "insert_ops_per_s")
-
-
-def plot(name: str, title: str, rows: dict, columns: list[str], path: str) -> bool:
-    """Bar charts of the experiment's throughput and p99 latency per variant (PNG)."""
-    # Imported here: matplotlib is not a client requirement (client VMs never plot).
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure = next((c for c in _PLOT_FIGURES if c in columns), None)
-    items = sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][1]))
-    multi = len({k[0] for k in rows}) > 1
-    labels = [f"{k[0]}: {k[2]}" if multi else k[2] for k, _ in items]
-    panels = [(figure, COLUMNS[figure])] if figure else []
-    if any(r.get("p99_latency_ms") is not None for _, r in items):
-        panels.append(("p99_latency_ms", COLUMNS["p99_latency_ms"]))
-    if not panels:
-        return False
-    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 0.45 * len(labels) + 2))
-    axes = axes if len(panels) > 1 else [axes]
-    for ax, (key, col) in zip(axes, panels, strict=True):
-        values = [r.get(key) for _, r in items]
-        ax.barh(range(len(labels)), [v or 0 for v in values], color="#4878a8")
-        for i, v in enumerate(values):
-            ax.text(
-                v or 0, i, " n/a" if v is None else f" {v:,.{col.digits}f}", va="center", fontsize=8
-            )
-        ax.set_yticks(range(len(labels)), labels, fontsize=8)
-        ax.invert_yaxis()
-        ax.set_xlabel(col.header)
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return True
 
 
 def bottleneck_lines(rows: dict) -> list[str]:
@@ -205,8 +203,8 @@ def render(
             parts += [f"- {line}" for line in failures[name]] + [""]
             sections.setdefault(experiment.section, []).append("\n".join(parts))
             continue
-        rows = grouped[name]
-        label_header = experiment.headers.get("label", ", ".join(experiment.label))
+        rows = layouts.prepare(grouped[name], experiment.label)
+        layout = layouts.of(experiment)
         parts = [f"## {experiment.title}", ""]
         if experiment.description:
             parts += [experiment.description, ""]
@@ -216,13 +214,8 @@ def render(
             f" ({any_md.get('topology', '?')}).",
             "",
         ]
-        for table_name, heading in (
-            ("performance", "Performance"),
-            ("resources", "Resource Usage"),
-        ):
-            cols = experiment.tables.get(table_name)
-            if cols:
-                parts += [f"### {heading}", "", table(rows, cols, label_header), ""]
+        for tab in layout.tables:
+            parts += [f"### {tab.heading}", "", table(layout, tab, rows), ""]
         flagged = error_lines(rows)
         if flagged:
             parts += ["Variants with failed operations (not in the throughput):", "", *flagged, ""]
@@ -235,7 +228,13 @@ def render(
         if plots_dir:
             os.makedirs(plots_dir, exist_ok=True)
             png = os.path.join(plots_dir, f"{name}.png")
-            if plot(name, experiment.title, rows, experiment.tables.get("performance", []), png):
+            runs = sorted({k[0] for k in rows})
+            series = (
+                {run: {k: r for k, r in rows.items() if k[0] == run} for run in runs}
+                if len(runs) > 1
+                else {"": rows}
+            )
+            if plot_experiment(experiment.title, layout, series, png) is not None:
                 ref = (
                     plots_ref if plots_ref is not None else os.path.basename(plots_dir.rstrip("/"))
                 )

@@ -22,13 +22,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from mongobench.core import pricing
-from mongobench.reports import report
+from mongobench.reports import layout, report
 from mongobench.stress import search as stress
 from mongobench.sweep import plan as sweep
 
 _MACHINE_KEYS = ("servers_machine_type", "server_machine_type", "machine_type")
 _DISK_KEYS = ("servers_data_disk_0_type", "server_data_disk_0_type", "data_disk_0_type")
-_THROUGHPUT_KEYS = ("docs_per_s", "ops_per_s", "insert_ops_per_s", "find_ops_per_s")
 _MISSING = {"", "none", "null", "n/a"}
 
 
@@ -252,15 +251,19 @@ def perftables_rows(run: Run) -> dict[str, dict[tuple[int, str], dict]]:
     return out
 
 
-def throughput_key(experiment: str, rows: Sequence[dict], catalog: Mapping) -> str | None:
-    """The experiment's throughput column: the first of its Performance table, else the first
-    the samples have."""
+def experiment_layout(experiment: str, catalog: Mapping) -> tuple[layout.Layout, tuple]:
+    """(the experiment's table layout, its label settings); an experiment the catalog does not
+    know has no tables and no label settings (its rows show their variant label)."""
     e = catalog.get(experiment)
-    columns = list((e.tables.get("performance") if e else None) or []) + list(_THROUGHPUT_KEYS)
-    for key in columns:
-        if key in _THROUGHPUT_KEYS and any(key in r for r in rows):
-            return key
-    return None
+    if e is None:
+        return layout.parse({"labels": [{"setting": "variant", "header": "Variant"}]}), ()
+    return layout.of(e), tuple(e.label)
+
+
+def throughput_key(experiment: str, rows: Sequence[dict], catalog: Mapping) -> str | None:
+    """The experiment's throughput column: the first its tables show, else the first the
+    samples have."""
+    return experiment_layout(experiment, catalog)[0].throughput_key(rows)
 
 
 def stress_kpis(run: Run) -> dict[str, dict]:

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from mongobench.core import pricing
 from mongobench.core.markdown import NA, fmt, md_table
 from mongobench.perftables import experiments as exp_mod
+from mongobench.reports import layout
 from mongobench.reports.plots import linear_sizes, plot_bars, plot_sweep_metric, plot_sweep_p99
 from mongobench.reports.results import COLUMNS
 from mongobench.reports.runs import (
@@ -16,6 +17,7 @@ from mongobench.reports.runs import (
     SweepPoint,
     baseline_run,
     comparability_warnings,
+    experiment_layout,
     ops_per_dollar,
     percent_change,
     perftables_rows,
@@ -23,6 +25,7 @@ from mongobench.reports.runs import (
     sweep_points,
     throughput_key,
 )
+from mongobench.reports.tableplots import plot_experiment
 from mongobench.stress import search as stress
 from mongobench.sweep import plan as sweep
 
@@ -134,30 +137,43 @@ def _perftables_section(runs, plots_dir, ref, plots, catalog, baseline=None) -> 
     out = [
         "## Performance Tables KPIs",
         "",
-        "Per experiment and variant: the experiment's throughput figure, one column per run.",
+        "Per experiment and variant: the experiment's throughput figure, one column per run; "
+        "label columns and row order as in the experiment's tables.",
         "",
     ]
     for name in experiments:
         in_runs = [r for r in runs if name in rows_by_run[r.label]]
-        all_rows = [row for r in in_runs for row in rows_by_run[r.label][name].values()]
+        lay, label_settings = experiment_layout(name, catalog)
+        # One series of rows per run, keyed (run, variant_index, variant) as report.group's.
+        series = {
+            r.label: layout.prepare(
+                {(r.label, *k): row for k, row in rows_by_run[r.label][name].items()},
+                label_settings,
+            )
+            for r in in_runs
+        }
+        all_rows = [row for rows in series.values() for row in rows.values()]
         key = throughput_key(name, all_rows, catalog)
         if key is None:
             continue
         col = COLUMNS[key]
-        variants = sorted({v for r in in_runs for v in rows_by_run[r.label][name]})
+        shown: dict = {}  # (variant_index, variant) -> the first run's row: its label cells
+        for rows in series.values():
+            for k, row in rows.items():
+                shown.setdefault(k[1:], row)
+        variants = sorted(shown, key=lambda v: (lay.sort_key(shown[v]["_md"]), v[0]))
         title = catalog[name].title if name in catalog else name
-        headers = ["Variant"] + [f"{r.label} ({col.header})" for r in in_runs]
+        first = lay.tables[0] if lay.tables else None
+        headers = [lay.header(first, c.name) if first else c.header for c in lay.labels]
+        headers += [f"{r.label} ({col.header})" for r in in_runs]
         headers += [f"{r.label} ops/$" for r in priced if r in in_runs]
         others = [r for r in in_runs if baseline in in_runs and r is not baseline]
         headers += [f"{r.label} vs {baseline.label}" for r in others]
         rows = []
-        series: dict[str, list[float | None]] = {r.label: [] for r in in_runs}
         for v in variants:
-            row = [v[1]]
+            row = [c.cell(shown[v]["_md"]) for c in lay.labels]
             for r in in_runs:
-                value = rows_by_run[r.label][name].get(v, {}).get(key)
-                series[r.label].append(value)
-                row.append(fmt(value, col.digits))
+                row.append(fmt(rows_by_run[r.label][name].get(v, {}).get(key), col.digits))
             for r in priced:
                 if r in in_runs:
                     value = rows_by_run[r.label][name].get(v, {}).get(key)
@@ -170,10 +186,9 @@ def _perftables_section(runs, plots_dir, ref, plots, catalog, baseline=None) -> 
             rows.append(row)
         out += [f"### {title}", "", md_table(headers, rows), ""]
         png = os.path.join(plots_dir, f"perftables_{name}.png")
-        plots.append(
-            plot_bars(f"{title}: {col.header}", [v[1] for v in variants], series, col.header, png)
-        )
-        out += [f"![{title}]({ref}/{os.path.basename(png)})", ""]
+        if plot_experiment(title, lay, series, png) is not None:
+            plots.append(png)
+            out += [f"![{title}]({ref}/{os.path.basename(png)})", ""]
     return out
 
 

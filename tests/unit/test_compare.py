@@ -335,10 +335,11 @@ def test_report_tables_plots_and_na(three_runs, tmp_path):
     assert upd[1][1] == "1.57" and upd[1][2] == "n/a"
     assert upd[1][4] == "n/a" and upd[1][8] == "n/a"
 
-    # Perftables: variants side by side; the missing variant of the Atlas run is n/a.
+    # Perftables: variants side by side, in the seed's label column; the missing variant of
+    # the Atlas run is n/a.
     pt = table_rows(text, "### Expected insert speed by document size")
     assert pt[0][:4] == [
-        "Variant",
+        "Document Size (KB)",
         "n2-standard-2 (Speed (docs/s))",
         "n2-standard-4 (Speed (docs/s))",
         "Atlas M30 (Speed (docs/s))",

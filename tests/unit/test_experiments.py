@@ -53,13 +53,15 @@ def test_unknown_names_are_reported(catalog):
 
 def test_every_experiment_names_a_registered_workload_and_known_columns(catalog):
     from mongobench.driver.catalog import WORKLOADS
-    from mongobench.reports.results import COLUMNS
+    from mongobench.reports import layout
 
     for e in catalog.values():
         assert e.workload in WORKLOADS, e.name
-        for cols in e.tables.values():
-            assert cols[0] == "label"
-            assert set(cols[1:]) <= set(COLUMNS), e.name
+        lay = layout.of(e)  # raises LayoutError for a column that is no figure or label
+        assert lay.tables, e.name
+        names = [c.name for c in lay.labels]
+        for t in lay.tables:
+            assert list(t.columns[: len(names)]) == names, (e.name, t.heading)
 
 
 def test_bad_file_is_rejected(tmp_path):

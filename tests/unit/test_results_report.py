@@ -32,8 +32,8 @@ def raw_result(label="4", docs=1000, duration=2.0, errors=None, server=True):
         "experiment": "insert_docsize",
         "label": label,
         "variant_index": 1,
-        "params": {"doc_size_kb": 4},
-        "settings": {"doc_size_kb": 4, "threads": 10, "total_docs": docs},
+        "params": {"doc_size_kb": int(label)},
+        "settings": {"doc_size_kb": int(label), "threads": 10, "total_docs": docs},
         "duration_s": duration,
         "threads": 10,
         "ops": {"insert": 4},
@@ -200,7 +200,7 @@ def test_report_from_pkb_results_has_seed_headers(tmp_path, collapse):
         in text
     )
     rows = [ln for ln in text.splitlines() if ln.startswith("| 1 |") or ln.startswith("| 4 |")]
-    assert rows[0].startswith("| 1 | 2.0 | 16 | 2000 |")  # variant order, not label order
+    assert rows[0].startswith("| 1 | 2.0 | 16 | 2000 |")  # the seed's sort: document size
     assert "| 4 | n/a | n/a | 10 | 10 | 3 |" in text
 
 
