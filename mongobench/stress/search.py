@@ -25,13 +25,23 @@ P99_STATS = ("p99 latency", "99thPercentileLatency")
 # ----------------------------------------------------------------------------- search
 
 
-def anchor_should_stop(throughputs: Sequence[float], min_steps: int = 3) -> bool:
-    """The anchor's rule: after at least `min_steps` steps, stop when the best so far is
-    strictly greater than both of the last two."""
-    if len(throughputs) < min_steps:
-        return False
-    best = max(throughputs)
-    return best > throughputs[-1] and best > throughputs[-2]
+def fell_twice(throughputs: Sequence[float]) -> bool:
+    """The seed's stop rule, "until the throughput goes down for two successive iterations":
+    each of the last two steps measured less than the step before it. The anchor's code
+    stopped earlier, as soon as the best so far beat both of the last two steps (10, 20, 15,
+    18 stops there; here 18 > 15 is no fall and the walk goes on)."""
+    t = throughputs
+    return len(t) >= 3 and t[-3] > t[-2] > t[-1]
+
+
+def _walk_stop(thr: Mapping[int, float], peak: int, max_instances: int) -> int:
+    """Where a linear walk that reached `peak` stops at the latest, as far as the steps above
+    the peak are measured: the first k >= peak + 2 with thr[k-2] > thr[k-1] > thr[k]
+    (fell_twice), or the next k whose steps are not all measured yet."""
+    k = peak + 2
+    while k < max_instances and k - 1 in thr and k in thr and not thr[k - 2] > thr[k - 1] > thr[k]:
+        k += 1
+    return min(k, max_instances)
 
 
 def next_step(
@@ -47,15 +57,17 @@ def next_step(
 ) -> int | None:
     """Instance count of the next step, or None when the search is over.
 
-    "linear" is the anchor's schedule: min_instances, +1, ... until anchor_should_stop or
-    max_instances. "bounded" skips only steps that provably cannot change a KPI: n YCSB
-    processes with a per-process target cannot exceed n x target (x (1 + tolerance)). It
-    starts at `first_step` and doubles n while every step delivered its offered load (so no
-    smaller step can be the best), then measures, lowest first, every step up to two above
-    the best that could still beat the best, and then those that could beat the best step
-    within the SLA. Its KPIs equal the linear search's on the same measurements unless the
-    linear search stopped before the peak (then they are higher); on the simulated curves of
-    the tests without noise it never needs more steps.
+    "linear" is the seed's schedule: min_instances, +1, ... until the throughput fell at two
+    successive steps (fell_twice) or max_instances. "bounded" skips only steps that provably
+    cannot change a KPI: n YCSB processes with a per-process target cannot exceed n x target
+    (x (1 + tolerance)). It starts at `first_step` and doubles n while every step delivered
+    its offered load (so no smaller step can be the best), then measures every step above
+    the best up to where the linear walk would stop (two successive falls after it, at
+    least two steps), below that, lowest first, every step that could still beat the best,
+    and then those that could beat the best step within the SLA. Its KPIs equal the linear
+    search's on the same measurements unless the linear search stopped at two falls on the
+    way up that doubling stepped over (then they are higher); on the simulated curves of the
+    tests without noise it never needs more steps.
     Without a target (unthrottled YCSB) there is no bound and it falls back to "linear".
     """
     if search not in SEARCHES:
@@ -66,7 +78,7 @@ def next_step(
         if not history:
             return min_instances
         last = history[-1].instances
-        if anchor_should_stop([r.throughput for r in history]) or last >= max_instances:
+        if fell_twice([r.throughput for r in history]) or last >= max_instances:
             return None
         return last + 1
 
@@ -83,9 +95,9 @@ def next_step(
 
     best = max(thr.values())
     peak_hi = max(n for n in measured if thr[n] == best)
-    # The linear walk would stop two steps above the peak; below that, measure every step
-    # that could still beat the best, lowest first (it raises the best fastest on the way up).
-    stop = min(max_instances, peak_hi + 2)
+    # Above the peak, every step the linear walk would measure; below it, every step that
+    # could still beat the best, lowest first (it raises the best fastest on the way up).
+    stop = _walk_stop(thr, peak_hi, max_instances)
     todo = [
         m
         for m in range(min_instances, stop + 1)

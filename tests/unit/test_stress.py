@@ -534,12 +534,16 @@ def test_step_errors_are_clear():
 # ----------------------------------------------------------------------------- search
 
 
-def test_anchor_stop_rule():
-    assert not stress_search.anchor_should_stop([10, 5])  # fewer than 3 steps
-    assert not stress_search.anchor_should_stop([10, 20, 15])  # only one step below the best
-    assert stress_search.anchor_should_stop([10, 20, 15, 12])
-    assert not stress_search.anchor_should_stop([10, 20, 15, 20])  # a tie is not beaten
-    assert stress_search.anchor_should_stop([30, 20, 10])
+def test_seed_stop_rule():
+    assert not stress_search.fell_twice([10, 5])  # fewer than 3 steps
+    assert not stress_search.fell_twice([10, 20, 15])  # one fall
+    assert stress_search.fell_twice([10, 20, 15, 12])
+    assert not stress_search.fell_twice([10, 20, 15, 20])  # a fall, then a rise
+    assert not stress_search.fell_twice([10, 20, 20, 15])  # a tie is no fall
+    assert stress_search.fell_twice([30, 20, 10])
+    # the anchor's code stopped here (the best beat both of the last two); the seed's text
+    # ("goes down for two successive iterations") goes on
+    assert not stress_search.fell_twice([10, 20, 15, 18])
 
 
 # A server whose throughput rises to a peak at n = 5 then falls (ops/s per instance count).
@@ -594,6 +598,26 @@ def test_bounded_search_measures_a_skipped_step_when_it_could_hold_the_sla_kpi()
     sla_linear, sla_bounded = (stress_search.select_kpis(h)[1] for h in (linear, bounded))
     assert sla_linear.value == sla_bounded.value == 74_000
     assert sla_bounded.metadata["instances"] == 3
+
+
+# Falls once after the peak, recovers, then falls twice: the anchor's code stopped at 7.
+DIP = (25_000, 50_000, 74_000, 92_000, 100_000, 96_000, 98_000, 90_000, 84_000, 78_000)
+
+
+def measure_dip(n: int) -> steps.StepResult:
+    return steps.StepResult(n, min(0.995 * 25_000 * n, DIP[n - 1]), P99_PEAK5[n - 1], 2.0)
+
+
+def test_linear_search_goes_on_until_two_successive_falls():
+    assert [r.instances for r in run("linear", measure=measure_dip)] == list(range(1, 10))
+
+
+def test_bounded_search_measures_above_the_peak_what_linear_would():
+    linear, bounded = run("linear", measure=measure_dip), run("bounded", measure=measure_dip)
+    assert [r.instances for r in bounded] == [2, 4, 5, 6, 7, 8, 9]
+    assert [k.value for k in stress_search.select_kpis(bounded)] == [
+        k.value for k in stress_search.select_kpis(linear)
+    ]
 
 
 def test_bounded_search_needs_a_target():
