@@ -17,6 +17,7 @@ import time
 
 from perfkitbenchmarker import errors, vm_util
 
+from mongobench.core import redact
 from mongobench.remote import diagnostics, follow, processes
 
 DIAGNOSTICS_ARCHIVE = "mongobench-diagnostics.tgz"
@@ -150,6 +151,7 @@ def Follow(
     gone_grace_s=5.0,
     unreachable_s=600.0,
     collected=None,
+    keep=None,
 ):
     """Polls the detached processes `entries` ((name, pid_file, rc_file)) until none runs,
     copying each new line of `files` ((name, path): their output) into pkb.log as
@@ -157,8 +159,9 @@ def Follow(
 
     Each poll is one short ssh command, so a dropped connection costs a poll, not the run:
     failed polls are retried for `unreachable_s`. A process that vanished without an exit
-    status gets `gone_grace_s` for it to appear. The lines also go to `collected[name]` (a
-    dict of lists) when given. Returns the final states (callers treat
+    status gets `gone_grace_s` for it to appear. `keep(line)` picks the lines to copy (default:
+    all); a connection string in one loses its credentials. The lines also go to
+    `collected[name]` (a dict of lists) when given. Returns the final states (callers treat
     `running`, when `timeout_s` ran out, and `gone` as failures)."""
     follower = follow.Follower(files)
     states_cmd = processes.process_states_command(entries, marker=marker)
@@ -181,6 +184,7 @@ def Follow(
             states = {name: parsed.get(name, gone) for name, _, _ in entries}
             running = any(s.running for s in states.values())
             for name, lines in follower.feed(text, final=not running)[1].items():
+                lines = [redact.uri(line) for line in lines if keep is None or keep(line)]
                 for line in lines:
                     logging.info("%s %s", label(name), line)
                 if collected is not None:

@@ -39,6 +39,7 @@ from perfkitbenchmarker import background_tasks, errors, vm_util
 from perfkitbenchmarker.linux_packages import mongobench_client, mongobench_vm
 
 from mongobench.remote import javabuild, probes, processes
+from mongobench.ycsb import parse
 from mongobench.ycsb import properties as ycsb
 
 WORKDIR_NAME = "mongobench-ycsb"
@@ -320,6 +321,7 @@ def Wait(vm, procs, timeout_s, *, poll_s=None, gone_grace_s=5.0):
         poll_s=poll_s or mongobench_client.ProgressSeconds(),
         timeout_s=timeout_s,
         gone_grace_s=gone_grace_s,
+        keep=parse.is_status_line,  # the rest of stderr is in the fetched .err files
     )
 
 

@@ -16,14 +16,15 @@ import tempfile
 from collections.abc import Sequence
 
 from pymongo import MongoClient
+from pymongo.errors import PyMongoError
 
 from mongobench.core import files, redact
 from mongobench.core.markdown import md_table
 from mongobench.core.pairs import parse_pairs
 from mongobench.core.units import MB, MiB
 from mongobench.deploy import topology
+from mongobench.perftables import coordination, progress, runner
 from mongobench.perftables import experiments as exp_mod
-from mongobench.perftables import progress, runner
 from mongobench.reports import report, results
 from mongobench.reports.compare import compare
 from mongobench.sweep.plan import DEFAULT_SIZES_MB, DEFAULT_TABLE, SweepError, plan
@@ -83,8 +84,9 @@ def cmd_perftables_list(args) -> int:
     return 0
 
 
-def cmd_perftables_run(args) -> int:
-
+def _target_uri(args) -> str:
+    """The connection string from --uri-file, --uri-env or --uri, checked; exits with one
+    line that never holds the secret."""
     source = (
         f"--uri-file {args.uri_file}"
         if args.uri_file
@@ -100,6 +102,24 @@ def cmd_perftables_run(args) -> int:
         raise SystemExit(f"mongobench: {e}") from None
     if args.uri:
         _log("warning: a URI on the command line is visible to other users; prefer --uri-file")
+    return uri
+
+
+def cmd_perftables_follow(args) -> int:
+    uri = _target_uri(args)
+    try:
+        with runner.connect(uri) as client:
+            n = coordination.follow(
+                client, uri, args.run_id, args.client_index, args.processes, log=_log
+            )
+    except (PyMongoError, coordination.CoordinationError) as e:
+        raise SystemExit(f"mongobench: {redact.text(str(e), uri)}") from None
+    _log(f"client VM {args.client_index}: the leader is done after {n} timed phase(s)")
+    return 0
+
+
+def cmd_perftables_run(args) -> int:
+    uri = _target_uri(args)
     os_path = False if args.os_path == "none" else args.os_path
     try:
         run = runner.run(
@@ -119,6 +139,8 @@ def cmd_perftables_run(args) -> int:
             processes=args.processes,
             bar=sys.stderr.isatty(),
             repeats=args.repeats,
+            client_vms=args.client_vms,
+            run_id=args.run_id,
         )
     except (exp_mod.ExperimentError, redact.TargetError) as e:
         # One last line on stderr: PKB's module makes it the run's status detail.
@@ -201,7 +223,11 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--scale", default="smoke", help=f"{', '.join(exp_mod.SCALES)} or a factor")
     common.add_argument("--experiments-file", help="experiment declarations (YAML)")
-    ls = pts.add_parser("list", parents=[common], help="experiments and their variants")
+    # Not `common`: list's scale defaults to the seed's full sizes (the labels it
+    # prints as text are the same at every scale).
+    ls = pts.add_parser("list", help="experiments and their variants")
+    ls.add_argument("--scale", default="full", help=f"{', '.join(exp_mod.SCALES)} or a factor")
+    ls.add_argument("--experiments-file", help="experiment declarations (YAML)")
     ls.set_defaults(func=cmd_perftables_list)
     run = pts.add_parser("run", parents=[common], help="run experiments against a URI")
     target = run.add_mutually_exclusive_group(required=True)
@@ -239,6 +265,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="worker processes of the multiplexed path (default: this machine's CPUs)",
     )
     run.add_argument(
+        "--client-vms",
+        type=_positive_int,
+        default=1,
+        help="client VMs sharing each timed phase: this one (the leader) and K-1 running"
+        " 'perftables follow' with the same --run-id (multiplexed path only)",
+    )
+    run.add_argument("--run-id", help="names the run for its followers (with --client-vms)")
+    run.add_argument(
         "--repeats",
         type=_positive_int,
         default=1,
@@ -246,6 +280,25 @@ def build_parser() -> argparse.ArgumentParser:
         " direction); samples carry the mean, stdev and 95%% interval (t-distribution)",
     )
     run.set_defaults(func=cmd_perftables_run)
+    fol = pts.add_parser(
+        "follow",
+        help="run this client VM's share of a leader's timed phases (run --client-vms K)",
+    )
+    ftarget = fol.add_mutually_exclusive_group(required=True)
+    ftarget.add_argument("--uri-file", help="file holding the connection string")
+    ftarget.add_argument("--uri-env", help="environment variable holding the connection string")
+    ftarget.add_argument("--uri", help="connection string (visible in the process list)")
+    fol.add_argument("--run-id", required=True, help="the leader's --run-id")
+    fol.add_argument(
+        "--client-index", type=_positive_int, required=True, help="this VM's index, 1..K-1"
+    )
+    fol.add_argument(
+        "--processes",
+        type=_positive_int,
+        default=os.cpu_count() or 1,
+        help="worker processes (default: this machine's CPUs)",
+    )
+    fol.set_defaults(func=cmd_perftables_follow)
 
     rp = sub.add_parser("report", help="markdown tables from PKB results files")
     rp.add_argument("--pkb-results", nargs="+", required=True)

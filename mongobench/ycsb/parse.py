@@ -24,6 +24,14 @@ _FAILURE = re.compile(
     r"|.*\bcannot connect to\b.*)$"
 )
 
+# A -s status line: "<date> <time> 10 sec: 12345 operations; 1234.5 current ops/sec; [READ: ...]"
+_STATUS = re.compile(r"^\S+ \S+ \d+ sec: \d+ operations;")
+
+
+def is_status_line(line: str) -> bool:
+    """True for YCSB's periodic status lines (its -s output on stderr)."""
+    return bool(_STATUS.match(line))
+
 
 class YcsbError(RuntimeError):
     """YCSB's output shows a failed or incomplete run."""

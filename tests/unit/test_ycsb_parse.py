@@ -340,3 +340,11 @@ def test_every_seed002_output_parses_to_its_printed_numbers(index):
         elif stat.startswith("Return="):
             assert s.returns[stat.split("=", 1)[1]] == value
         assert res.metrics[(op, stat)] == pytest.approx(value)
+
+
+def test_status_lines_are_told_from_the_rest_of_stderr():
+    lines = data("standin_run_hdr212.txt").splitlines()
+    status = [line for line in lines if parse.is_status_line(line)]
+    assert status and all(" sec: " in line and " operations;" in line for line in status)
+    assert not parse.is_status_line("mongo client connection created with mongodb://h:1/")
+    assert not parse.is_status_line("[OVERALL], RunTime(ms), 2290")
