@@ -39,6 +39,7 @@ class Result:
     cpu_s: float  # CPU of the workers over their timed phases (user + system)
     wall_s: float  # from the common start to the last worker's end
     processes: int
+    start: float = 0.0  # time.time() of the common start
     per_process: list[dict] = field(default_factory=list)  # ops, cpu_s, wall_s of each
 
 
@@ -96,23 +97,8 @@ def _worker(conn, uri, make_source, indices, clients, total, duration, stop, tim
                 start_at=wait_start, socks=socks,
             )  # fmt: skip
         cpu = _cpu() - mark["cpu0"]
-        conn.send(
-            (
-                "done",
-                {
-                    "latency": stats.latency.encode(),
-                    "ops": dict(stats.ops),
-                    "docs": stats.docs,
-                    "bytes": stats.bytes,
-                    "errors": dict(stats.errors),
-                    "error_samples": dict(stats.error_samples),
-                    "counters": dict(stats.counters),
-                    "cpu_s": cpu,
-                    "wall_s": wall,
-                    "clients": len(indices),
-                },
-            )
-        )
+        part = dict(encode_stats(stats), cpu_s=cpu, wall_s=wall, clients=len(indices))
+        conn.send(("done", part))
     except BaseException:  # noqa: BLE001 - reported to the parent, which fails the run
         try:
             conn.send(("failed", traceback.format_exc()))
@@ -120,6 +106,19 @@ def _worker(conn, uri, make_source, indices, clients, total, duration, stop, tim
             pass
     finally:
         conn.close()
+
+
+def encode_stats(stats: ThreadStats) -> dict:
+    """`stats` as plain data (pipes between processes, documents between client VMs)."""
+    return {
+        "latency": stats.latency.encode(),
+        "ops": dict(stats.ops),
+        "docs": stats.docs,
+        "bytes": stats.bytes,
+        "errors": dict(stats.errors),
+        "error_samples": dict(stats.error_samples),
+        "counters": dict(stats.counters),
+    }
 
 
 def decode_stats(part: dict) -> ThreadStats:
@@ -142,6 +141,7 @@ def run(
     stop=None,
     timeout: float = 30.0,
     on_ready=None,
+    indices: range | None = None,
 ) -> Result:
     """Runs `clients` virtual clients over `processes` workers (at most one per client).
 
@@ -150,21 +150,29 @@ def run(
     seconds bound the timed phase, `stop` (a multiprocessing Event) ends it
     early. A worker that fails fails the run (RuntimeError with its traceback).
     `on_ready()` is called once every worker is connected, just before the
-    common start (the caller starts its own measurements there).
+    common start (the caller starts its own measurements there); when it returns
+    a time (time.time()), that is the common start (several client VMs start
+    together). `indices`: the clients this machine runs, of `clients` in all
+    (default: every one); none gives an empty result at the common start.
     """
-    procs_n = max(1, min(processes or default_processes(), clients))
+    indices = range(clients) if indices is None else indices
+    if not len(indices):
+        start = (on_ready() if on_ready is not None else None) or time.time()
+        time.sleep(max(0.0, start - time.time()))
+        return Result(ThreadStats(), 0.0, 0.0, 0, start=start)
+    procs_n = max(1, min(processes or default_processes(), len(indices)))
     ctx = _context()
     stop = stop if stop is not None else ctx.Event()
     workers, pipes = [], []
-    at = 0
+    at = indices.start
     for p in range(procs_n):
-        n = share(clients, procs_n, p)
-        indices = range(at, at + n)
+        n = share(len(indices), procs_n, p)
+        mine = range(at, at + n)
         at += n
         parent, child = ctx.Pipe()
         w = ctx.Process(
             target=_worker,
-            args=(child, uri, make_source, indices, clients, total, duration, stop, timeout),
+            args=(child, uri, make_source, mine, clients, total, duration, stop, timeout),
             daemon=True,
         )
         w.start()
@@ -186,9 +194,7 @@ def run(
         if failures:
             stop.set()
             raise RuntimeError("multiplexed driver: " + "\n".join(map(str, failures)))
-        if on_ready is not None:
-            on_ready()
-        start = time.time() + START_MARGIN_S
+        start = (on_ready() if on_ready is not None else None) or time.time() + START_MARGIN_S
         for pipe in pipes:
             pipe.send(start)
         for i, pipe in enumerate(pipes):
@@ -219,6 +225,7 @@ def run(
         cpu_s=sum(p["cpu_s"] for p in parts),
         wall_s=wall,
         processes=procs_n,
+        start=start,
         per_process=[
             {
                 "ops": sum(p["ops"].values()),

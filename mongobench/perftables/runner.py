@@ -33,8 +33,8 @@ from mongobench.core.files import write_json_atomic
 from mongobench.driver import connection, ops, procs, sources
 from mongobench.driver.base import ThreadStats
 from mongobench.driver.catalog import WORKLOADS
+from mongobench.perftables import coordination, ossampler, progress, serverstats
 from mongobench.perftables import experiments as exp_mod
-from mongobench.perftables import ossampler, progress, serverstats
 from mongobench.remote import provenance
 
 RESULT_SCHEMA = 1
@@ -133,6 +133,7 @@ def run_variant(
     client_path: str = "multiplexed",
     processes: int | None = None,
     on_phase=None,
+    leader=None,
 ) -> dict:
     """One variant, end to end; returns its raw result.
 
@@ -140,6 +141,7 @@ def run_variant(
     pymongo (`client`); the timed phase through `timed_path`. `processes`:
     the multiplexed path's worker processes (default: this machine's CPUs).
     `on_phase(name, planned_s)` is told when prepare, timed and finish begin.
+    `leader`: a coordination.Leader when several client VMs share timed phases.
     """
     on_phase = on_phase or (lambda name, planned_s=None: None)
     workload_cls = WORKLOADS.get(experiment.workload)
@@ -167,7 +169,7 @@ def run_variant(
         if path == "multiplexed":
             timed = _timed_multiplexed(
                 uri, database, experiment.workload, workload, nthreads, sampler, max_seconds,
-                processes,
+                processes, leader,
             )  # fmt: skip
         else:
             timed = _timed_threads(workload, nthreads, sampler, max_seconds)
@@ -202,7 +204,7 @@ def run_variant(
         **timed,  # start, duration_s, stopped_early, client_process_cpu_s, client_*
         "threads": nthreads,
         "client_path": path,
-        "client_vms": 1,
+        "client_vms": timed.get("client_vms", 1),
         "ops": dict(total.ops),
         "docs": total.docs,
         "bytes": total.bytes,
@@ -265,9 +267,12 @@ def _timed_threads(workload, nthreads: int, sampler, max_seconds) -> dict:
     }
 
 
-def _timed_multiplexed(uri, database, name, workload, nthreads, sampler, max_seconds, processes):
-    """The timed phase as `nthreads` virtual clients over worker processes; the
-    client CPU is the workers' (over their timed phases) plus this process's."""
+def _timed_multiplexed(
+    uri, database, name, workload, nthreads, sampler, max_seconds, processes, leader=None
+):
+    """The timed phase as `nthreads` virtual clients over worker processes (and over
+    every client VM with a coordination `leader`); the client CPU is the workers'
+    (over their timed phases) plus this process's."""
     s = workload.s
     sources.check_bounds(name, s)
     wc = ops.write_concern(s.get("write_concern"), connection.options(uri).write_concern)
@@ -281,21 +286,32 @@ def _timed_multiplexed(uri, database, name, workload, nthreads, sampler, max_sec
             sampler.start()
         mark.update(start=time.time(), cpu0=time.process_time())
 
-    res = procs.run(
-        uri, make, nthreads, processes, total=s.get("total_ops"),
-        duration=cap or duration, on_ready=on_ready,
-    )  # fmt: skip
+    vms, per_vm = 1, None
+    if leader is not None and leader.vms > 1:
+        res, cores, per_vm = leader.timed(
+            uri, name, s, database, nthreads, processes, s.get("total_ops"),
+            cap or duration, on_ready,
+        )  # fmt: skip
+        vms = leader.vms
+    else:
+        res = procs.run(
+            uri, make, nthreads, processes, total=s.get("total_ops"),
+            duration=cap or duration, on_ready=on_ready,
+        )  # fmt: skip
+        cores = min(res.processes, procs.default_processes())
     parent_cpu = time.process_time() - mark["cpu0"]
     return {
         "stats": res.stats,
         "failures": [],
-        "start": mark["start"],
+        "start": res.start,  # the common start (of every client VM)
         "duration_s": res.wall_s,
         "stopped_early": cap is not None and res.wall_s >= cap,
         "client_process_cpu_s": res.cpu_s + parent_cpu,
         "client_processes": res.processes,
-        "client_cores": min(res.processes, procs.default_processes()),
+        "client_cores": cores,
         "client_per_process": res.per_process,
+        "client_vms": vms,
+        **({"client_per_vm": per_vm} if per_vm else {}),
     }
 
 
@@ -316,6 +332,8 @@ def run(
     processes: int | None = None,
     bar: bool = False,
     repeats: int = 1,
+    client_vms: int = 1,
+    run_id: str | None = None,
 ) -> dict:
     """Every selected variant; results go to `out_path` after each variant.
 
@@ -328,6 +346,10 @@ def run(
     """
     if int(repeats) < 1:
         raise exp_mod.ExperimentError(f"repeats must be 1 or more, not {repeats}")
+    if client_vms > 1 and (client_path != "multiplexed" or not run_id):
+        raise exp_mod.ExperimentError(
+            "several client VMs need the multiplexed client path and a run id"
+        )
     catalog = exp_mod.load(experiments_file or exp_mod.PERFTABLES_FILE)
     plans = exp_mod.plan(catalog, names, scale, variants, overrides, skip)
     timed_path("", {}, client_path)  # a bad path fails before any variant
@@ -354,6 +376,7 @@ def run(
             "server_version": version,
             "target": target,
             "client_path": client_path,
+            "client_vms": client_vms,
             "repeats": int(repeats),
             "provenance": provenance.engine(),  # this client's engine, Python, pymongo
             "results": [],
@@ -362,14 +385,17 @@ def run(
         order = schedule(plans, repeats)
         bar_ = progress.terminal_bar(len(order)) if bar else None
         track = progress.Progress(len(order), log, bar=bar_)
+        leader = coordination.Leader(client, run_id, client_vms) if client_vms > 1 else None
         try:
             _run_plans(
                 client, order, repeats, doc, out_path, target, track, log,
                 database=database, os_path=os_path, max_seconds=max_seconds, uri=uri,
-                client_path=client_path, processes=processes,
+                client_path=client_path, processes=processes, leader=leader,
             )  # fmt: skip
         finally:
             track.close()
+            if leader is not None:
+                leader.finish()
         return doc
     finally:
         client.close()

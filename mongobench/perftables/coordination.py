@@ -1,0 +1,187 @@
+"""Several client VMs: every variant's timed phase runs on all of them at once.
+
+Client VM 0 (the leader) runs the perftables run as usual: it prepares each variant,
+measures around it and writes the results. For a timed phase on the multiplexed path it
+hands the job to the other client VMs (followers, `mongobench perftables follow`): the
+virtual clients are split over the VMs (VM i runs its share of the global client indices,
+so keys and operation counts are split as they are over processes), every VM connects its
+workers and says it is ready, the leader hands out one start time, and each follower sends
+back its statistics, which the leader merges exactly once with its own.
+
+The channel is a collection on the target itself (database `mongobench_coord`): the one
+network path every client VM already has, so no port is opened between VMs. It is used
+before and after timed phases only (a few small reads per second while the leader
+prepares), and dropped at the end. The VMs' clocks must agree (NTP) to within the start
+margin; each follower says how late it started (`late_s`).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+import traceback
+
+from pymongo.errors import DuplicateKeyError
+
+from mongobench.core.split import share
+from mongobench.driver import connection, ops, procs, sources
+
+COORD_DB = "mongobench_coord"
+START_MARGIN_S = 1.0  # from the last VM's "ready" to the common start
+READY_TIMEOUT_S = 180.0  # every follower connected (it may be busy with the last job)
+POLL_S = 0.05
+
+
+class CoordinationError(RuntimeError):
+    pass
+
+
+def client_range(clients: int, vms: int, index: int) -> range:
+    """The global client indices VM `index` runs (shares differ by at most one)."""
+    start = sum(share(clients, vms, i) for i in range(index))
+    return range(start, start + share(clients, vms, index))
+
+
+def _wait(coll, ids: list[str], timeout: float, what: str) -> dict[str, dict]:
+    """Documents `ids` of `coll`, once all exist; CoordinationError after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        docs = {d["_id"]: d for d in coll.find({"_id": {"$in": ids}})}
+        if len(docs) == len(ids):
+            return docs
+        if time.monotonic() > deadline:
+            missing = ", ".join(i for i in ids if i not in docs)
+            raise CoordinationError(f"{what}: nothing from {missing} within {timeout:.0f} s")
+        time.sleep(POLL_S)
+
+
+class Leader:
+    """Client VM 0's side: announces each timed phase, starts it on every VM, merges."""
+
+    def __init__(self, client, run_id: str, vms: int):
+        self.coll = client[COORD_DB][f"run_{run_id}"]
+        self.vms = vms
+        self.seq = 0
+        self.coll.drop()  # a crashed earlier run with this id left its documents
+
+    def timed(self, uri, workload, settings, database, nthreads, processes, total, duration,
+              on_ready):  # fmt: skip
+        """The timed phase of `nthreads` clients over every VM. Returns the leader's
+        procs.Result with the followers' statistics, CPU and processes merged in, the client
+        cores of all VMs, and one summary per VM."""
+        seq, self.seq = self.seq, self.seq + 1
+        followers = range(1, self.vms)
+        self.coll.insert_one({
+            "_id": f"job-{seq}", "workload": workload, "settings": settings,
+            "database": database, "clients": nthreads, "total": total,
+            "duration": duration, "vms": self.vms,
+        })  # fmt: skip
+
+        def ready():
+            ids = [f"ready-{seq}-{i}" for i in followers]
+            _wait(self.coll, ids, READY_TIMEOUT_S, "client VMs ready")
+            start = time.time() + START_MARGIN_S
+            self.coll.insert_one({"_id": f"start-{seq}", "at": start})
+            on_ready()
+            return start
+
+        make = functools.partial(sources.make, workload, settings, database, _wc(settings, uri))
+        mine = procs.run(
+            uri, make, nthreads, processes, total=total, duration=duration, on_ready=ready,
+            indices=client_range(nthreads, self.vms, 0),
+        )  # fmt: skip
+        ids = [f"result-{seq}-{i}" for i in followers]
+        # A follower's share takes about as long as the leader's; a lost one fails the variant.
+        got = _wait(self.coll, ids, max(600.0, 10 * mine.wall_s), "client VM results")
+        failed = [f"client VM {i}: {got[k]['failed']}" for i, k in zip(followers, ids, strict=True)
+                  if "failed" in got[k]]  # fmt: skip
+        if failed:
+            raise CoordinationError("\n".join(failed))
+        cores = min(mine.processes, procs.default_processes())
+        per_vm = [_summary(0, mine.stats, mine.cpu_s, mine.wall_s, mine.processes, 0.0)]
+        for i, k in zip(followers, ids, strict=True):
+            d = got[k]
+            stats = procs.decode_stats(d["stats"])
+            mine.stats.merge(stats)
+            mine.cpu_s += d["cpu_s"]
+            mine.wall_s = max(mine.wall_s, d["wall_s"])  # both from the common start
+            mine.processes += d["processes"]
+            cores += d["cores"]
+            per_vm.append(_summary(i, stats, d["cpu_s"], d["wall_s"], d["processes"], d["late_s"]))
+        return mine, cores, per_vm
+
+    def finish(self, timeout: float = 30.0) -> None:
+        """Tells the followers the run is over; drops the collection once they said bye."""
+        try:
+            self.coll.insert_one({"_id": "done"})
+        except DuplicateKeyError:
+            pass
+        try:
+            _wait(self.coll, [f"bye-{i}" for i in range(1, self.vms)], timeout, "client VMs")
+        except CoordinationError:
+            return  # a follower is gone or busy: its "done" must stay readable (PKB stops it)
+        self.coll.drop()
+
+
+def _summary(vm, stats, cpu_s, wall_s, processes, late_s) -> dict:
+    return {
+        "vm": vm, "ops": sum(stats.ops.values()), "cpu_s": cpu_s, "wall_s": wall_s,
+        "processes": processes, "late_s": late_s,
+    }  # fmt: skip
+
+
+def _wc(settings: dict, uri: str):
+    return ops.write_concern(settings.get("write_concern"), connection.options(uri).write_concern)
+
+
+def follow(client, uri: str, run_id: str, index: int, processes: int | None, log=print) -> int:
+    """Client VM `index`'s side: runs its share of every announced timed phase until the
+    leader says done; returns how many it ran."""
+    coll = client[COORD_DB][f"run_{run_id}"]
+    seq = 0
+    while True:
+        docs = _wait_any(coll, [f"job-{seq}", "done"])
+        if "done" in docs and f"job-{seq}" not in docs:
+            coll.insert_one({"_id": f"bye-{index}"})
+            return seq
+        job = docs[f"job-{seq}"]
+        mine = client_range(job["clients"], job["vms"], index)
+
+        late = {}
+
+        def ready(seq=seq, late=late):
+            coll.insert_one({"_id": f"ready-{seq}-{index}", "at": time.time()})
+            start = _wait(coll, [f"start-{seq}"], READY_TIMEOUT_S, "start time")[f"start-{seq}"]
+            late["s"] = max(0.0, time.time() - start["at"])  # past it: this VM starts late
+            return start["at"]
+
+        try:
+            make = functools.partial(
+                sources.make, job["workload"], job["settings"], job["database"],
+                _wc(job["settings"], uri),
+            )  # fmt: skip
+            res = procs.run(
+                uri, make, job["clients"], processes, total=job["total"],
+                duration=job["duration"], on_ready=ready, indices=mine,
+            )  # fmt: skip
+            doc = {
+                "stats": procs.encode_stats(res.stats), "cpu_s": res.cpu_s,
+                "wall_s": res.wall_s, "processes": res.processes,
+                "cores": min(res.processes, procs.default_processes()),
+                "late_s": late.get("s", 0.0),
+                "clients": len(mine),
+            }  # fmt: skip
+            log(f"client VM {index}: job {seq}: {sum(res.stats.ops.values())} ops")
+        except Exception:  # noqa: BLE001 - sent to the leader, which fails the variant
+            doc = {"failed": traceback.format_exc()[-3000:]}
+            log(f"client VM {index}: job {seq} failed:\n{doc['failed']}")
+        coll.insert_one(dict(doc, _id=f"result-{seq}-{index}"))
+        seq += 1
+
+
+def _wait_any(coll, ids: list[str]) -> dict[str, dict]:
+    while True:
+        docs = {d["_id"]: d for d in coll.find({"_id": {"$in": ids}})}
+        if docs:
+            return docs
+        time.sleep(POLL_S * 4)

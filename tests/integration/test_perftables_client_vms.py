@@ -1,0 +1,99 @@
+"""Several client VMs against the stand-in: a leader run and a follower process share every
+timed phase from one start time; the counts are merged exactly once."""
+
+import subprocess
+import sys
+import time
+
+import pytest
+from pymongo import MongoClient
+
+from mongobench.driver import base
+from mongobench.perftables import coordination
+from mongobench.perftables import runner as perftables
+from mongobench.reports import results
+
+pytestmark = pytest.mark.integration
+
+
+def _follower(uri_file, run_id, index, log):
+    return subprocess.Popen(
+        [sys.executable, "-m", "mongobench", "perftables", "follow", "--uri-file", uri_file,
+         "--run-id", run_id, "--client-index", str(index), "--processes", "1"],
+        stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+
+
+def _run_with_follower(uri_file, server_uri, tmp_path, experiments, variants, database):
+    run_id = f"it{int(time.time() * 1000)}"
+    log = open(tmp_path / f"follower-{database}.log", "w+")
+    follower = _follower(uri_file, run_id, 1, log)
+    try:
+        run = perftables.run(
+            server_uri, experiments, "smoke", str(tmp_path / f"{database}.json"),
+            database=database, variants=variants, os_path=False,
+            processes=1, client_vms=2, run_id=run_id, log=lambda _: None,
+        )  # fmt: skip
+        assert follower.wait(60) == 0
+    finally:
+        follower.kill()
+    log.seek(0)
+    follower_log = log.read()
+    n = len(variants)
+    assert f"client VM 1: job {n - 1}: " in follower_log, follower_log
+    assert f"after {n} timed phase(s)" in follower_log
+    with MongoClient(server_uri) as c:
+        # the coordination collection is gone once the follower said bye
+        assert f"run_{run_id}" not in c[coordination.COORD_DB].list_collection_names()
+    for r in run["results"]:
+        assert r["status"] == "ok" and not r["errors"], r.get("error")
+        assert r["client_vms"] == 2 and r["client_processes"] == 2
+        vms = r["client_per_vm"]
+        assert [v["vm"] for v in vms] == [0, 1] and all(v["ops"] > 0 for v in vms)
+        assert sum(v["ops"] for v in vms) == sum(r["ops"].values())
+    return run
+
+
+def test_two_client_vms_split_hot_document_updates_and_merge_once(uri_file, server_uri, tmp_path):
+    run = _run_with_follower(
+        uri_file, server_uri, tmp_path, ["concurrency"], ["10, False", "20, True"], "mb_vms"
+    )
+    ten, twenty = run["results"]
+    with MongoClient(server_uri) as c:
+        count = c["mb_vms"]["hotspot"].find_one({"_id": 0})["count"]
+    # every update of both VMs in both variants, counted once
+    assert sum(twenty["ops"].values()) == twenty["settings"]["total_ops"]
+    assert sum(ten["ops"].values()) == ten["settings"]["total_ops"]
+    assert count == ten["settings"]["total_ops"] + twenty["settings"]["total_ops"]
+    tput = [x for x in results.to_samples(run) if x["metric"] == "Operation Throughput"]
+    assert [x["metadata"]["client_vms"] for x in tput] == [2, 2]
+
+
+def test_two_client_vms_split_a_bulk_insert(uri_file, server_uri, tmp_path):
+    run = _run_with_follower(uri_file, server_uri, tmp_path, ["insert_docsize"], ["4"], "mb_vmi")
+    [r] = run["results"]
+    assert r["docs"] == r["settings"]["total_docs"]
+    with MongoClient(server_uri) as c:  # both VMs' documents, each inserted once
+        assert c["mb_vmi"][base.COLLECTION].count_documents({}) == r["docs"]
+    assert r["bytes"] == r["docs"] * int(r["settings"]["doc_size_kb"] * 1024)
+
+
+def test_a_follower_that_never_comes_fails_the_variant_not_the_run(
+    server_uri, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(coordination, "READY_TIMEOUT_S", 2.0)
+    run = perftables.run(
+        server_uri, ["concurrency"], "smoke", str(tmp_path / "r.json"), database="mb_vms2",
+        variants=["10, False"], os_path=False, processes=1, client_vms=2,
+        run_id=f"lonely{int(time.time() * 1000)}", log=lambda _: None,
+    )  # fmt: skip
+    [r] = run["results"]
+    assert r["status"] == "failed"
+    assert "client VMs ready: nothing from ready-0-1 within 2 s" in r["error"]
+
+
+def test_client_ranges_cover_every_client_once():
+    for clients in (1, 2, 5, 10, 401):
+        for vms in (1, 2, 3, 4):
+            got = [i for v in range(vms) for i in coordination.client_range(clients, vms, v)]
+            assert got == list(range(clients)), (clients, vms)
