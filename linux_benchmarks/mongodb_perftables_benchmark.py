@@ -259,9 +259,19 @@ def _Plan():
     )
 
 
+def _ClientVmCount(benchmark_config):
+    group = (getattr(benchmark_config, "vm_groups", None) or {}).get("clients")
+    static = len(getattr(group, "static_vms", None) or [])
+    return static or getattr(group, "vm_count", 1) or 1
+
+
 def CheckPrerequisites(benchmark_config):
     """Validates flags before anything is provisioned."""
-    del benchmark_config
+    if _ClientVmCount(benchmark_config) > 1 and _CLIENT_PATH.value != "multiplexed":
+        raise errors.Config.InvalidValue(
+            "several client VMs share timed phases on the multiplexed client path only, not"
+            f" --mongodb_perftables_client_path={_CLIENT_PATH.value}"
+        )
     try:
         _Plan()
     except exp_mod.ExperimentError as e:
@@ -331,7 +341,8 @@ def Prepare(benchmark_spec):
     # PKB calls Cleanup on cloud VMs, and after a failed stage, only with this flag:
     # without it an Atlas cluster or a failed variant would go unnoticed and stay.
     benchmark_spec.always_call_cleanup = True
-    client = benchmark_spec.vm_groups["clients"][0]
+    clients = benchmark_spec.vm_groups["clients"]
+    client = clients[0]
     for vm in benchmark_spec.vms:
         mongobench_host.ProtectStaticVm(vm)
     kind = _Deployment()
@@ -343,12 +354,15 @@ def Prepare(benchmark_spec):
         "steps": [None],
     }
     benchmark_spec.mongobench = state
-    client.Install("mongobench_client")
+    for vm in clients:
+        vm.Install("mongobench_client")
     state["workdir"] = mongobench_client.Deploy(client)
+    # Client VMs 1..K-1 run their share of every timed phase (`perftables follow`).
+    state["follower_workdirs"] = {vm.name: mongobench_client.Deploy(vm) for vm in clients[1:]}
     if kind == "uri":
         uri = _ReadUri()
     elif kind == "atlas":
-        state["atlas"] = mongobench_atlas.NewDeployment(FLAGS.run_uri, [client])
+        state["atlas"] = mongobench_atlas.NewDeployment(FLAGS.run_uri, list(clients))
         uri = mongobench_atlas.Provision(state["atlas"])
         state["steps"] = mongobench_atlas.Steps()
     elif kind == "standalone":
@@ -363,12 +377,17 @@ def Prepare(benchmark_spec):
     uri_file = os.path.join(state["workdir"], "target.uri")
     mongobench_client.PushSecret(client, uri_file, uri + "\n")
     state["uri_file"] = uri_file
+    for vm in clients[1:]:
+        path = os.path.join(state["follower_workdirs"][vm.name], "target.uri")
+        mongobench_client.PushSecret(vm, path, uri + "\n")
 
 
 def _RunStep(benchmark_spec, step_index, overrides, extra_metadata):
     """One engine run of every planned variant; returns (samples, failures)."""
-    client = benchmark_spec.vm_groups["clients"][0]
+    clients = benchmark_spec.vm_groups["clients"]
+    client = clients[0]
     state = benchmark_spec.mongobench
+    run_id = f"{FLAGS.run_uri}-{step_index or 0}"
     name = (
         "perftables-results.json" if step_index is None else f"perftables-results-{step_index}.json"
     )
@@ -389,6 +408,11 @@ def _RunStep(benchmark_spec, step_index, overrides, extra_metadata):
         processes=_CLIENT_PROCESSES.value or client.NumCpusForBenchmark(),
         client_path=_CLIENT_PATH.value,
         repeats=_REPEATS.value,
+        client_vms=len(clients),
+        run_id=run_id,
+    )
+    followers = mongobench_client.StartFollowers(
+        clients[1:], state["follower_workdirs"], run_id, _CLIENT_PROCESSES.value
     )
     servers = _Servers(benchmark_spec)
     samplers = [
@@ -409,6 +433,10 @@ def _RunStep(benchmark_spec, step_index, overrides, extra_metadata):
             "perftables" if step_index is None else f"perftables-{step_index}",
         )
     finally:
+        follower_failures = [
+            {"experiment": "?", "label": "?", "error": e}
+            for e in mongobench_client.WaitFollowers(followers)
+        ]
         readings = {}
         for vm, sampler in samplers:
             local = mongobench_client.StopSampler(vm, sampler, vm_util.GetTempDir())
@@ -455,7 +483,7 @@ def _RunStep(benchmark_spec, step_index, overrides, extra_metadata):
             expected,
             stderr[-2000:],
         )
-    return out, failed
+    return out, failed + follower_failures
 
 
 def _LastLine(stderr):
@@ -512,7 +540,7 @@ def Cleanup(benchmark_spec):
     if state is None or state.get("cleaned_up"):
         return
     state["cleaned_up"] = True
-    client = benchmark_spec.vm_groups["clients"][0]
+    clients = benchmark_spec.vm_groups["clients"]
     # No "failed" yet: Prepare or Run stopped half-way.
     keep = mongobench_host.KeepDiagnostics(benchmark_spec, state.get("failed", True))
     steps = []
@@ -520,7 +548,7 @@ def Cleanup(benchmark_spec):
         steps.append(
             ("tear down the Atlas deployment", lambda: mongobench_atlas.Teardown(state["atlas"]))
         )
-    for vm in [*_Servers(benchmark_spec), client]:
+    for vm in [*_Servers(benchmark_spec), *clients]:
         # The engine and samplers run detached: PKB may have been stopped while they ran.
         steps.append(
             (f"stop the engine on {vm.name}", lambda vm=vm: mongobench_client.StopEngine(vm))

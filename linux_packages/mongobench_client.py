@@ -118,6 +118,45 @@ def RunEngine(vm, workdir, command, name):
     )
 
 
+def StartFollowers(vms, workdirs, run_id, processes=None):
+    """Client VMs 1..K-1 (`vms`) wait for the leader's timed phases (`perftables follow`),
+    detached; `workdirs`: VM name -> its work directory (target.uri in it). Returns (vm,
+    handle) pairs for WaitFollowers."""
+    out = []
+    for index, vm in enumerate(vms, 1):
+        workdir = workdirs[vm.name]
+        command = shipping.perftables_follow_command(
+            workdir,
+            posixpath.join(workdir, "target.uri"),
+            run_id,
+            index,
+            processes or vm.NumCpusForBenchmark(),
+        )
+        handle = mongobench_vm.StartDetached(
+            vm, command, name=f"follow-{run_id}", directory=workdir
+        )
+        out.append((vm, handle))
+    return out
+
+
+def WaitFollowers(followers, timeout_s=120):
+    """Followers end once their leader is done (stopped after `timeout_s`); returns one
+    message per follower that failed or had to be stopped."""
+    problems = []
+    for vm, handle in followers:
+        rc, stderr = mongobench_vm.WaitDetached(
+            vm,
+            handle,
+            label=f"mongobench {vm.name}:",
+            poll_s=min(ProgressSeconds(), 5.0),
+            timeout_s=timeout_s,
+        )
+        if rc != 0:
+            last = [line for line in stderr.splitlines() if line.strip()][-1:] or ["no output"]
+            problems.append(f"{vm.name} follower (exit status {rc}): {last[0][:500]}")
+    return problems
+
+
 def StopEngine(vm):
     """Stops whatever engine process still runs from the work directory (Cleanup: PKB itself
     may have been stopped while the detached engine ran)."""

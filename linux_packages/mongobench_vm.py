@@ -201,14 +201,13 @@ def Follow(
         time.sleep(max(0.0, wait) if not follower.pending else 0.0)
 
 
-def RunDetached(vm, command, *, name, directory, label, poll_s, marker=None):
-    """Runs the shell `command` detached on `vm` (its own session: it survives a dropped ssh
-    connection and PKB's polling), copying its stderr lines into pkb.log as they come.
+def StartDetached(vm, command, *, name, directory, marker=None):
+    """Starts the shell `command` detached on `vm` (its own session: it survives a dropped
+    ssh connection and PKB's polling); returns its handle for WaitDetached.
 
     Its files are `<directory>/<name>.{pid,rc,out,err}`; the PID file lets Cleanup stop it
     (StopByPidFiles) if PKB itself is stopped. `marker` (default `directory`) must be in the
-    command line, so a recycled PID is never taken for it. Returns (exit status, or None when
-    it vanished without one; its stderr)."""
+    command line, so a recycled PID is never taken for it."""
     base = posixpath.join(directory, name)
     pid, rc, out, err = (base + ext for ext in (".pid", ".rc", ".out", ".err"))
     vm.RemoteCommand(
@@ -216,16 +215,40 @@ def RunDetached(vm, command, *, name, directory, label, poll_s, marker=None):
             ["bash", "-c", command], pid_file=pid, stdout=out, stderr=err, rc_file=rc
         )
     )
+    return {"name": name, "pid": pid, "rc": rc, "err": err, "marker": marker or directory}
+
+
+def WaitDetached(vm, handle, *, label, poll_s, timeout_s=None):
+    """Follows a StartDetached process until it ends (or `timeout_s`: then it is stopped),
+    copying its stderr lines into pkb.log as they come. Returns (exit status, or None when
+    it vanished or was stopped; its stderr)."""
+    name = handle["name"]
     lines = {}
     states = Follow(
         vm,
-        [(name, pid, rc)],
-        marker or directory,
-        [(name, err)],
+        [(name, handle["pid"], handle["rc"])],
+        handle["marker"],
+        [(name, handle["err"])],
         lambda _: label,
         poll_s=poll_s,
+        timeout_s=timeout_s,
         collected=lines,
     )
     state = states[name]
+    if state.running:
+        vm.RemoteCommand(
+            processes.stop_processes_command(
+                [handle["pid"]], marker=handle["marker"], timeout_s=30
+            ),
+            ignore_failure=True,
+        )
+        return None, "\n".join(lines.get(name, []) + [f"stopped after {timeout_s:.0f} s"])
     returncode = state.value if state.state == processes.STATE_EXITED else None
     return returncode, "\n".join(lines.get(name, []))
+
+
+def RunDetached(vm, command, *, name, directory, label, poll_s, marker=None):
+    """StartDetached then WaitDetached: runs `command` on `vm`, its stderr lines reaching
+    pkb.log as they come; returns (exit status or None, its stderr)."""
+    handle = StartDetached(vm, command, name=name, directory=directory, marker=marker)
+    return WaitDetached(vm, handle, label=label, poll_s=poll_s)

@@ -186,7 +186,9 @@ def cmd_report(args) -> int:
 def cmd_testbed(args) -> int:
     if args.action == "up":
         try:
-            state = testbed.up(args.dir, with_ssh=not args.no_ssh, server=args.server)
+            state = testbed.up(
+                args.dir, with_ssh=not args.no_ssh, server=args.server, client_vms=args.client_vms
+            )
         except testbed.PreflightError as e:
             raise SystemExit(f"mongobench: {e}") from None
         print(json.dumps(testbed.public_state(state), indent=1))
@@ -315,6 +317,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("auto", "mongod", "standin"),
         default="auto",
         help="auto: mongod when on PATH, else the stand-in",
+    )
+    tb.add_argument(
+        "--client-vms",
+        type=_positive_int,
+        default=1,
+        help="static client VMs in the perftables config (this host, separate work dirs)",
     )
     tb.set_defaults(func=cmd_testbed)
     tp = sub.add_parser("topology", help="initiate replica sets and shards from a plan (JSON)")

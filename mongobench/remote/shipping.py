@@ -86,6 +86,8 @@ def perftables_command(
     processes: int | None = None,
     client_path: str | None = None,
     repeats: int = 1,
+    client_vms: int = 1,
+    run_id: str | None = None,
 ) -> str:
     """The client command for one perftables run (no secret: the URI is in a file)."""
     q = shlex.quote
@@ -110,6 +112,22 @@ def perftables_command(
         args += ["--client-path", client_path]
     if repeats != 1:
         args += ["--repeats", str(repeats)]
+    if client_vms > 1:
+        args += ["--client-vms", str(client_vms), "--run-id", str(run_id)]
+    return f"cd {q(workdir)} && " + " ".join(q(a) for a in args)
+
+
+def perftables_follow_command(
+    workdir: str, uri_file: str, run_id: str, index: int, processes: int | None = None
+) -> str:
+    """The command of client VM `index` (1..K-1) following a leader's perftables run."""
+    q = shlex.quote
+    args = [
+        f"{workdir}/venv/bin/python", "-m", "mongobench", "perftables", "follow",
+        "--uri-file", uri_file, "--run-id", run_id, "--client-index", str(index),
+    ]  # fmt: skip
+    if processes:
+        args += ["--processes", str(processes)]
     return f"cd {q(workdir)} && " + " ".join(q(a) for a in args)
 
 

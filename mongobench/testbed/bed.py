@@ -343,15 +343,22 @@ STANDIN_UNSUPPORTED = "update_fields/50, 500000, validation;update_fields/50, 50
 
 
 def pkb_configs(
-    workdir: str, sshd: Sshd, uri_file: str, server_kind: str = "standin"
+    workdir: str, sshd: Sshd, uri_file: str, server_kind: str = "standin", client_vms: int = 1
 ) -> dict[str, str]:
-    """Ready PKB benchmark configs using the static VM; returns name -> path."""
+    """Ready PKB benchmark configs using the static VM; returns name -> path. With
+    `client_vms` > 1 the perftables config's clients group has that many static VMs: the
+    same host, each with its own scratch (work) directory."""
     scratch = os.path.join(workdir, "scratch")
     os.makedirs(scratch, exist_ok=True)
     vm = static_vm(sshd, scratch)
+    clients = [vm]
+    for i in range(1, client_vms):
+        other = os.path.join(workdir, f"scratch-client{i}")
+        os.makedirs(other, exist_ok=True)
+        clients.append(static_vm(sshd, other))
     perftables = {
         "mongodb_perftables": {
-            "vm_groups": {"clients": {"static_vms": [vm]}},
+            "vm_groups": {"clients": {"static_vms": clients}},
             "flags": {
                 "mongodb_perftables_uri_file": uri_file,
                 "mongodb_perftables_scale": "smoke",
@@ -396,7 +403,9 @@ def pkb_configs(
     return paths
 
 
-def up(directory: str | None = None, with_ssh: bool = True, server: str = "auto") -> dict:
+def up(
+    directory: str | None = None, with_ssh: bool = True, server: str = "auto", client_vms: int = 1
+) -> dict:
     directory = os.path.abspath(directory or default_dir())
     existing = _load(directory)
     if existing and any(alive(p) for p in existing.get("pids", {}).values()):
@@ -417,7 +426,7 @@ def up(directory: str | None = None, with_ssh: bool = True, server: str = "auto"
             sshd = start_sshd(directory)
             state["pids"]["sshd"] = sshd.pid
             state.update(ssh_port=sshd.port, ssh_key=sshd.key, ssh_user=sshd.user)
-            state["configs"] = pkb_configs(directory, sshd, uri_file, srv.kind)
+            state["configs"] = pkb_configs(directory, sshd, uri_file, srv.kind, client_vms)
     except BaseException:
         _save(directory, state)
         down(directory)

@@ -92,3 +92,39 @@ def test_perftables_on_the_test_bed(pkb_python, tmp_path, pkb_temp):
     assert len({t for t, *_ in lines}) >= 3, lines  # not one burst at the end
     pulled = log.index("mongodb_perftables raw results saved")
     assert log.index(f"[{len(want)}/{len(want)}]") < pulled
+
+
+def test_perftables_from_two_client_vms(pkb_python, tmp_path, pkb_temp):
+    """A hot-document variant from two client VMs (the test bed's host twice, separate
+    work directories): one start time, counts merged once, equal to the server's."""
+    from pymongo import MongoClient
+
+    state = testbed.up(str(tmp_path / "tb"), client_vms=2)
+    try:
+        p = run_pkb(
+            pkb_python,
+            "mongodb_perftables",
+            state["configs"]["mongodb_perftables"],
+            pkb_temp,
+            "--mongodb_perftables_experiments=concurrency",
+            "--mongodb_perftables_variants=20, False",
+            "--mongodb_perftables_client_processes=1",
+            timeout=900,
+        )
+        with MongoClient(state["uri"]) as c:
+            count = c["mongobench"]["hotspot"].find_one({"_id": 0})["count"]
+    finally:
+        testbed.down(str(tmp_path / "tb"))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    [run_dir] = glob.glob(str(pkb_temp / "runs" / "*"))
+    run = json.load(open(f"{run_dir}/perftables-results.json"))
+    [r] = run["results"]
+    assert r["status"] == "ok" and r["client_vms"] == 2 and r["client_processes"] == 2
+    assert [v["vm"] for v in r["client_per_vm"]] == [0, 1]
+    assert all(v["ops"] > 0 for v in r["client_per_vm"])
+    assert sum(r["ops"].values()) == r["settings"]["total_ops"] == count
+    samples = [json.loads(line) for line in open(f"{run_dir}/perfkitbenchmarker_results.json")]
+    [tput] = [s for s in samples if s["metric"] == "Operation Throughput"]
+    assert "|client_vms:2|" in tput["labels"] and "|client_processes:2|" in tput["labels"]
+    log = open(f"{run_dir}/pkb.log").read()
+    assert "the leader is done after 1 timed phase(s)" in log  # the follower's last line
