@@ -77,16 +77,24 @@ def physical_disks(disks: dict[str, dict[str, int]]) -> list[str]:
 
 def reading(devices: list[str] | None, proc: str = "/proc") -> dict:
     with open(os.path.join(proc, "stat")) as f:
-        cpu = read_cpu(f.read())
+        stat = f.read()
     with open(os.path.join(proc, "diskstats")) as f:
-        disks = read_disks(f.read())
+        diskstats = f.read()
+    return reading_of(stat, diskstats, devices, time.time())
+
+
+def reading_of(stat: str, diskstats: str, devices: list[str] | None, t: float) -> dict:
+    """One reading from the texts of /proc/stat and /proc/diskstats taken at `t` (here or
+    on another host), summing `devices` (None: every physical disk)."""
+    cpu = read_cpu(stat)
+    disks = read_disks(diskstats)
     io = {"reads": 0, "read_sectors": 0, "writes": 0, "write_sectors": 0}
     for name in devices if devices is not None else physical_disks(disks):
         d = disks.get(name)
         if d:
             for k in io:
                 io[k] += d[k]
-    return {"t": time.time(), "cpu": cpu, "io": io}
+    return {"t": t, "cpu": cpu, "io": io}
 
 
 def summarize(readings: list[dict], ncpu_hint: int | None = None) -> dict[str, float | None]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mongobench.core import latency as lat
+from mongobench.core.bottleneck import bottleneck, describe
 from mongobench.core.samples import sample
 from mongobench.core.units import MiB
 from mongobench.perftables import serverstats
@@ -259,7 +260,7 @@ def to_samples(run: dict, extra_metadata: dict | None = None) -> list[dict]:
         capacity = res.get("client_cores") or 1
         cores = cores / max(res["duration_s"], 1e-9) / capacity if cores is not None else None
         neck = bottleneck(figs, res.get("settings"), cores)
-        md["bottleneck"] = f"{neck[0]} ({neck[1] * 100:.0f}%)" if neck else "unknown"
+        md["bottleneck"] = describe(neck)
         missing = sorted(k for k, v in figs.items() if v is None and k in _SERVER_FIGURES)
         md["missing_metrics"] = ",".join(missing)
         if res["errors"]:
@@ -300,38 +301,3 @@ def _stamped(s: dict, timestamp: float | None) -> dict:
 
 def failed(run: dict) -> list[dict]:
     return [r for r in run["results"] if r.get("status") != "ok"]
-
-
-# Utilisation of each resource against its limit; the highest is the bottleneck.
-# Disk limits come from settings (disk_iops, disk_mb_s: the provisioned figures).
-# client_cpu_cores: the client's CPU use as a share of its capacity (the caller
-# divides by the cores its processes can use: one per Python process, the GIL).
-def bottleneck(figs: dict, settings: dict | None = None, client_cpu_cores: float | None = None):
-    """(resource, utilisation 0..1) of the resource closest to its limit, or None."""
-    settings = settings or {}
-    ratios = {}
-    if figs.get("cpu_pct") is not None:
-        ratios["server CPU"] = figs["cpu_pct"] / 100.0
-    if figs.get("os_iops") is not None and _number(settings.get("disk_iops")):
-        ratios["disk IOPS"] = figs["os_iops"] / float(settings["disk_iops"])
-    if figs.get("os_write_mb_s") is not None and _number(settings.get("disk_mb_s")):
-        mb = figs["os_write_mb_s"] + (figs.get("os_read_mb_s") or 0.0)
-        ratios["disk MB/s"] = mb / float(settings["disk_mb_s"])
-    client = []
-    if figs.get("client_cpu_pct") is not None:
-        client.append(figs["client_cpu_pct"] / 100.0)
-    if client_cpu_cores is not None:
-        client.append(client_cpu_cores)
-    if client:
-        ratios["client"] = max(client)
-    if not ratios:
-        return None
-    name = max(ratios, key=ratios.get)
-    return name, ratios[name]
-
-
-def _number(value) -> bool:
-    try:
-        return float(value) > 0
-    except (TypeError, ValueError):
-        return False

@@ -7,12 +7,19 @@ from collections.abc import Mapping, Sequence
 from mongobench.core.samples import failure_sample, sample
 from mongobench.core.units import GiB
 from mongobench.remote import provenance
-from mongobench.stress.search import Search, select_kpis, step_kpis
+from mongobench.stress import usage
+from mongobench.stress.search import MAX_METRIC, Search, select_kpis, step_kpis
 from mongobench.stress.sizing import Sizing
 
 WORKLOAD = "90% read / 10% update, zipfian, 10 x 100 B fields"
 FAILED_METRIC = "Step Failed"
 ERROR_LIMIT = 2000  # characters of a failed step's error kept in its sample
+# Per-step usage samples (step metadata key -> metric, in %), under perftables' names.
+USAGE_METRICS = {
+    "server_cpu_pct": "Server CPU Usage",
+    "server_iowait_pct": "Server IO Wait",
+    "client_cpu_pct": "Client CPU Usage",
+}
 
 
 def numactl_description(prefixes: Sequence[Sequence[str]]) -> str:
@@ -105,18 +112,27 @@ def search_samples(
 ) -> list[dict]:
     """The samples of a search (core.samples dicts), in this order: the failed step (with
     the run's `metadata`, its step number, instance count and error), each step's
-    throughput and p99s (with its step metadata from `found.infos`), the records loaded,
-    and, when the search ended without a failure, the two KPIs (stress.search.select_kpis).
-    All but the failure carry `search_seconds`."""
+    throughput and p99s and, where its step metadata (`found.infos`) has them, its server
+    CPU, server iowait and busiest client's CPU (stress.usage), the records loaded, and,
+    when the search ended without a failure, the two KPIs (stress.search.select_kpis) with
+    their step's metadata (bottleneck included) and, on Maximum Throughput, seed 003's
+    tuning note when that step's server CPU was not > 90 %. All but the failure carry
+    `search_seconds`."""
     out = []
     if found.failure:
         step, instances, error = found.failure
         md = {**metadata, "step": step, "instances": instances}
         out.append(failure_sample(FAILED_METRIC, error, md, limit=ERROR_LIMIT))
     common = {**metadata, "search_seconds": search_seconds}
+    by_step: dict[int, list] = {}
     for k in step_kpis(found.history, common):
-        md = {**k.metadata, **found.infos[k.metadata["step"] - 1]}
-        out.append(sample(k.metric, k.value, k.unit, md))
+        by_step.setdefault(k.metadata["step"], []).append(k)
+    for step, kpis in by_step.items():
+        md = {**kpis[0].metadata, **found.infos[step - 1]}
+        out.extend(sample(k.metric, k.value, k.unit, md) for k in kpis)
+        for key, metric in USAGE_METRICS.items():
+            if md.get(key) is not None:
+                out.append(sample(metric, md[key], "%", md))
     out.append(sample("Records Loaded", records_loaded, "records", common))
     if found.history and not found.failure:
         kpis = select_kpis(
@@ -126,5 +142,11 @@ def search_samples(
             max_instances=max_instances,
             metadata=common,
         )
-        out.extend(sample(k.metric, k.value, k.unit, k.metadata) for k in kpis)
+        for k in kpis:
+            md = dict(k.metadata)
+            if "step" in md:  # the measured step's usage and bottleneck
+                md.update(found.infos[md["step"] - 1])
+            if k.metric == MAX_METRIC and (note := usage.tuning_note(md)):
+                md["tuning_note"] = note
+            out.append(sample(k.metric, k.value, k.unit, md))
     return out

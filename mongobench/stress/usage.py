@@ -1,0 +1,76 @@
+"""What a stress step used: CPU and disk of the server and CPU of the client VMs over the
+step's run phase, and the step's bottleneck line.
+
+The PKB module reads each VM's /proc/stat and /proc/diskstats (READING_COMMAND) right before
+the YCSB run processes start and right after they end; the window therefore includes YCSB's
+JVM start-up (a few seconds of a step's minutes). The averages are the OS sampler's
+(perftables.ossampler.summarize) and the bottleneck is core.bottleneck's, as for perftables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from mongobench.core import bottleneck
+from mongobench.perftables import ossampler
+
+_MARK = "--mongobench-diskstats--"
+READING_COMMAND = f"date +%s.%N && cat /proc/stat && echo {_MARK} && cat /proc/diskstats"
+CPU_ALERT_PCT = 90.0  # seed 003's Tuning Notes: a server CPU not > 90 % points elsewhere
+
+
+def parse_reading(text: str) -> dict:
+    """An ossampler reading (every physical disk) from READING_COMMAND's output."""
+    head, mark, diskstats = text.partition(_MARK)
+    stamp, _, stat = head.strip().partition("\n")
+    if not mark:
+        raise ValueError(f"not the output of the /proc reading command: {text[:200]!r}")
+    return ossampler.reading_of(stat, diskstats, None, float(stamp))
+
+
+def _round(value: float | None, digits: int = 1) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def step_usage(
+    server: Sequence[dict],
+    clients: Mapping[str, Sequence[dict]],
+    *,
+    throughput: float,
+    offered: float | None,
+) -> dict:
+    """Step metadata from the server's readings and each client VM's (name -> readings,
+    first and last bracket the run phase): server CPU, iowait, steal and disk figures, the
+    busiest client VM's CPU, the share of the offered load delivered, and `bottleneck`, the
+    resource closest to its limit ('server CPU (96%)', 'client (91%)', 'offered load
+    (99%)': the rate-limited clients, not the server, set the throughput; 'unknown')."""
+    srv = ossampler.summarize(list(server))
+    per_client = {name: ossampler.summarize(list(r)) for name, r in clients.items()}
+    measured = [n for n in per_client if per_client[n]["cpu_pct"] is not None]
+    busiest = max(measured, key=lambda n: per_client[n]["cpu_pct"], default=None)
+    client_cpu = per_client[busiest]["cpu_pct"] if busiest else None
+    offered_pct = 100.0 * throughput / offered if offered else None
+    figs = {"cpu_pct": srv["cpu_pct"], "client_cpu_pct": client_cpu, "offered_pct": offered_pct}
+    return {
+        "server_cpu_pct": _round(srv["cpu_pct"]),
+        "server_iowait_pct": _round(srv["iowait_pct"]),
+        "server_steal_pct": _round(srv["steal_pct"]),
+        "server_disk_iops": _round(srv["iops"]),
+        "server_disk_read_mb_s": _round(srv["read_mb_s"], 2),
+        "server_disk_write_mb_s": _round(srv["write_mb_s"], 2),
+        "client_cpu_pct": _round(client_cpu),
+        "client_cpu_busiest_vm": busiest,
+        "offered_load_pct": _round(offered_pct),
+        "bottleneck": bottleneck.describe(bottleneck.bottleneck(figs)),
+    }
+
+
+def tuning_note(info: Mapping) -> str | None:
+    """Seed 003's Tuning Notes for a step whose server CPU was not > 90 %, else None."""
+    cpu = info.get("server_cpu_pct")
+    if cpu is None or cpu > CPU_ALERT_PCT:
+        return None
+    return (
+        f"server CPU {cpu:g}% (not > {CPU_ALERT_PCT:g}%): check whether network or storage"
+        " bandwidth is saturated; if neither, add client VMs (seed 003 Tuning Notes)"
+    )
