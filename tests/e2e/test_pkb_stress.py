@@ -110,6 +110,11 @@ def test_stress_on_the_test_bed(pkb_python, tmp_path, pkb_temp):
         assert len(by_metric[name]) == len(steps) and by_metric[name][0]["unit"] == "ms"
     for s in steps:
         assert float(labels(s)["hold_gib"]) == pytest.approx(HOLD_GB, abs=0.001)
+    # seed 003's Tuning Notes: the server's CPU at every step, and what limited each step
+    cpu = by_metric["Server CPU Usage"]
+    assert len(cpu) == len(steps) and all(s["unit"] == "%" and 0 <= s["value"] <= 100 for s in cpu)
+    assert all(labels(s)["bottleneck"] != "unknown" for s in steps)
+    assert meta["bottleneck"] != "unknown" and meta["server_cpu_pct"] not in ("", "None")
     # each instance was loaded once, not once per step
     [loaded] = by_metric["Records Loaded"]
     assert loaded["value"] == 1000 * max(tried)

@@ -1,0 +1,448 @@
+"""mongodb_stress on PKB VMs: preparing the server and clients, running one step, cleaning up.
+
+The arithmetic (sizing, placement, step plans, the search, results, KPIs, usage and sample
+metadata) is the engine's (`mongobench.stress`); this module carries it out over ssh with
+`mongobench_mongod`, `mongobench_ycsb` and `mongobench_stress_ng`. `Settings` holds what the
+benchmark's flags say. It defines no Install function, so PKB never installs it.
+
+    st = mongobench_stress.Prepare(server_vm, clients, settings)
+    result, info = mongobench_stress.Step(server_vm, clients, st, settings, n)
+    problems = mongobench_stress.Cleanup(server_vm, clients, keep_diagnostics)
+"""
+
+import dataclasses
+import logging
+import os
+import time
+
+from perfkitbenchmarker import background_tasks, errors, vm_util
+from perfkitbenchmarker.linux_packages import (
+    mongobench_host,
+    mongobench_mongod,
+    mongobench_stress_ng,
+    mongobench_ycsb,
+)
+
+from mongobench.core import units
+from mongobench.remote import probes
+from mongobench.stress import placement, steps, usage
+from mongobench.stress import report as stress_report
+from mongobench.stress import sizing as stress_sizing
+
+DROP_CACHES_COMMAND = "sync && echo 3 | sudo tee /proc/sys/vm/drop_caches >/dev/null"
+STRESS_NG_SAFETY_S = 900  # stress-ng ends by itself this long after a step should have
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """What the benchmark's flags say (see their help in mongodb_stress_benchmark)."""
+
+    search: str
+    target_ops: int
+    step_seconds: int
+    min_instances: int
+    max_instances: int | None
+    records: int | None
+    cache_gb: float | None
+    memory_gb: float | None
+    vcpus: int | None
+    disk_gb: float | None
+    first_port: int
+    run_threads: int
+    load_threads: int
+    load_batch: int
+    load_timeout: int
+    step_grace: int
+    hold: bool
+    hold_gb: float | None
+    stress_ng_workers: int | None
+    stress_ng_per_numa: bool
+    numactl_cpu: str
+    numactl_memory: str
+    addresses: tuple
+    bind_ip: str | None
+    histograms: bool
+    drop_caches: bool
+    host_settings: bool
+    tls: bool
+
+    @property
+    def uses_numactl(self):
+        return self.numactl_cpu != "none" or self.numactl_memory != "none"
+
+
+@dataclasses.dataclass
+class State:
+    server: mongobench_mongod.Server
+    sizing: stress_sizing.Sizing
+    facts: dict
+    hosts: tuple
+    bind_ip: str
+    numactl: list  # numactl prefix of each instance 0..max_instances-1 ([] each: none)
+    instance_nodes: list  # NUMA node id of each instance
+    tls_pem: str | None  # the server's certificate-key PEM on the server VM
+    metadata: dict
+    loaded: set = dataclasses.field(default_factory=set)
+    running: set = dataclasses.field(default_factory=set)
+    failure: str | None = None
+
+
+# ----------------------------------------------------------------------------- prepare
+
+
+def _ServerFacts(vm, server, settings):
+    """Memory, vCPUs, free disk under the instances directory, NUMA nodes, cores, online CPUs
+    and network addresses of the server (the flags win where given)."""
+    out, _ = vm.RemoteCommand(probes.server_facts_command(server.instances_dir))
+    return stress_sizing.server_sizing_inputs(
+        probes.parse_server_facts(out),
+        vm_memory_bytes=vm.total_memory_kb * 1024,
+        vm_vcpus=vm.NumCpusForBenchmark(),
+        memory_gb=settings.memory_gb,
+        vcpus=settings.vcpus,
+        disk_gb=settings.disk_gb,
+    )
+
+
+def _PrepareServer(vm, settings):
+    vm.Install("mongobench_mongod")
+    if settings.hold:
+        vm.Install("mongobench_stress_ng")
+        mongobench_stress_ng.Check(vm, numactl=settings.stress_ng_per_numa)
+    if settings.uses_numactl:
+        if vm.install_packages:
+            vm.InstallPackages("numactl")
+        _, _, rc = vm.RemoteCommandWithReturnCode("command -v numactl", ignore_failure=True)
+        if rc:
+            raise errors.Setup.InvalidSetupError(
+                f"{vm.name}: numactl is not installed (needed by --mongodb_stress_numactl_*)"
+            )
+    return mongobench_mongod.Deploy(vm)
+
+
+def _PrepareClient(vm, settings):
+    vm.Install("mongobench_ycsb")
+    return mongobench_ycsb.Deploy(vm)
+
+
+def _Sizing(facts, settings):
+    try:
+        sizing = stress_sizing.plan_sizing(
+            facts["memory_bytes"],
+            facts["vcpus"],
+            facts["disk_free_bytes"],
+            records=settings.records,
+            cache_gb=settings.cache_gb,
+            max_instances_cap=settings.max_instances,
+        )
+    except ValueError as e:
+        raise errors.Benchmarks.PrepareException(f"mongodb_stress sizing: {e}") from e
+    if sizing.max_instances < settings.min_instances:
+        raise errors.Benchmarks.PrepareException(
+            f"only {sizing.max_instances} instance(s) fit, below --mongodb_stress_min_instances"
+        )
+    return sizing
+
+
+def Prepare(server_vm, clients, settings):
+    """Installs and ships what each VM needs, sizes the run, places the instances, makes the
+    TLS material when asked and applies host settings; returns the run's State."""
+    for vm in [server_vm, *clients]:
+        mongobench_host.ProtectStaticVm(vm)
+    tasks = [((_PrepareServer, server_vm), {})] + [((_PrepareClient, vm), {}) for vm in clients]
+    server = background_tasks.RunThreaded(lambda f, vm: f(vm, settings), tasks)[0]
+
+    facts = _ServerFacts(server_vm, server, settings)
+    sizing = _Sizing(facts, settings)
+    try:
+        hosts = placement.resolve_server_addresses(
+            list(settings.addresses),
+            internal_ips=server_vm.GetInternalIPs(),
+            interfaces=facts["interfaces"],
+        )
+    except ValueError as e:
+        raise errors.Config.InvalidValue(f"--mongodb_stress_server_addresses: {e}") from e
+    bind_ip = settings.bind_ip or ",".join(dict.fromkeys([*hosts, "127.0.0.1"]))
+    try:
+        numactl = placement.placement_prefixes(
+            sizing.max_instances,
+            facts["numa"],
+            cpu=settings.numactl_cpu,
+            memory=settings.numactl_memory,
+            cores=facts["cores"],
+        )
+        placed = placement.instance_nodes(sizing.max_instances, facts["numa"])
+    except ValueError as e:
+        raise errors.Config.InvalidValue(f"--mongodb_stress_numactl_*: {e}") from e
+    tls_pem, tls_meta = (
+        mongobench_mongod.SetUpTls(
+            server_vm,
+            clients,
+            server,
+            hosts,
+            os.path.join(vm_util.GetTempDir(), "mongodb_stress", "tls"),
+        )
+        if settings.tls
+        else (None, {})
+    )
+
+    meta = stress_report.run_metadata(
+        server.metadata(),
+        sizing,
+        facts,
+        hosts,
+        search=settings.search,
+        target_ops=settings.target_ops,
+        step_seconds=settings.step_seconds,
+        run_threads=settings.run_threads,
+        load_threads=settings.load_threads,
+        load_batch=settings.load_batch,
+        client_vms=len(clients),
+        first_port=settings.first_port,
+        numactl_cpu=settings.numactl_cpu,
+        numactl_memory=settings.numactl_memory,
+        numactl_prefixes=numactl,
+        histograms=settings.histograms,
+        drop_caches=settings.drop_caches,
+        hold=settings.hold,
+        hold_per_numa=settings.stress_ng_per_numa,
+        hold_gb=settings.hold_gb,
+        tls=settings.tls,
+        tls_meta=tls_meta,
+    )
+    if settings.host_settings:
+        meta.update(mongobench_mongod.ApplyHostSettings(server_vm, server, server.instances_dir))
+    else:
+        meta["host_settings_applied"] = False
+    logging.info("mongodb_stress sizing: %s", sizing.metadata())
+    return State(server, sizing, facts, hosts, bind_ip, numactl, placed, tls_pem, meta)
+
+
+# ----------------------------------------------------------------------------- steps
+
+
+def _Instance(st, settings, index):
+    return mongobench_mongod.NewInstance(
+        st.server,
+        index,
+        host=st.hosts[index % len(st.hosts)],
+        bind_ip=st.bind_ip,
+        first_port=settings.first_port,
+        tls_pem=st.tls_pem,
+    )
+
+
+def _EnsureInstances(vm, st, settings, n):
+    """Instances 0..n-1 running; on a real mongod, those above n are stopped (their data
+    stays on disk) so they take no memory from this step. The stand-in keeps data in memory:
+    its instances keep running."""
+    if st.server.persistent:
+        extra = sorted(i for i in st.running if i >= n)
+        if extra:
+            mongobench_mongod.Stop(vm, st.server, [_Instance(st, settings, i) for i in extra])
+            st.running.difference_update(extra)
+
+    def start(index):
+        inst = _Instance(st, settings, index)
+        config = mongobench_mongod.Config(st.server, inst, cache_gb=st.sizing.cache_gb)
+        mongobench_mongod.Start(vm, st.server, inst, config, numactl=st.numactl[index])
+        return index
+
+    todo = [i for i in range(n) if i not in st.running]
+    if todo:
+        started = background_tasks.RunThreaded(start, todo, max_concurrent_threads=8)
+        st.running.update(started)
+        if st.server.kind == "mongod" and "mongod_ulimit_nofile" not in st.metadata:
+            limits = mongobench_mongod.Limits(vm, _Instance(st, settings, todo[0]))
+            st.metadata.update({f"mongod_ulimit_{k}": v for k, v in limits.items()})
+
+
+def _TlsCa(st, vm):
+    return mongobench_ycsb.TlsCaPath(vm) if st.tls_pem else None
+
+
+def _LocalDir(vm):
+    path = os.path.join(vm_util.GetTempDir(), "mongodb_stress", vm.name)
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def _ReturnCode(state, output, what, timeout_s):
+    if state.running:
+        raise steps.StepError(f"{what} did not finish within {timeout_s}s and was stopped")
+    return output.returncode
+
+
+def _Load(clients, st, settings, plan):
+    """Loads the instances of plan.load (those never loaded), in parallel over the clients."""
+
+    def props(p, vm):
+        return steps.load_properties(
+            p,
+            threads=settings.load_threads,
+            batchsize=settings.load_batch,
+            tls_ca_file=_TlsCa(st, vm),
+        )
+
+    timeout = settings.load_timeout
+    results = mongobench_ycsb.RunOnClients(clients, plan.load, props, timeout, 0, _LocalDir)
+    for p in plan.load:
+        state, out = results[p.stem]
+        rc = _ReturnCode(state, out, f"loading instance {p.instance}", timeout)
+        steps.load_result(p, rc, out.text)
+        st.loaded.add(p.instance)
+
+
+def _HoldMemory(vm, st, settings, n):
+    """stress-ng holding what the n running instances must not have (per NUMA node when
+    asked: for instances bound to their node, each node keeps its own instances' share)."""
+    hold_gb = settings.hold_gb
+    plan = placement.hold_plan(
+        st.sizing.usable_memory,
+        st.sizing.memory_per_instance,
+        n,
+        nodes=st.facts["numa"],
+        instance_nodes=st.instance_nodes,
+        fixed_bytes=int(hold_gb * units.GiB) if hold_gb is not None else None,
+        per_node=settings.stress_ng_per_numa,
+        bound=settings.numactl_memory == "bind",
+    )
+    return mongobench_stress_ng.Start(
+        vm,
+        plan.hold_bytes,
+        node_bytes=plan.node_bytes,
+        cpu_nodes=plan.cpu_nodes,
+        name=f"step{n:03d}",
+        workers=settings.stress_ng_workers or max(1, min(8, st.facts["vcpus"])),
+        timeout_s=settings.step_seconds + settings.step_grace + STRESS_NG_SAFETY_S,
+    )
+
+
+def _DropCaches(vm):
+    _, stderr, rc = vm.RemoteCommandWithReturnCode(DROP_CACHES_COMMAND, ignore_failure=True)
+    if rc:
+        logging.warning("%s: could not drop the page cache: %s", vm.name, stderr)
+    return not rc
+
+
+def _OsReadings(vms):
+    """One /proc reading of each VM (stress.usage), taken in parallel."""
+
+    def read(vm):
+        out, _ = vm.RemoteCommand(usage.READING_COMMAND, should_pre_log=False)
+        return usage.parse_reading(out)
+
+    got = background_tasks.RunThreaded(read, list(vms))
+    return dict(zip([vm.name for vm in vms], got, strict=True))
+
+
+def Step(server_vm, clients, st, settings, n):
+    """Runs step n; returns (StepResult, step metadata with its usage and bottleneck).
+    Raises StepError."""
+    plan = steps.plan_step(
+        n,
+        loaded=st.loaded,
+        clients=len(clients),
+        records=st.sizing.records,
+        hosts=st.hosts,
+        first_port=settings.first_port,
+    )
+    info = {"loaded_instances": ",".join(str(p.instance) for p in plan.load) or "none"}
+    t0 = time.time()
+    _EnsureInstances(server_vm, st, settings, n)
+    if plan.load:
+        _Load(clients, st, settings, plan)
+    info["load_seconds"] = round(time.time() - t0, 1)
+
+    if settings.drop_caches:
+        info["caches_dropped"] = _DropCaches(server_vm)
+    hold = None
+    if settings.hold:
+        hold = _HoldMemory(server_vm, st, settings, n)
+        info["hold_gib"] = round((hold.hold_bytes if hold else 0) / units.GiB, 3)
+    vms = [server_vm, *clients]
+    try:
+
+        def props(p, vm):
+            return steps.run_properties(
+                p,
+                directory=mongobench_ycsb.RunDir(vm),
+                duration_s=settings.step_seconds,
+                target=settings.target_ops,
+                threads=settings.run_threads,
+                histograms=settings.histograms,
+                tls_ca_file=_TlsCa(st, vm),
+            )
+
+        before = _OsReadings(vms)
+        t1 = time.time()
+        timeout = settings.step_seconds + settings.step_grace
+        results = mongobench_ycsb.RunOnClients(
+            clients, plan.run, props, timeout, settings.step_seconds, _LocalDir
+        )
+        info["run_wall_seconds"] = round(time.time() - t1, 1)
+        after = _OsReadings(vms)
+        dead = mongobench_mongod.DeadInstances(
+            server_vm, st.server, [_Instance(st, settings, i) for i in range(n)]
+        )
+    finally:
+        mongobench_stress_ng.Stop(server_vm, hold)
+    outputs = []
+    for p in plan.run:
+        state, out = results[p.stem]
+        rc = _ReturnCode(state, out, f"step {n}: YCSB for instance {p.instance}", timeout)
+        hists = {op: out.histograms[op] for op in ("READ", "UPDATE") if op in out.histograms}
+        outputs.append(steps.ProcessOutput(p.instance, p.client, rc, out.text, hists))
+    result = steps.step_result(n, outputs, dead_instances=dead, first_port=settings.first_port)
+    readings = {name: [before[name], after[name]] for name in before}
+    info.update(
+        usage.step_usage(
+            readings.pop(server_vm.name),
+            readings,
+            throughput=result.throughput,
+            offered=n * settings.target_ops,
+        )
+    )
+    return result, info
+
+
+# ----------------------------------------------------------------------------- cleanup
+
+
+def _ServerDiagnosticPaths(vm):
+    return mongobench_mongod.DiagnosticPaths(vm) + mongobench_stress_ng.DiagnosticPaths(vm)
+
+
+def Cleanup(server_vm, clients, keep_diagnostics):
+    """Stops every process the benchmark started (by PID), keeps the diagnostics when asked
+    (after the stops: complete outputs; before any removal), removes its directories and
+    restores the server's host settings; every step is tried. Returns what went wrong."""
+
+    def kept(vm, paths_of):
+        return [mongobench_host.DiagnosticsStep(vm, paths_of)] if keep_diagnostics else []
+
+    def client(vm):
+        return mongobench_host.Undo(
+            [
+                (f"stop YCSB on {vm.name}", lambda: mongobench_ycsb.StopAll(vm)),
+                *kept(vm, mongobench_ycsb.DiagnosticPaths),
+                (f"remove YCSB on {vm.name}", lambda: mongobench_ycsb.Remove(vm)),
+            ]
+        )
+
+    problems = [p for got in background_tasks.RunThreaded(client, clients) for p in got]
+    name = server_vm.name
+    problems += mongobench_host.Undo(
+        [
+            (f"stop stress-ng on {name}", lambda: mongobench_stress_ng.StopAll(server_vm)),
+            (f"stop mongod on {name}", lambda: mongobench_mongod.StopAll(server_vm)),
+            *kept(server_vm, _ServerDiagnosticPaths),
+            (
+                f"restore host settings on {name}",
+                lambda: mongobench_mongod.RestoreHostSettings(server_vm),
+            ),
+            (f"remove stress-ng on {name}", lambda: mongobench_stress_ng.Remove(server_vm)),
+            (f"remove mongod on {name}", lambda: mongobench_mongod.Remove(server_vm)),
+        ]
+    )
+    return problems
