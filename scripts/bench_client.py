@@ -34,17 +34,15 @@ import math
 import os
 import statistics
 import sys
-import tempfile
 
 from pymongo import MongoClient
 
-# The sibling script measures YCSB for bench_driver too: one way to measure it.
+# The sibling script measures YCSB and starts its server for both: one way to do each.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_driver import ycsb_load, ycsb_round
+from bench_driver import start_loaded_server, ycsb_round
 
 from mongobench.perftables import experiments as exp_mod
 from mongobench.perftables import runner as perftables
-from mongobench.remote import javabuild
 from mongobench.testbed import bed as testbed
 
 SINGLE_RATIO, BULK_US_PER_KB = 0.5, 2.0
@@ -146,15 +144,9 @@ def main() -> int:
     )
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args()
-    work = tempfile.mkdtemp(prefix="bench-client-")
-    javabuild.build()
-    srv = testbed.start_server(work)
+    work, srv, uri_file = start_loaded_server("bench-client-", args.records)
     ok = True
     try:
-        uri_file = os.path.join(work, "uri")
-        with open(uri_file, "w") as f:
-            f.write(srv.uri)
-        ycsb_load(srv.uri, uri_file, work, args.records)
         print(f"server: {srv.kind}; YCSB {args.records} x 1 KB records, {args.threads} threads")
         ycsb_us = {"read": [], "update": []}
         costs: dict[str, list[dict]] = {}

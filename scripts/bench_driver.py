@@ -99,6 +99,24 @@ def ycsb_load(uri, uri_file, work, records):
         raise RuntimeError(f"unexpected YCSB key {sample_key!r}")
 
 
+def start_loaded_server(prefix, records):
+    """A test-bed server (the stand-in built first) in a fresh work directory, its URI in a
+    file for YCSB, and `records` YCSB records loaded; returns (work, server, uri_file).
+    The caller stops the server."""
+    work = tempfile.mkdtemp(prefix=prefix)
+    javabuild.build()
+    srv = testbed.start_server(work)
+    try:
+        uri_file = os.path.join(work, "uri")
+        with open(uri_file, "w") as f:
+            f.write(srv.uri)
+        ycsb_load(srv.uri, uri_file, work, records)
+    except BaseException:
+        srv.stop()
+        raise
+    return work, srv, uri_file
+
+
 def _status_ops(err) -> int:
     """Operations so far, from YCSB's latest status line ('N sec: M operations; ...')."""
     err.flush()
@@ -140,16 +158,9 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--driver-only", action="store_true", help="skip the sampling and suite parts")
     args = ap.parse_args()
-    work = tempfile.mkdtemp(prefix="bench-driver-")
-    javabuild.build()
-    srv = testbed.start_server(work)
+    work, srv, uri_file = start_loaded_server("bench-driver-", args.records)
     ok = True
     try:
-        uri_file = os.path.join(work, "uri")
-        with open(uri_file, "w") as f:
-            f.write(srv.uri)
-        ycsb_load(srv.uri, uri_file, work, args.records)
-
         print(f"server: {srv.kind}; {args.records} x 1 KB records; {args.threads} client threads")
         client = MongoClient(srv.uri, maxPoolSize=args.threads + 10)
         driver_round(client, srv.uri, args.records, args.threads, 1.0)  # loads the driver's data

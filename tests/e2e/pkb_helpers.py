@@ -1,8 +1,14 @@
 """Constants and helpers the end-to-end tests share (their fixtures are in conftest.py)."""
 
+import glob
+import json
 import os
 import pathlib
 import subprocess
+
+import yaml
+
+from mongobench.testbed import bed as testbed
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 PKB_DIR = os.environ.get("PKB_DIR")
@@ -36,19 +42,51 @@ def listening(ports) -> list[int]:
     return out
 
 
-def two_group_config(tmp_path, benchmark, flags):
-    """A benchmark config whose clients and servers groups are both the test bed's own
-    static VM (a private sshd on this host); returns (config path, sshd)."""
-    import json
-
-    import yaml
-
-    from mongobench.testbed import bed as testbed
-
+def sshd_vm(tmp_path):
+    """A private sshd on this host (testbed.start_sshd under tmp_path/tb) and a static VM on
+    it whose scratch directory is tmp_path/scratch; returns (sshd, vm, scratch). The caller
+    stops the sshd (testbed.stop_pid(sshd.pid))."""
     sshd = testbed.start_sshd(str(tmp_path / "tb"))
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    vm = testbed.static_vm(sshd, str(scratch))
+    return sshd, testbed.static_vm(sshd, str(scratch)), scratch
+
+
+def bed_vm(tmp_path, **up):
+    """The test bed up under tmp_path/tb (testbed.up(..., **up)) and a static VM on its sshd
+    whose scratch directory is tmp_path/scratch; returns (state, vm, scratch). The caller
+    brings the bed down (testbed.down(str(tmp_path / "tb")))."""
+    state = testbed.up(str(tmp_path / "tb"), **up)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    sshd = testbed.Sshd(
+        state["pids"]["sshd"], state["ssh_port"], state["ssh_key"], state["ssh_user"]
+    )
+    return state, testbed.static_vm(sshd, str(scratch)), scratch
+
+
+def config_with(path, benchmark, vm, flags):
+    """Writes a benchmark config whose clients group is the static VM `vm`; returns path."""
+    path.write_text(yaml.safe_dump({benchmark: {"vm_groups": {"clients": {"static_vms": [vm]}},
+                                                "flags": flags}}))  # fmt: skip
+    return path
+
+
+def failing_variant_flags(uri_file):
+    """mongodb_perftables flags of a run whose first variant fails and second succeeds: the
+    stand-in has no collMod, so update_fields' validation variant fails against it."""
+    return {
+        "mongodb_perftables_uri_file": uri_file,
+        "mongodb_perftables_scale": "smoke",
+        "mongodb_perftables_experiments": "update_fields",
+        "mongodb_perftables_variants": "50, 500000, validation;1, 500000, plain",
+    }
+
+
+def two_group_config(tmp_path, benchmark, flags):
+    """A benchmark config whose clients and servers groups are both the test bed's own
+    static VM (a private sshd on this host); returns (config path, sshd)."""
+    sshd, vm, _ = sshd_vm(tmp_path)
     groups = {
         "clients": {"static_vms": [vm]},
         "servers": {"static_vms": [json.loads(json.dumps(vm))]},
@@ -70,11 +108,6 @@ def run_on_own_sshd(pkb_python, benchmark, config, temp_dir, sshd):
     """run_pkb on a two_group_config, then the checks every such run needs: it succeeded,
     left the host's packages as they were, and reported no failed variant. Stops the sshd.
     Returns (run directory, samples)."""
-    import glob
-    import json
-
-    from mongobench.testbed import bed as testbed
-
     before = dpkg_selections()
     try:
         p = run_pkb(pkb_python, benchmark, config, temp_dir)

@@ -14,7 +14,15 @@ import os
 import pytest
 import yaml
 from atlas_fake import PRIVATE, PROJECT, PUBLIC, serve
-from pkb_helpers import dpkg_selections, listening, run_pkb
+from pkb_helpers import (
+    bed_vm,
+    config_with,
+    dpkg_selections,
+    failing_variant_flags,
+    listening,
+    run_pkb,
+    sshd_vm,
+)
 
 from mongobench.testbed import bed as testbed
 
@@ -31,29 +39,10 @@ def left_in(scratch):
     return sorted(os.listdir(scratch))
 
 
-def config_with(path, benchmark, vm, flags):
-    path.write_text(yaml.safe_dump({benchmark: {"vm_groups": {"clients": {"static_vms": [vm]}},
-                                                "flags": flags}}))  # fmt: skip
-    return path
-
-
 def test_failed_variant_fails_the_run_and_cleans_up(pkb_python, tmp_path, pkb_temp):
-    state = testbed.up(str(tmp_path / "tb"))
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
-    sshd = testbed.Sshd(
-        state["pids"]["sshd"], state["ssh_port"], state["ssh_key"], state["ssh_user"]
-    )
-    # The stand-in has no collMod: this variant fails against it.
-    flags = {
-        "mongodb_perftables_uri_file": state["uri_file"],
-        "mongodb_perftables_scale": "smoke",
-        "mongodb_perftables_experiments": "update_fields",
-        "mongodb_perftables_variants": "50, 500000, validation;1, 500000, plain",
-    }
-    path = config_with(
-        tmp_path / "p.yaml", "mongodb_perftables", testbed.static_vm(sshd, str(scratch)), flags
-    )
+    state, vm, scratch = bed_vm(tmp_path)
+    flags = failing_variant_flags(state["uri_file"])
+    path = config_with(tmp_path / "p.yaml", "mongodb_perftables", vm, flags)
     before = dpkg_selections()
     try:
         p = run_pkb(pkb_python, "mongodb_perftables", path, pkb_temp, cloud=True)
@@ -70,17 +59,13 @@ def test_failed_variant_fails_the_run_and_cleans_up(pkb_python, tmp_path, pkb_te
 
 
 def test_failed_sweep_prepare_cleans_up(pkb_python, tmp_path, pkb_temp):
-    sshd = testbed.start_sshd(str(tmp_path / "tb"))
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
+    sshd, vm, scratch = sshd_vm(tmp_path)
     uri_file = tmp_path / "uri"
     uri_file.write_text(
         f"mongodb://127.0.0.1:{testbed.free_port()}/?serverSelectionTimeoutMS=2000\n"
     )
     flags = {"mongodb_ycsb_sweep_uri_file": str(uri_file), "mongodb_ycsb_sweep_sizes_mb": "0.1"}
-    path = config_with(
-        tmp_path / "s.yaml", "mongodb_ycsb_sweep", testbed.static_vm(sshd, str(scratch)), flags
-    )
+    path = config_with(tmp_path / "s.yaml", "mongodb_ycsb_sweep", vm, flags)
     try:
         p = run_pkb(pkb_python, "mongodb_ycsb_sweep", path, pkb_temp, cloud=True)
     finally:
@@ -94,9 +79,7 @@ def test_failed_sweep_prepare_cleans_up(pkb_python, tmp_path, pkb_temp):
 def test_atlas_prepare_failing_after_the_cluster_exists_leaves_nothing(
     pkb_python, tmp_path, pkb_temp
 ):
-    sshd = testbed.start_sshd(str(tmp_path / "tb"))
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
+    sshd, vm, scratch = sshd_vm(tmp_path)
     env = dict(os.environ, ATLAS_PROJECT_ID=PROJECT, ATLAS_PUBLIC_KEY=PUBLIC,
                ATLAS_PRIVATE_KEY=PRIVATE)  # fmt: skip
     try:
@@ -110,7 +93,6 @@ def test_atlas_prepare_failing_after_the_cluster_exists_leaves_nothing(
                 "mongobench_atlas_api_base": fake.base,
                 "mongobench_atlas_poll_s": 0,
             }
-            vm = testbed.static_vm(sshd, str(scratch))
             path = config_with(tmp_path / "a.yaml", "mongodb_perftables", vm, flags)
             p = run_pkb(pkb_python, "mongodb_perftables", path, pkb_temp, env=env, cloud=True)
             leftovers = (dict(fake.clusters), dict(fake.users), dict(fake.access_list))
@@ -146,9 +128,7 @@ def test_stress_under_the_cloud_rule_leaves_nothing(pkb_python, tmp_path, pkb_te
 
 
 def test_unreachable_target_fails_with_one_line_and_cleans_up(pkb_python, tmp_path, pkb_temp):
-    sshd = testbed.start_sshd(str(tmp_path / "tb"))
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
+    sshd, vm, scratch = sshd_vm(tmp_path)
     port = testbed.free_port()
     uri_file = tmp_path / "uri"
     uri_file.write_text(
@@ -159,7 +139,6 @@ def test_unreachable_target_fails_with_one_line_and_cleans_up(pkb_python, tmp_pa
         "mongodb_perftables_scale": "smoke",
         "mongodb_perftables_experiments": "insert_docsize",
     }
-    vm = testbed.static_vm(sshd, str(scratch))
     path = config_with(tmp_path / "u.yaml", "mongodb_perftables", vm, flags)
     try:
         p = run_pkb(pkb_python, "mongodb_perftables", path, pkb_temp, cloud=True)

@@ -11,7 +11,7 @@ import os
 
 import pytest
 import yaml
-from pkb_helpers import run_pkb
+from pkb_helpers import bed_vm, config_with, failing_variant_flags, run_pkb
 
 from mongobench.testbed import bed as testbed
 
@@ -32,26 +32,9 @@ def kept_files(temp_dir):
 
 
 def test_failed_variant_keeps_the_raw_results_and_no_uri(pkb_python, tmp_path, pkb_temp):
-    state = testbed.up(str(tmp_path / "tb"))
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
-    sshd = testbed.Sshd(
-        state["pids"]["sshd"], state["ssh_port"], state["ssh_key"], state["ssh_user"]
-    )
-    # The stand-in has no collMod: the validation variant fails against it.
-    flags = {
-        "mongodb_perftables_uri_file": state["uri_file"],
-        "mongodb_perftables_scale": "smoke",
-        "mongodb_perftables_experiments": "update_fields",
-        "mongodb_perftables_variants": "50, 500000, validation;1, 500000, plain",
-    }
-    vm = testbed.static_vm(sshd, str(scratch))
-    path = tmp_path / "p.yaml"
-    path.write_text(
-        yaml.safe_dump(
-            {"mongodb_perftables": {"vm_groups": {"clients": {"static_vms": [vm]}}, "flags": flags}}
-        )  # fmt: skip
-    )
+    state, vm, scratch = bed_vm(tmp_path)
+    flags = failing_variant_flags(state["uri_file"])
+    path = config_with(tmp_path / "p.yaml", "mongodb_perftables", vm, flags)
     try:
         p = run_pkb(pkb_python, "mongodb_perftables", path, pkb_temp, cloud=True)
     finally:
@@ -66,13 +49,7 @@ def test_failed_variant_keeps_the_raw_results_and_no_uri(pkb_python, tmp_path, p
 
 
 def test_good_run_keeps_mongod_files_when_asked(pkb_python, tmp_path, pkb_temp):
-    state = testbed.up(str(tmp_path / "tb"), server="standin")
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
-    sshd = testbed.Sshd(
-        state["pids"]["sshd"], state["ssh_port"], state["ssh_key"], state["ssh_user"]
-    )
-    vm = testbed.static_vm(sshd, str(scratch))
+    _, vm, scratch = bed_vm(tmp_path, server="standin")
     flags = {
         "mongodb_perftables_deployment": "standalone",
         "mongobench_mongod_server": "standin",
