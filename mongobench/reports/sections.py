@@ -125,6 +125,13 @@ def _pct(value: float | None) -> str:
     return NA if value is None else f"{value:+.1f}%"
 
 
+def _within_noise(row: dict, base_row: dict, key: str) -> bool:
+    """Both runs repeated the variant and their 95 % intervals (or ± stdev) overlap: the
+    difference is not told from run-to-run noise."""
+    a, b = (r.get("_err", {}).get(key) for r in (row, base_row))
+    return bool(a and b) and a[0] <= b[1] and b[0] <= a[1]
+
+
 def _perftables_section(runs, plots_dir, ref, plots, catalog, baseline=None) -> list[str]:
     rows_by_run = {r.label: perftables_rows(r) for r in runs}
     experiments = [e for e in catalog if any(e in rows_by_run[r.label] for r in runs)]
@@ -179,10 +186,13 @@ def _perftables_section(runs, plots_dir, ref, plots, catalog, baseline=None) -> 
                     value = rows_by_run[r.label][name].get(v, {}).get(key)
                     row.append(fmt(ops_per_dollar(value, r.price), 0))
             if others:
-                base = rows_by_run[baseline.label][name].get(v, {}).get(key)
+                base_row = rows_by_run[baseline.label][name].get(v, {})
                 for r in others:
-                    value = rows_by_run[r.label][name].get(v, {}).get(key)
-                    row.append(_pct(percent_change(value, base)))
+                    other = rows_by_run[r.label][name].get(v, {})
+                    cell = _pct(percent_change(other.get(key), base_row.get(key)))
+                    if _within_noise(other, base_row, key):
+                        cell += " (within noise)"
+                    row.append(cell)
             rows.append(row)
         out += [f"### {title}", "", md_table(headers, rows), ""]
         png = os.path.join(plots_dir, f"perftables_{name}.png")

@@ -515,3 +515,25 @@ def test_sweep_points_read_pkb_names_and_the_former_names_alike():
     p = points[("read_update", 1.0)]
     assert p.runtime_s == 1.532 and p.throughput == 652.7415143603133
     assert p.p99_ms == {"READ": 3.841, "UPDATE": 3.543}
+
+
+def test_baseline_difference_within_noise_when_the_intervals_overlap(tmp_path):
+    def repeated(values, intervals):
+        samples = perftables_samples(values)
+        for s, (lo, hi) in zip(samples, intervals, strict=True):
+            s["metadata"].update(repeats=3, ci95_low=lo, ci95_high=hi)
+        return samples
+
+    a = write_results(tmp_path / "a.json",
+                      repeated({"1": 1000.0, "4": 730.0}, [(900.0, 1100.0), (700.0, 760.0)]),
+                      "ra", {"machine_type": "m5.large"})  # fmt: skip
+    b = write_results(tmp_path / "b.json",
+                      repeated({"1": 1050.0, "4": 800.0}, [(950.0, 1150.0), (780.0, 820.0)]),
+                      "rb", {"machine_type": "m5.xlarge"})  # fmt: skip
+    single = write_results(tmp_path / "c.json", perftables_samples({"1": 1000.0}), "rc",
+                           {"machine_type": "m5.2xlarge"})  # fmt: skip
+    text, _ = compare.compare([a, b, single], str(tmp_path / "r.md"), baseline="m5.large")
+    rows = {r[0]: r for r in table_rows(text, "### Expected insert speed by document size")[1:]}
+    # 1: [900, 1100] and [950, 1150] overlap; 4: [700, 760] and [780, 820] do not
+    assert rows["1"][-2:] == ["+5.0% (within noise)", "+0.0%"]  # the single run has none
+    assert rows["4"][-2] == "+9.6%"
