@@ -78,6 +78,13 @@ def _log(msg: str) -> None:
 
 def cmd_perftables_list(args) -> int:
     catalog = exp_mod.load(args.experiments_file or exp_mod.PERFTABLES_FILE)
+    if args.format == "json":
+        try:
+            doc = exp_mod.listing(catalog, args.scale)
+        except exp_mod.ExperimentError as e:
+            raise SystemExit(f"mongobench: {e}") from None
+        print(json.dumps(doc, indent=2))
+        return 0
     for name, e in catalog.items():
         labels = [v.label for v in e.resolve(args.scale)]
         print(f"{name}: {e.title} [{e.workload}] variants: {', '.join(labels)}")
@@ -230,6 +237,10 @@ def build_parser() -> argparse.ArgumentParser:
     ls = pts.add_parser("list", help="experiments and their variants")
     ls.add_argument("--scale", default="full", help=f"{', '.join(exp_mod.SCALES)} or a factor")
     ls.add_argument("--experiments-file", help="experiment declarations (YAML)")
+    ls.add_argument(
+        "--format", choices=("text", "json"), default="text",
+        help="json: every variant's resolved settings at --scale, key_example, deviations",
+    )  # fmt: skip
     ls.set_defaults(func=cmd_perftables_list)
     run = pts.add_parser("run", parents=[common], help="run experiments against a URI")
     target = run.add_mutually_exclusive_group(required=True)

@@ -96,6 +96,15 @@ class Workload:
             self.db.client.admin.command(shard_collection_command(ns, key))
         return coll
 
+    @classmethod
+    def key_example(cls, settings: dict) -> str:
+        """One `_id` the variant's operations address, as mongosh shows it (in the
+        metadata as key_example): integer keys 0..preload_docs unless the query names one."""
+        query = settings.get("query")
+        if isinstance(query, dict) and isinstance(query.get("_id"), int):
+            return str(query["_id"])
+        return str(int(settings.get("preload_docs") or 0) // 2)
+
     def prepare(self) -> dict:
         """Untimed set-up; returns facts for the result (e.g. preload size)."""
         return {}

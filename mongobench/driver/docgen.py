@@ -1,16 +1,24 @@
 """Documents of an exact BSON size, made fast enough not to bottleneck the client.
 
-A document is encoded once as a template; each new document copies the bytes
-and patches in a fresh `_id`, fresh random integers and fresh random text at
-offsets found by encoding sentinel values. So every document has random,
-poorly compressible content (as data from outside would) at the cost of one
-`bytearray` copy, and goes to the server as a `RawBSONDocument` without a
-second encoding.
+A document is encoded once as a template; new documents are its bytes with a
+fresh `_id`, fresh random integers and fresh random text at offsets found by
+encoding sentinel values. So every document has random, poorly compressible
+content (as data from outside would) without a second encoding.
+
+One `struct` call writes a whole batch straight into a buffer (the message
+the multiplexed driver sends): its format alternates the template's constant
+pieces with the varying slots (the _id, the integer fields, the random
+text), and the values of each slot are produced for the whole batch by
+C-level calls (randbytes, hex, unpack, map). `make` and `batch` wrap the same
+bytes as `RawBSONDocument`s for pymongo, so both client paths insert the same
+documents.
 """
 
 from __future__ import annotations
 
+import binascii
 import datetime
+import os
 import random
 import struct
 import time
@@ -21,8 +29,16 @@ from bson.raw_bson import RawBSONDocument
 
 ID_TYPES = ("objectid", "uuid", "business_id", "serial")
 
-# Seed 000: "ACC" + 5-digit account number + hex timestamp.
-_BUSINESS_ID_LEN = len("ACC") + 5 + 16
+# Seed 000's business key: "ACC" + 5 digits for the account (about 20,000
+# accounts) + 8 hex digits. The seed calls the hex part a timestamp; here it is
+# what UniBench wrote there: a per-account sequence (5 hex digits) and the
+# writer's lane (3 hex digits, its seed), so keys rise within an account as
+# time goes on and are unique across threads and processes without coordination.
+ACCOUNTS = 20_000
+LANES = 1 << 12
+_SEQ_LIMIT = 1 << 20
+_BUSINESS_ID_LEN = len("ACC") + 5 + 8
+_ID_LEN = {"objectid": 12, "uuid": 16, "business_id": _BUSINESS_ID_LEN, "serial": 8}
 _TEXT_CHUNK = 32  # characters of random text per string field (UniBench: 1-32)
 _SENTINEL_INT = 0x5EED0000
 _SENTINEL_ID = {
@@ -31,21 +47,31 @@ _SENTINEL_ID = {
     "business_id": "Z" * _BUSINESS_ID_LEN,
     "serial": bson.Int64(0x5EED5EED5EED5EED),  # serial integers, given by the caller
 }
-_HEX = b"0123456789abcdef"
+_BE32 = struct.Struct(">I")
+_I32 = struct.Struct("<i")
+# RFC 4122 version 4: the version nibble and the variant bits of a 128-bit value
+# (as uuid.UUID(int=..., version=4) sets them).
+_UUID_KEEP = ~((0xC000 << 48) | (0xF000 << 64)) & ((1 << 128) - 1)
+_UUID_SET = (0x8000 << 48) | (4 << 76)
 
 
-def business_id(rng: random.Random, clock_ns: int) -> str:
-    """Seed 000's business key: account number plus a hex timestamp."""
-    return f"ACC{rng.randrange(100000):05d}{clock_ns:016x}"
+def business_id(account: int, seq: int, lane: int) -> str:
+    """Seed 000's business key, e.g. ACC01234000a7003: account 1234, its 167th key
+    from lane 3."""
+    return f"ACC{account:05d}{seq:05x}{lane:03x}"
 
 
 class DocFactory:
     """Makes documents of `size_bytes` BSON bytes (within a few bytes).
 
     Fields: `_id`; `n_int_fields` random integers `i0..` (the targets of
-    secondary indexes); groups of an int, a date and a text field, repeated up
-    to the size; a padding string to land on the size. Each thread owns one
-    factory (the RNG is not shared), seeded for reproducible content.
+    secondary indexes) then `int_fields`; groups of an int, a date and a text
+    field, repeated up to the size; a padding string to land on the size.
+    `_id`: an ObjectId in creation order (timestamp, random, counter, as a
+    driver makes it), a random version-4 UUID, a business id (see
+    `business_id`; the lane is `seed`) or a serial integer the caller gives.
+    Each client owns one factory (the RNG is not shared), seeded for
+    reproducible content.
     """
 
     def __init__(
@@ -56,31 +82,54 @@ class DocFactory:
         int_range: int = 1_000_000,
         int_fields: tuple[str, ...] = (),
         seed: int = 0,
-        extra_fields: dict | None = None,
     ):
         if id_type not in ID_TYPES:
             raise ValueError(f"id_type must be one of {ID_TYPES}, not {id_type!r}")
         if size_bytes < 64:
             raise ValueError(f"document size must be at least 64 bytes, not {size_bytes}")
+        if id_type == "business_id" and not 0 <= seed < LANES:
+            raise ValueError(
+                f"business ids take the seed as their lane: 0..{LANES - 1}, not {seed}"
+            )
         self.id_type = id_type
-        self.size_bytes = size_bytes
         self.int_range = int_range
+        names = [f"i{i}" for i in range(n_int_fields)] + list(int_fields)
+        raw, self._id_off, self._int_offs, text_offs = self._build(size_bytes, id_type, names)
+        self.raw, self.size = raw, len(raw)  # the template: also a placeholder document
+        self._n_ints, self._n_texts = len(self._int_offs), len(text_offs)
+        slots = []  # (offset, length, struct code)
+        if id_type == "objectid":  # 8 bytes constant per batch, then 4 varying
+            slots += [(self._id_off, 8, "8s"), (self._id_off + 8, 4, "4s")]
+        elif id_type == "serial":
+            slots.append((self._id_off, 8, "q"))
+        else:
+            n = _ID_LEN[id_type]
+            slots.append((self._id_off, n, f"{n}s"))
+        slots += [(o, 4, "i") for o in self._int_offs]
+        slots += [(o, _TEXT_CHUNK, f"{_TEXT_CHUNK}s") for o in text_offs]
+        if [s[0] for s in slots] != sorted(s[0] for s in slots):
+            raise ValueError("unexpected document layout (slots out of order)")
+        pieces, fmt, at = [], [], 0
+        for off, n, code in slots:
+            pieces.append(raw[at:off])
+            fmt.append(f"{off - at}s{code}")
+            at = off + n
+        self._pieces, self._tail = pieces, raw[at:]
+        self._doc_fmt = "".join(fmt) + f"{len(self._tail)}s"
+        self._per = 2 * len(slots) + 1  # struct arguments per document
+        self._writers: dict[int, tuple] = {}
         self._rng = random.Random(seed)
-        self._seq = 0
-        self._template, self._id_off, self._int_offs, self._text_offs = self._build(
-            size_bytes,
-            id_type,
-            [f"i{i}" for i in range(n_int_fields)] + list(int_fields),
-            extra_fields or {},
-        )
+        self._lane = seed
+        self._account_seq = [0] * ACCOUNTS if id_type == "business_id" else None
+        self._oid_counter = self._rng.randrange(1 << 24)
+        self._oid_rand = os.urandom(5)
 
     @staticmethod
-    def _build(size, id_type, int_names, extra_fields):
+    def _build(size, id_type, int_names):
         sentinel_text = "\x01" * _TEXT_CHUNK
         doc = {"_id": _SENTINEL_ID[id_type]}
         for i, name in enumerate(int_names):
             doc[name] = _SENTINEL_INT + i
-        doc.update(extra_fields)
         date = datetime.datetime(2020, 9, 22, tzinfo=datetime.timezone.utc)
         # Encoding once per group would be quadratic (a 2 MB document has ~20k
         # groups): estimate the count from one group's size, then correct.
@@ -101,11 +150,8 @@ class DocFactory:
         pad = size - len(bson.encode(doc))
         doc["pad"] = "p" * max(0, pad)
         raw = bson.encode(doc)
-        id_bytes = _encoded_id(doc["_id"])
-        id_off = raw.index(id_bytes)
-        int_offs = []
-        for i in range(len(int_names)):
-            int_offs.append(raw.index(struct.pack("<i", _SENTINEL_INT + i)))
+        id_off = raw.index(_encoded_id(doc["_id"]))
+        int_offs = [raw.index(_I32.pack(_SENTINEL_INT + i)) for i in range(len(int_names))]
         text_offs = []
         start = 0
         needle = sentinel_text.encode()
@@ -114,40 +160,128 @@ class DocFactory:
             start = pos + len(needle)
         return bytes(raw), id_off, int_offs, text_offs
 
-    @property
-    def n_bytes(self) -> int:
-        return len(self._template)
+    def prepare(self, *sizes: int) -> DocFactory:
+        """Builds the batch writers for `sizes` documents now (one per batch size,
+        else on first use: tens of microseconds to milliseconds, which a short timed
+        phase would count)."""
+        for n in sizes:
+            if n > 0:
+                self._writer(n)
+        return self
 
-    def new_id(self):
-        if self.id_type == "serial":
-            raise ValueError("serial ids are given by the caller: make(_id=n)")
-        if self.id_type == "objectid":
-            return bson.ObjectId()
-        if self.id_type == "uuid":
-            return bson.Binary(uuid.UUID(int=self._rng.getrandbits(128), version=4).bytes, 4)
-        self._seq += 1
-        return business_id(self._rng, time.time_ns() + self._seq)
+    def _writer(self, n: int):
+        got = self._writers.get(n)
+        if got is None:
+            per = self._per
+            args = [None] * (per * n)
+            for d in range(n):
+                for k, piece in enumerate(self._pieces):
+                    args[d * per + 2 * k] = piece
+                args[d * per + per - 1] = self._tail
+            text = struct.Struct(f"{_TEXT_CHUNK}s" * (self._n_texts * n))
+            uuid_bits = None
+            if self.id_type == "uuid":
+                keep = set_ = 0
+                for _ in range(n):
+                    keep, set_ = (keep << 128) | _UUID_KEEP, (set_ << 128) | _UUID_SET
+                uuid_bits = (keep, set_, struct.Struct("16s" * n))
+            got = (struct.Struct("<" + self._doc_fmt * n), args, text, uuid_bits)
+            self._writers[n] = got
+        return got
+
+    def write(self, buf, pos: int, n: int, ids=None) -> int:
+        """Writes `n` documents at `pos` of `buf` (ids: the serial _id values, else
+        made here); returns the bytes written."""
+        s, args, text_struct, uuid_bits = self._writer(n)
+        per, rng = self._per, self._rng
+        args = args.copy()
+        col = 1
+        kind = self.id_type
+        if kind == "objectid":
+            prefix = _BE32.pack(int(time.time())) + self._oid_rand[:4]
+            args[col::per] = [prefix] * n
+            c = self._oid_counter
+            base = self._oid_rand[4] << 24
+            args[col + 2 :: per] = list(
+                map(_BE32.pack, [base | ((c + i) & 0xFFFFFF) for i in range(n)])
+            )
+            self._oid_counter = (c + n) & 0xFFFFFF
+            col += 4
+        else:
+            if kind == "serial":
+                if ids is None:
+                    raise ValueError("serial ids are given by the caller: make(_id=n)")
+                values = list(ids)
+            elif kind == "uuid":
+                keep, set_, unpack = uuid_bits
+                v = int.from_bytes(rng.randbytes(16 * n), "big") & keep | set_
+                values = unpack.unpack(v.to_bytes(16 * n, "big"))
+            else:
+                values = self._business_ids(n)
+            args[col::per] = values
+            col += 2
+        r = self.int_range
+        for _ in range(self._n_ints):
+            raw = struct.unpack(f"<{n}I", rng.randbytes(4 * n))
+            args[col::per] = list(map(r.__rmod__, raw))
+            col += 2
+        t = self._n_texts
+        if t:
+            chunks = text_struct.unpack(binascii.b2a_hex(rng.randbytes(_TEXT_CHUNK // 2 * t * n)))
+            for k in range(t):
+                args[col::per] = chunks[k::t]
+                col += 2
+        s.pack_into(buf, pos, *args)
+        return self.size * n
+
+    def _business_ids(self, n: int) -> list[bytes]:
+        accounts = map(ACCOUNTS.__rmod__, struct.unpack(f"<{n}I", self._rng.randbytes(4 * n)))
+        seqs, lane, out = self._account_seq, self._lane, []
+        for a in accounts:
+            c = seqs[a]
+            if c >= _SEQ_LIMIT:
+                raise ValueError(f"account {a} of lane {lane} has used all {_SEQ_LIMIT} keys")
+            seqs[a] = c + 1
+            out.append(b"ACC%05d%05x%03x" % (a, c, lane))
+        return out
 
     def make(self, _id=None, ints: list[int] | None = None) -> RawBSONDocument:
-        buf = bytearray(self._template)
-        _id = self.new_id() if _id is None else _id
-        idb = _encoded_id(_id)
-        buf[self._id_off : self._id_off + len(idb)] = idb
-        rng = self._rng
-        for k, off in enumerate(self._int_offs):
-            value = ints[k] if ints is not None else rng.randrange(self.int_range)
-            buf[off : off + 4] = struct.pack("<i", value)
-        if self._text_offs:
-            text = rng.randbytes(_TEXT_CHUNK // 2 * len(self._text_offs)).hex().encode()
-            for k, off in enumerate(self._text_offs):
-                buf[off : off + _TEXT_CHUNK] = text[k * _TEXT_CHUNK : (k + 1) * _TEXT_CHUNK]
+        """One document; `_id` and `ints` (the integer fields, in order) replace the
+        values made here."""
+        buf = bytearray(self.size)
+        if self.id_type == "serial":
+            if _id is None:
+                raise ValueError("serial ids are given by the caller: make(_id=n)")
+            self.write(buf, 0, 1, (_id,))
+        else:
+            self.write(buf, 0, 1)
+            if _id is not None:
+                idb = _encoded_id(_id)
+                buf[self._id_off : self._id_off + len(idb)] = idb
+        if ints is not None:
+            for value, off in zip(ints, self._int_offs, strict=True):
+                _I32.pack_into(buf, off, value)
         return RawBSONDocument(bytes(buf))
 
     def batch(self, n: int) -> list[RawBSONDocument]:
-        return [self.make() for _ in range(n)]
+        """`n` documents in one write."""
+        buf = bytearray(self.size * n)
+        self.write(buf, 0, n)
+        data, size = bytes(buf), self.size
+        return [RawBSONDocument(data[i * size : (i + 1) * size]) for i in range(n)]
 
-    def random_int(self) -> int:
-        return self._rng.randrange(self.int_range)
+
+def key_example(id_type: str) -> str:
+    """One `_id` of `id_type` as mongosh shows it, made by a factory (a reader of a
+    variant's metadata sees the key's shape); serial keys are integers from 0."""
+    if id_type == "serial":
+        return "0"
+    _id = bson.decode(DocFactory(64, id_type, seed=1).make().raw)["_id"]
+    if isinstance(_id, bson.ObjectId):
+        return f"ObjectId('{_id}')"
+    if isinstance(_id, bson.Binary):
+        return f"UUID('{uuid.UUID(bytes=bytes(_id))}')"
+    return f"'{_id}'"
 
 
 def _encoded_id(value) -> bytes:

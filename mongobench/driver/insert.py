@@ -8,6 +8,7 @@ from pymongo.errors import BulkWriteError, PyMongoError
 
 from mongobench.core.split import share
 from mongobench.core.units import KiB
+from mongobench.driver import docgen
 from mongobench.driver.base import ThreadStats, Workload, register
 from mongobench.driver.docgen import DocFactory
 
@@ -31,6 +32,13 @@ class InsertWorkload(Workload):
         self.preload_docs = int(self.s.get("preload_docs") or 0)
         if int(self.s["batch_size"]) < 1:
             raise ValueError("batch_size must be >= 1")
+        if self.s["id_type"] == "business_id" and int(self.s["threads"]) >= docgen.LANES:
+            # Each client writes business ids in its own lane (its seed); the preload in lane 0.
+            raise ValueError(f"business ids allow at most {docgen.LANES - 1} threads")
+
+    @classmethod
+    def key_example(cls, settings: dict) -> str:
+        return docgen.key_example(settings["id_type"])
 
     def factory(self, seed: int) -> DocFactory:
         return DocFactory(self.doc_bytes, self.s["id_type"], n_int_fields=self.n_indexes, seed=seed)
@@ -42,7 +50,7 @@ class InsertWorkload(Workload):
         if self.preload_docs:
             self.log(f"preloading {self.preload_docs} documents")
             stats = ThreadStats()
-            self._insert(coll, self.factory(seed=10_000), self.preload_docs, stats, None)
+            self._insert(coll, self.factory(seed=0), self.preload_docs, stats, None)
             if stats.errors:
                 raise RuntimeError(f"preload failed: {dict(stats.errors)} {stats.error_samples}")
         return {"preload_docs": self.preload_docs}
@@ -81,4 +89,4 @@ class InsertWorkload(Workload):
             stats.latency.record("insert", (time.perf_counter_ns() - t0) / 1000.0)
             stats.ops["insert"] += 1
             stats.docs += ok
-            stats.bytes += ok * factory.n_bytes
+            stats.bytes += ok * factory.size

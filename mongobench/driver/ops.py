@@ -2,27 +2,20 @@
 
 Requests are encoded once (`Tmpl`: a command with sentinel values whose bytes
 are patched per use by one `struct` call; `BulkInsert`: an insert whose
-documents travel as an OP_MSG document sequence, built a batch at a time;
-`DocBatch`: the documents themselves, a batch per `struct` call).
+documents travel as an OP_MSG document sequence, built a batch at a time; the
+documents themselves: docgen.DocFactory.write, a batch per `struct` call).
 """
 
 from __future__ import annotations
 
-import binascii
-import os
-import random
 import struct
-import time
 
 import bson
-
-from mongobench.driver.docgen import DocFactory
 
 OP_MSG = 2013
 HEADER = struct.Struct("<iiii")
 _I32 = struct.Struct("<i")
 _I64 = struct.Struct("<q")
-_BE32 = struct.Struct(">I")
 MAX_MESSAGE = 48_000_000  # maxMessageSizeBytes (hello reports it; every version says 48 MB)
 MAX_WRITE_BATCH = 100_000  # maxWriteBatchSize
 SENTINEL = 0x5EED5EED00000000
@@ -208,123 +201,3 @@ class BulkInsert:
     def max_docs(self, doc_bytes: int) -> int:
         room = MAX_MESSAGE - self.prefix_size()
         return max(1, min(MAX_WRITE_BATCH, room // max(1, doc_bytes)))
-
-
-class DocBatch:
-    """Documents as DocFactory makes them (same fields, sizes and kinds of
-    content), written a batch at a time straight into a message buffer.
-
-    DocFactory costs several microseconds per document (a copy, a Python loop
-    over the text fields, a RawBSONDocument); here one `struct` call writes a
-    whole batch: its format alternates the template's constant pieces with the
-    varying slots (the _id, the integer fields, the random text), and the
-    values of each slot are produced for the whole batch by C-level calls
-    (randbytes, hex, unpack, map). ObjectIds keep their order (timestamp,
-    random, big-endian counter), so inserts append to the _id index as a
-    driver's do.
-    """
-
-    def __init__(
-        self,
-        size_bytes: int,
-        id_type: str = "objectid",
-        n_int_fields: int = 0,
-        int_range: int = 1_000_000,
-        int_fields: tuple[str, ...] = (),
-        seed: int = 0,
-    ):
-        self.id_type = id_type
-        self.int_range = int_range
-        names = [f"i{i}" for i in range(n_int_fields)] + list(int_fields)
-        raw, id_off, int_offs, text_offs = DocFactory._build(size_bytes, id_type, names, {})
-        self.raw, self.size = raw, len(raw)
-        self.n_ints, self.n_texts = len(int_offs), len(text_offs)
-        id_len = {"objectid": 12, "uuid": 16, "business_id": 24, "serial": 8}[id_type]
-        slots = []  # (offset, length, struct code)
-        if id_type == "objectid":  # 8 bytes constant per batch, then 4 varying
-            slots.append((id_off, 8, "8s"))
-            slots.append((id_off + 8, 4, "4s"))
-        elif id_type == "serial":
-            slots.append((id_off, 8, "q"))
-        else:
-            slots.append((id_off, id_len, f"{id_len}s"))
-        slots += [(o, 4, "i") for o in int_offs]
-        slots += [(o, 32, "32s") for o in text_offs]
-        if [s[0] for s in slots] != sorted(s[0] for s in slots):
-            raise ValueError("unexpected document layout (slots out of order)")
-        self.slots = slots
-        pieces, fmt, at = [], [], 0
-        for off, n, code in slots:
-            pieces.append(raw[at:off])
-            fmt.append(f"{off - at}s{code}")
-            at = off + n
-        self.tail = raw[at:]
-        self.pieces = pieces
-        self.doc_fmt = "".join(fmt) + f"{len(self.tail)}s"
-        self._structs: dict[int, tuple] = {}
-        self._rng = random.Random(seed)
-        self._oid_counter = self._rng.randrange(1 << 24)
-        self._oid_rand = os.urandom(5)
-
-    def _struct(self, n: int):
-        got = self._structs.get(n)
-        if got is None:
-            s = struct.Struct("<" + self.doc_fmt * n)
-            per = 2 * len(self.slots) + 1
-            args = [None] * (per * n)
-            for d in range(n):
-                for k, piece in enumerate(self.pieces):
-                    args[d * per + 2 * k] = piece
-                args[d * per + per - 1] = self.tail
-            text = struct.Struct("32s" * (self.n_texts * n))
-            got = self._structs[n] = (s, args, text)
-        return got
-
-    def write(self, buf, pos: int, n: int, ids=None) -> int:
-        """Writes `n` documents at `pos` (ids: the serial _id values, else made
-        here); returns the bytes written."""
-        s, args, text_struct = self._struct(n)
-        per, rng = 2 * len(self.slots) + 1, self._rng
-        args = args.copy()
-        col = 1
-        if self.id_type == "objectid":
-            prefix = struct.pack(">I", int(time.time())) + self._oid_rand[:4]
-            args[col::per] = [prefix] * n
-            c = self._oid_counter
-            base = self._oid_rand[4] << 24
-            args[col + 2 :: per] = list(
-                map(_BE32.pack, [base | ((c + i) & 0xFFFFFF) for i in range(n)])
-            )
-            self._oid_counter = (c + n) & 0xFFFFFF
-            col += 4
-        else:
-            if self.id_type == "serial":
-                if ids is None:
-                    raise ValueError("serial ids are given by the caller")
-                values = list(ids)
-            elif self.id_type == "uuid":
-                values = list(struct.unpack("16s" * n, rng.randbytes(16 * n)))
-            else:
-                t = time.time_ns()
-                values = [f"ACC{rng.randrange(100000):05d}{t + i:016x}".encode() for i in range(n)]
-            args[col::per] = values
-            col += 2
-        r = self.int_range
-        for _ in range(self.n_ints):
-            raw = struct.unpack(f"<{n}I", rng.randbytes(4 * n))
-            args[col::per] = list(map(r.__rmod__, raw))
-            col += 2
-        t = self.n_texts
-        if t:
-            chunks = text_struct.unpack(binascii.b2a_hex(rng.randbytes(16 * t * n)))
-            for k in range(t):
-                args[col::per] = chunks[k::t]
-                col += 2
-        s.pack_into(buf, pos, *args)
-        return self.size * n
-
-    def make(self, _id=None) -> bytes:
-        """One document (bytes)."""
-        buf = bytearray(self.size)
-        self.write(buf, 0, 1, None if _id is None else [_id])
-        return bytes(buf)

@@ -11,6 +11,7 @@ from pymongo.errors import OperationFailure
 
 from mongobench.core.split import share
 from mongobench.core.units import KiB
+from mongobench.driver import docgen
 from mongobench.driver.base import (
     LOAD_BATCH,
     META,
@@ -243,13 +244,18 @@ class BucketWorkload(Workload):
 
 @register("mixed")
 class MixedWorkload(QueryWorkload):
-    """Seed 004: inserts and findOne by key at the same time, from separate threads."""
+    """Seed 004: inserts and findOne (the variant's query) at the same time, from
+    separate threads."""
 
-    required = ("preload_docs", "doc_size_kb", "group_size", "threads", "insert_threads")
+    required = ("preload_docs", "doc_size_kb", "group_size", "threads", "insert_threads", "query")
 
     def __init__(self, db, settings, log=print):
-        settings = dict(settings, query={"_id": "RANDINT(0,docs)"}, limit=1)
-        super().__init__(db, settings, log)
+        super().__init__(db, dict(settings, limit=1), log)
+
+    @classmethod
+    def key_example(cls, settings: dict) -> str:
+        found = super().key_example(settings)
+        return f"{found} (findOne); {docgen.key_example('objectid')} (insert)"
 
     def prepare(self):
         facts = super().prepare()

@@ -29,25 +29,17 @@ from mongobench.core.units import KiB
 from mongobench.driver import ops, replies
 from mongobench.driver.catalog import WORKLOADS
 from mongobench.driver.cursor_sources import aggregate, clock, micros, query, regex_prefix
+from mongobench.driver.docgen import DocFactory
 from mongobench.driver.multiplex import Client, count_error
 from mongobench.driver.readupdate import Zipfian
 
 
-def _doc_slot(tmpl: ops.Tmpl, docs: ops.DocBatch) -> int:
-    """Offset of the placeholder document (DocBatch.raw) inside the template's message."""
+def _doc_slot(tmpl: ops.Tmpl, docs: DocFactory) -> int:
+    """Offset of the placeholder document (the factory's template) inside the template's
+    message."""
     if tmpl.raw.count(docs.raw) != 1:
         raise ValueError("the placeholder document must occur exactly once")
     return tmpl.raw.index(docs.raw)
-
-
-def _ready(docs: ops.DocBatch, *sizes: int) -> ops.DocBatch:
-    """`docs` with its batch writers for `sizes` documents built now, in the set-up
-    (DocBatch builds one per batch size on first use: tens of microseconds to
-    milliseconds, which a smoke-scale phase of a few operations would count)."""
-    for n in sizes:
-        if n > 0:
-            docs._struct(n)
-    return docs
 
 
 def _insert_sizes(quota: int, batch: int, per_msg: int) -> set[int]:
@@ -60,8 +52,36 @@ def _insert_sizes(quota: int, batch: int, per_msg: int) -> set[int]:
     return sizes
 
 
-def _placeholder(docs: ops.DocBatch) -> RawBSONDocument:
+def _placeholder(docs: DocFactory) -> RawBSONDocument:
     return RawBSONDocument(docs.raw)
+
+
+def _writes(c: Client, t: ops.Tmpl, check, op: str, fill, field: int, expect=None, size=0):
+    """The shape of the writes with one template: per operation `fill(buf, i)` writes
+    the request into the buffer, then one round trip. The reply's `field` (1: n,
+    2: nModified) counts the documents written (`size` bytes each); with `expect`
+    (value, message) any other count is an error, after its latency is recorded
+    (as the pymongo path records it)."""
+    run, stats = c.run, c.stats
+    record, counts = stats.latency.record, stats.ops
+    buf = t.buffer()
+    for i in c.ops():
+        if run.stopped:
+            return
+        fill(buf, i)
+        t0 = clock()
+        out = yield buf, check
+        if out[0] is not None:
+            count_error(stats, op, out[0], out[4])
+            continue
+        record(op, micros(run, t0))
+        n = out[field]
+        if expect is not None and n != expect[0]:
+            count_error(stats, op, "RuntimeError", expect[1])
+            continue
+        counts[op] += 1
+        stats.docs += n
+        stats.bytes += size * n
 
 
 # ----------------------------------------------------------------------------- workloads
@@ -121,24 +141,11 @@ def hot_update(s, db, wc):
     check = replies.WriteCheck("update")  # one per process: its memo serves every client
 
     def source(c: Client):
-        run, stats = c.run, c.stats
-        record, counts = stats.latency.record, stats.ops
-        buf = t.buffer()
-        for _ in c.ops():
-            if run.stopped:
-                return
-            t.write(buf, c.rid)
-            t0 = clock()
-            out = yield buf, check
-            if out[0] is not None:
-                count_error(stats, "update", out[0], out[4])
-                continue
-            record("update", micros(run, t0))
-            if out[1] != 1:
-                count_error(stats, "update", "RuntimeError", "hot document not matched")
-            else:
-                counts["update"] += 1
-                stats.docs += 1
+        write, rid = t.write, c.rid
+        return _writes(
+            c, t, check, "update", lambda buf, i: write(buf, rid), 1,
+            (1, "hot document not matched"),
+        )  # fmt: skip
 
     return source
 
@@ -152,7 +159,7 @@ def update_api(s, db, wc):
     k0 = ops.sentinel(0)
 
     def setup(c: Client):
-        docs = _ready(ops.DocBatch(size, "serial", seed=c.index + 1), 1)
+        docs = DocFactory(size, "serial", seed=c.index + 1).prepare(1)
         full = _placeholder(docs)
         update = {"$inc": {"count": 1}, "$setOnInsert": full}
         if fn == "update_one":
@@ -213,25 +220,11 @@ def update_fields(s, db, wc):
     rng_range = min(int(s["doc_range"]), int(s["preload_docs"]))
 
     def source(c: Client):
-        rng = random.Random(c.index + 1)
-        run, stats = c.run, c.stats
-        record, counts = stats.latency.record, stats.ops
-        buf = t.buffer()
-        for _ in c.ops():
-            if run.stopped:
-                return
-            t.write(buf, c.rid, rng.randrange(rng_range))
-            t0 = clock()
-            out = yield buf, check
-            if out[0] is not None:
-                count_error(stats, "update", out[0], out[4])
-                continue
-            record("update", micros(run, t0))
-            if out[2] != 1:
-                count_error(stats, "update", "RuntimeError", "document not modified")
-            else:
-                counts["update"] += 1
-                stats.docs += 1
+        key, write, rid = random.Random(c.index + 1).randrange, t.write, c.rid
+        return _writes(
+            c, t, check, "update", lambda buf, i: write(buf, rid, key(rng_range)), 2,
+            (1, "document not modified"),
+        )  # fmt: skip
 
     return source
 
@@ -244,33 +237,19 @@ def replace(s, db, wc):
 
     check = replies.WriteCheck("replace")
 
-    def setup(c: Client):
-        docs = _ready(ops.DocBatch(size, "serial", seed=c.index + 50), 1)
+    def source(c: Client):
+        docs = DocFactory(size, "serial", seed=c.index + 50).prepare(1)
         t = ops.update_tmpl(db, coll, {"_id": k0}, _placeholder(docs), [k0], wc)
-        return docs, t, _doc_slot(t, docs)
+        at, rid, key = _doc_slot(t, docs), c.rid, random.Random(c.index + 1).randrange
 
-    def run_ops(c: Client, docs, t, at):
-        rng = random.Random(c.index + 1)
-        run, stats = c.run, c.stats
-        record, counts = stats.latency.record, stats.ops
-        buf = t.buffer()
-        for _ in c.ops():
-            if run.stopped:
-                return
-            key = rng.randrange(rng_range)
-            t.write(buf, c.rid, key)
-            docs.write(buf, at, 1, (key,))
-            t0 = clock()
-            out = yield buf, check
-            if out[0] is not None:
-                count_error(stats, "replace", out[0], out[4])
-                continue
-            record("replace", micros(run, t0))
-            counts["replace"] += 1
-            stats.docs += out[1]
-            stats.bytes += docs.size * out[1]
+        def fill(buf, i):
+            k = key(rng_range)
+            t.write(buf, rid, k)
+            docs.write(buf, at, 1, (k,))
 
-    return lambda c: run_ops(c, *setup(c))
+        return _writes(c, t, check, "replace", fill, 1, size=docs.size)
+
+    return source
 
 
 def update_indexed(s, db, wc):
@@ -286,26 +265,16 @@ def update_indexed(s, db, wc):
     check = replies.WriteCheck("update")
 
     def source(c: Client):
-        rng = random.Random(c.index + 1)
-        run, stats = c.run, c.stats
-        record, counts = stats.latency.record, stats.ops
-        buf = t.buffer()
-        for _ in c.ops():
-            if run.stopped:
-                return
+        rng, write, rid = random.Random(c.index + 1), t.write, c.rid
+
+        def fill(buf, i):
             if indexed:
                 values = [rng.randrange(100_000) for _ in range(k)]
-                t.write(buf, c.rid, rng.randrange(n), *values)
+                write(buf, rid, rng.randrange(n), *values)
             else:
-                t.write(buf, c.rid, rng.randrange(n))
-            t0 = clock()
-            out = yield buf, check
-            if out[0] is not None:
-                count_error(stats, "update", out[0], out[4])
-                continue
-            record("update", micros(run, t0))
-            counts["update"] += 1
-            stats.docs += out[2]
+                write(buf, rid, rng.randrange(n))
+
+        return _writes(c, t, check, "update", fill, 2)
 
     return source
 
@@ -360,9 +329,9 @@ def insert(s, db, wc):
     checks = {True: replies.WriteCheck("insert", bulk=True), False: replies.WriteCheck("insert")}
 
     def setup(c: Client):
-        docs = ops.DocBatch(size, s["id_type"], n_int_fields=n_idx, seed=c.index + 1)
+        docs = DocFactory(size, s["id_type"], n_int_fields=n_idx, seed=c.index + 1)
         per_msg = min(batch, bulk.max_docs(docs.size))
-        _ready(docs, *_insert_sizes(share(total, c.clients, c.index), batch, per_msg))
+        docs.prepare(*_insert_sizes(share(total, c.clients, c.index), batch, per_msg))
         return docs, per_msg, bytearray(bulk.prefix_size() + per_msg * docs.size)
 
     def run_ops(c: Client, docs, per_msg, buf):
@@ -403,7 +372,7 @@ def insert(s, db, wc):
 
 
 def mixed(s, db, wc):
-    s = dict(s, query={"_id": "RANDINT(0,docs)"}, limit=1)
+    s = dict(s, limit=1)
     finds = query(s, db, wc)
     inserts = int(s["insert_threads"])
     size = int(s["doc_size_kb"] * KiB)
@@ -413,7 +382,7 @@ def mixed(s, db, wc):
     def source(c: Client):
         if c.index >= inserts:
             return finds(c)
-        docs = _ready(ops.DocBatch(size, "objectid", seed=c.index + 7), 1)
+        docs = DocFactory(size, "objectid", seed=c.index + 7).prepare(1)
         return _single_inserts(c, bulk, docs, check)
 
     return source

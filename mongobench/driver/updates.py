@@ -31,6 +31,10 @@ class HotUpdateWorkload(TimedLoop):
     required = ("preload_docs", "doc_size_kb", "threads", "total_ops")
     coll_name = "hotspot"
 
+    @classmethod
+    def key_example(cls, settings: dict) -> str:
+        return "0"  # the hot document
+
     def prepare(self):
         reused = load_serial(
             self, self.coll_name, int(self.s["preload_docs"]), self.s["doc_size_kb"],
@@ -250,7 +254,7 @@ class ReplaceWorkload(TimedLoop):
             )
             if ok:
                 stats.docs += res.matched_count
-                stats.bytes += factory.n_bytes * res.matched_count
+                stats.bytes += factory.size * res.matched_count
 
         self.loop(idx, nthreads, stats, stop, op)
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from mongobench.core.pairs import parse_pairs
+from mongobench.driver.catalog import WORKLOADS
 
 PERFTABLES_FILE = pathlib.Path(__file__).resolve().parents[1] / "experiments" / "perftables.yaml"
 
@@ -33,7 +34,7 @@ class Variant:
     index: int
     label: str
     params: dict  # the variant's own overrides (its identity in tables)
-    settings: dict  # every setting, scaled: what actually runs
+    settings: dict  # every setting, scaled: what actually runs; and key_example
 
 
 @dataclass
@@ -50,11 +51,13 @@ class Experiment:
     headers: dict = field(default_factory=dict)
     description: str = ""
     requires: list[str] = field(default_factory=list)
+    deviations: dict = field(default_factory=dict)  # what differs from the seed -> why
 
     def resolve(self, scale: float | str, overrides: dict | None = None) -> list[Variant]:
         """Concrete variants at `scale`: shared settings < the variant's < `overrides`
         (the user's value wins), then scaled. Variants an override makes identical
-        (e.g. batch_size=7 in insert_batchsize) run once."""
+        (e.g. batch_size=7 in insert_batchsize) run once. Each variant's settings end
+        with `key_example`: one `_id` its operations address, as mongosh shows it."""
         factor = parse_scale(scale)
         out = []
         for i, params in enumerate(self.variants):
@@ -69,6 +72,12 @@ class Experiment:
             if any(v.label == label and v.settings == settings for v in out):
                 continue
             out.append(Variant(self.name, i, label, dict(params), settings))
+        workload = WORKLOADS.get(self.workload)
+        for v in out if workload is not None else ():
+            try:
+                v.settings["key_example"] = workload.key_example(v.settings)
+            except (KeyError, ValueError) as e:
+                raise ExperimentError(f"experiment {self.name} [{v.label}]: {e!r}") from None
         return out
 
 
@@ -110,6 +119,11 @@ def load(path: pathlib.Path | str = PERFTABLES_FILE) -> dict[str, Experiment]:
         label = spec["label"] if isinstance(spec["label"], list) else [spec["label"]]
         if not spec["variants"]:
             raise ExperimentError(f"{path}: experiment {name} has no variants")
+        deviations = spec.get("deviations") or {}
+        if not isinstance(deviations, dict) or not all(
+            isinstance(v, str) and v.strip() for v in deviations.values()
+        ):
+            raise ExperimentError(f"{path}: experiment {name}: deviations map a topic to why")
         out[name] = Experiment(
             name=name,
             title=spec["title"],
@@ -123,8 +137,36 @@ def load(path: pathlib.Path | str = PERFTABLES_FILE) -> dict[str, Experiment]:
             headers=dict(spec.get("headers", {})),
             description=spec.get("description", "").strip(),
             requires=list(spec.get("requires", [])),
+            deviations={str(k): " ".join(v.split()) for k, v in deviations.items()},
         )
     return out
+
+
+def listing(experiments: dict[str, Experiment], scale: float | str = "full") -> dict:
+    """Every experiment with its variants' resolved settings at `scale` (the settings
+    under the names the engine uses: preload_docs, total_docs, doc_size_kb,
+    batch_size, threads, group_size, total_ops, ...), what differs from the seed and
+    why: `mongobench perftables list --format json`."""
+    return {
+        "scale": str(scale),
+        "scale_factor": parse_scale(scale),
+        "experiments": [
+            {
+                "name": e.name,
+                "title": e.title,
+                "section": e.section,
+                "workload": e.workload,
+                "label": e.label,
+                "description": e.description,
+                "deviations": e.deviations,
+                "variants": [
+                    {"index": v.index, "label": v.label, "params": v.params, "settings": v.settings}
+                    for v in e.resolve(scale)
+                ],
+            }
+            for e in experiments.values()
+        ],
+    }
 
 
 def select(experiments: dict[str, Experiment], names: list[str] | None) -> list[Experiment]:

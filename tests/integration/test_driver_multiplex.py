@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import multiprocessing
+import re
 import shutil
 import threading
 import urllib.parse
@@ -128,7 +129,12 @@ CASES = {
     "insert_one": ("insert", {
         "doc_size_kb": 0.0625, "total_docs": 90, "batch_size": 1, "threads": 3,
         "id_type": "uuid"}),
-    "mixed": ("mixed", dict(QUERY, threads=4, insert_threads=2, total_ops=120)),
+    "insert_business_id": ("insert", {
+        "doc_size_kb": 1, "total_docs": 3000, "batch_size": 100, "threads": 3,
+        "id_type": "business_id"}),
+    "mixed": ("mixed", dict(  # seed 004: findOne({_id: 100}, {_id: 1}) beside the inserts
+        QUERY, threads=4, insert_threads=2, total_ops=120, query={"_id": 100},
+        projection={"_id": 1})),
     "bucket_push": ("bucket", {"records": 300, "bucket_size": 7, "threads": 3}),
     "bucket_insert": ("bucket", {"records": 300, "bucket_size": 0, "threads": 3}),
 }  # fmt: skip
@@ -161,6 +167,21 @@ def test_same_outcome_as_pymongo(mongo, server_uri, case):
     assert mine_counts == ref_counts
     assert got.processes == 2
     assert sum(p["ops"] for p in got.per_process) == sum(mine.ops.values())
+
+
+def test_business_ids_have_the_seed_shape_on_both_paths(mongo, server_uri):
+    """Seed 000: "ACC" + 5-digit account + 8 hex digits; each client writes in its lane."""
+    client, _ = mongo
+    workload, settings = CASES["insert_business_id"]
+    for run in (
+        lambda: run_pymongo(client, workload, settings),
+        lambda: run_multiplexed(client, server_uri, workload, settings, processes=2),
+    ):
+        run()
+        ids = [d["_id"] for d in client[DB]["perftables"].find({}, {"_id": 1})]
+        assert len(set(ids)) == len(ids) == 3000
+        assert all(re.fullmatch(r"ACC\d{5}[0-9a-f]{8}", i) for i in ids)
+        assert {i[-3:] for i in ids} == {"001", "002", "003"}  # lanes: client index + 1
 
 
 def test_expected_errors_are_counted(mongo, server_uri):

@@ -139,7 +139,7 @@ def test_errors_are_counted_not_thrown_away(server_uri, tmp_path):
         stats = ThreadStats()
 
         class Replay:  # the same 10 documents again: 5 duplicates
-            n_bytes = f.n_bytes
+            size = f.size
 
             def batch(self, n):
                 return docs[:n]

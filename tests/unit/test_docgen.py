@@ -4,6 +4,7 @@ import uuid
 import bson
 import pytest
 
+from mongobench.driver import docgen
 from mongobench.driver.docgen import DocFactory, business_id
 
 
@@ -23,7 +24,7 @@ def test_id_types():
     assert isinstance(raw_uuid, bson.Binary) and raw_uuid.subtype == 4
     assert uuid.UUID(bytes=bytes(raw_uuid)).version == 4
     bid = bson.decode(DocFactory(1024, "business_id").make().raw)["_id"]
-    assert re.fullmatch(r"ACC\d{5}[0-9a-f]{16}", bid)
+    assert re.fullmatch(r"ACC\d{5}[0-9a-f]{8}", bid)  # seed 000: ACC + 5 digits + 8 hex
 
 
 def test_ids_are_unique_and_content_random():
@@ -54,7 +55,9 @@ def test_bad_arguments():
         DocFactory(10)
     with pytest.raises(ValueError, match="business id"):
         DocFactory(1024, "business_id").make(_id="ACC1")
-    assert business_id(__import__("random").Random(1), 255).endswith("00000000000000ff")
+    assert business_id(1234, 167, 3) == "ACC01234000a7003"
+    with pytest.raises(ValueError, match="lane"):
+        DocFactory(1024, "business_id", seed=docgen.LANES)
 
 
 def test_serial_ids_and_named_int_fields():
@@ -63,3 +66,36 @@ def test_serial_ids_and_named_int_fields():
     assert d["_id"] == 2**40 + 5 and (d["group"], d["group_seq"]) == (7, 399)
     with pytest.raises(ValueError, match="given by the caller"):
         f.make()
+
+
+def test_business_ids_rise_per_account_and_stay_unique_across_lanes():
+    """About 20,000 accounts; within an account a lane's keys rise (the seed's
+    timestamp part); two lanes (threads, processes) never make the same key."""
+    lanes = [DocFactory(128, "business_id", seed=lane) for lane in (1, 2)]
+    ids = [bson.decode(d.raw)["_id"] for f in lanes for d in f.batch(30_000)]
+    assert len(set(ids)) == len(ids) == 60_000
+    accounts = {int(i[3:8]) for i in ids}
+    assert max(accounts) < docgen.ACCOUNTS and len(accounts) > 0.9 * docgen.ACCOUNTS
+    first = [i for i in ids[:30_000] if i[3:8] == ids[0][3:8]]
+    assert first == sorted(first) and len(first) > 1
+    assert {i[-3:] for i in ids} == {"001", "002"}
+
+
+def test_uuids_are_version_4_in_batches():
+    f = DocFactory(256, "uuid", seed=2)
+    got = [uuid.UUID(bytes=bytes(bson.decode(d.raw)["_id"])) for d in f.batch(200)]
+    assert all(u.version == 4 and u.variant == uuid.RFC_4122 for u in got)
+    assert len(set(got)) == 200
+
+
+@pytest.mark.parametrize(
+    "id_type, shape",
+    [
+        ("objectid", r"ObjectId\('[0-9a-f]{24}'\)"),
+        ("uuid", r"UUID\('[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}'\)"),
+        ("business_id", r"'ACC\d{5}[0-9a-f]{8}'"),
+        ("serial", r"0"),
+    ],
+)
+def test_key_example_shows_the_key_shape(id_type, shape):
+    assert re.fullmatch(shape, docgen.key_example(id_type))

@@ -108,7 +108,7 @@ def test_find_regex_and_in_templates():
 
 def test_bulk_insert_is_a_document_sequence():
     bulk = ops.BulkInsert("d", "c", {"w": 1})
-    docs = ops.DocBatch(1024, "objectid", n_int_fields=2, seed=3)
+    docs = DocFactory(1024, "objectid", n_int_fields=2, seed=3)
     buf = bytearray(bulk.prefix_size() + 4 * docs.size)
     pos = bulk.write_prefix(buf, 5, 4 * docs.size)
     assert docs.write(buf, pos, 4) == 4 * docs.size
@@ -125,15 +125,16 @@ def test_bulk_insert_is_a_document_sequence():
 
 @pytest.mark.parametrize("id_type", ["objectid", "uuid", "business_id", "serial"])
 def test_doc_batch_makes_docfactory_documents(id_type):
-    """Same fields, order, types and size as DocFactory (the pymongo path's documents)."""
+    """A batch written into a message has the same fields, order, types and size as
+    the documents `make` gives the pymongo path."""
     ref = DocFactory(4096, id_type, n_int_fields=3, seed=1)
     ref_doc = bson.decode((ref.make(_id=7) if id_type == "serial" else ref.make()).raw)
-    docs = ops.DocBatch(4096, id_type, n_int_fields=3, seed=1)
+    docs = DocFactory(4096, id_type, n_int_fields=3, seed=1)
     buf = bytearray(2 * docs.size)
     docs.write(buf, 0, 2, [7, 8] if id_type == "serial" else None)
     a = bson.decode(bytes(buf[: docs.size]))
     b = bson.decode(bytes(buf[docs.size :]))
-    assert docs.size == ref.n_bytes
+    assert docs.size == len(ref.make(_id=7).raw if id_type == "serial" else ref.make().raw)
     assert list(a) == list(ref_doc)
     assert [type(v) for v in a.values()] == [type(v) for v in ref_doc.values()]
     assert a["_id"] != b["_id"] and a["s1"] != b["s1"]
@@ -360,7 +361,7 @@ def test_client_quota_split():
 
 
 def test_placeholder_document_is_found_in_a_template():
-    docs = ops.DocBatch(1024, "serial", seed=1)
+    docs = DocFactory(1024, "serial", seed=1)
     k0 = ops.sentinel(0)
     t = ops.update_tmpl("d", "c", {"_id": k0}, RawBSONDocument(docs.raw), [k0])
     at = t.raw.index(docs.raw)
