@@ -155,7 +155,8 @@ def Follow(
 ):
     """Polls the detached processes `entries` ((name, pid_file, rc_file)) until none runs,
     copying each new line of `files` ((name, path): their output) into pkb.log as
-    `<label(name)> <line>` as it comes.
+    `<label(name)> <line>` as it comes. Polls come every 0.5 s at first, then less often,
+    every `poll_s` at most.
 
     Each poll is one short ssh command, so a dropped connection costs a poll, not the run:
     failed polls are retried for `unreachable_s`. A process that vanished without an exit
@@ -169,6 +170,7 @@ def Follow(
     start = time.monotonic()
     gone_since = unreachable_since = None
     states = {name: gone for name, _, _ in entries}
+    interval = 0.25
     while True:
         text = _PollOnce(vm, follower.command(states_cmd))
         now = time.monotonic()
@@ -197,7 +199,10 @@ def Follow(
                     return states
         if timeout_s is not None and now - start >= timeout_s:
             return states
-        wait = poll_s if timeout_s is None else min(poll_s, timeout_s - (now - start))
+        # 0.5 s, 1 s, 2 s ... up to poll_s: a short step is seen to end soon, a long run
+        # costs one ssh command per poll_s.
+        interval = min(poll_s, interval * 2)
+        wait = interval if timeout_s is None else min(interval, timeout_s - (now - start))
         time.sleep(max(0.0, wait) if not follower.pending else 0.0)
 
 
