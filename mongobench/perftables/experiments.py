@@ -47,8 +47,7 @@ class Experiment:
     settings: dict
     variants: list[dict]
     scaled: dict = field(default_factory=dict)  # setting -> minimum after scaling
-    tables: dict = field(default_factory=dict)
-    headers: dict = field(default_factory=dict)
+    layout: dict = field(default_factory=dict)  # the tables' (mongobench.reports.layout)
     description: str = ""
     requires: list[str] = field(default_factory=list)
     deviations: dict = field(default_factory=dict)  # what differs from the seed -> why
@@ -133,8 +132,7 @@ def load(path: pathlib.Path | str = PERFTABLES_FILE) -> dict[str, Experiment]:
             settings=dict(spec["settings"]),
             variants=[dict(v) for v in spec["variants"]],
             scaled=dict(spec.get("scaled", {})),
-            tables=dict(spec.get("tables", {})),
-            headers=dict(spec.get("headers", {})),
+            layout=dict(spec.get("layout") or {}),
             description=spec.get("description", "").strip(),
             requires=list(spec.get("requires", [])),
             deviations={str(k): " ".join(v.split()) for k, v in deviations.items()},

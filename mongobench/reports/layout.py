@@ -157,6 +157,11 @@ class Layout:
         lab = self.label(column)
         return lab.header if lab else COLUMNS[column].header
 
+    def figure_header(self, key: str) -> str:
+        """A figure's header as the first table showing it words it (the seed's wording)."""
+        tab = next((t for t in self.tables if key in t.all_columns), None)
+        return self.header(tab, key) if tab else COLUMNS[key].header
+
     def figures(self) -> list[str]:
         """Every figure the tables show, in table order."""
         out: list[str] = []

@@ -43,7 +43,7 @@ def plot_experiment(
             _lines(ax, key, x, lines, layout, series)
         else:
             _bars(ax, key, lines, layout, series)
-        ax.set_title(COLUMNS[key].header, fontsize=10)
+        ax.set_title(layout.figure_header(key), fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
@@ -69,7 +69,7 @@ def _lines(ax, key, x: LabelColumn, lines, layout: Layout, series: Mapping) -> N
             xv, y = x.raw(row["_md"]), row.get(key)
             if xv is None:
                 continue
-            name = _name(run, lines, row["_md"]) or COLUMNS[key].header
+            name = _name(run, lines, row["_md"]) or layout.figure_header(key)
             curves.setdefault(name, []).append(
                 (float(xv), math.nan if y is None else y, _interval(row, key))
             )
@@ -89,7 +89,7 @@ def _lines(ax, key, x: LabelColumn, lines, layout: Layout, series: Mapping) -> N
     ax.xaxis.set_minor_locator(ticker.NullLocator())
     ax.set_xticks(xs_all, [spell(_int(v)) for v in xs_all], fontsize=8)
     ax.set_xlabel(x.header)
-    ax.set_ylabel(COLUMNS[key].header)
+    ax.set_ylabel(layout.figure_header(key))
     ax.set_ylim(bottom=0)
     if len(curves) > 1 or lines:
         ax.legend(fontsize=7)
@@ -129,11 +129,12 @@ def _bars(ax, key, cols, layout: Layout, series: Mapping) -> None:
         if any(iv for _, iv in got):
             err = [[_below(v, iv) for v, iv in got], [_above(v, iv) for v, iv in got]]
         ax.barh(ys, widths, height, xerr=err, capsize=3, label=run or None)
-        for y, (v, _) in zip(ys, got, strict=True):
-            ax.text(v or 0.0, y, " n/a" if v is None else f" {v:,.{COLUMNS[key].digits}f}",
+        for y, (v, iv) in zip(ys, got, strict=True):
+            at = max(v or 0.0, iv[1] if iv else 0.0)  # beside the bar and its error bar
+            ax.text(at, y, " n/a" if v is None else f" {v:,.{COLUMNS[key].digits}f}",
                     va="center", fontsize=7)  # fmt: skip
     ax.set_yticks(range(len(groups)), groups, fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlabel(COLUMNS[key].header)
+    ax.set_xlabel(layout.figure_header(key))
     if len(series) > 1:
         ax.legend(fontsize=7)
