@@ -3,6 +3,10 @@ Tuning Notes), and the samples they become."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import time
+
 import pytest
 
 from mongobench.core import bottleneck
@@ -32,6 +36,13 @@ def readings(busy_pct, seconds=180.0, iowait_pct=0.0, ios=0):
         proc_text(1000.0 + seconds, 100 + busy, 100, 800 + 10_000 - busy - io, io, writes=ios)
     )
     return [a, b]
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/diskstats"), reason="needs Linux /proc")
+def test_reading_command_on_this_host():
+    out = subprocess.run(["bash", "-c", usage.READING_COMMAND], capture_output=True, text=True)
+    r = usage.parse_reading(out.stdout)
+    assert abs(r["t"] - time.time()) < 60 and r["cpu"]["total"] > 0
 
 
 def test_parse_reading_takes_the_hosts_clock_cpu_and_physical_disks():
