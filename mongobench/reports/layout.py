@@ -112,12 +112,8 @@ class LabelColumn:
 
     def cell(self, md: Mapping) -> str:
         value = self.raw(md)
-        return self.values.get(_key(value), spell(value))
-
-
-def _key(value):
-    # Keys of a `values` map: YAML's true/4/objectid and the metadata's "True"/"4.0" meet here.
-    return (type(value).__name__ == "bool", spell(value))
+        # Keys of `values` are spelt too: YAML's true/4 and the metadata's "True"/"4.0" meet.
+        return self.values.get(spell(value), spell(value))
 
 
 @dataclass(frozen=True)
@@ -274,7 +270,7 @@ def _label_column(c, where: str) -> LabelColumn:
                 raise LayoutError(f"{where}: pattern {c['pattern']!r} has no group")
         except re.error as e:
             raise LayoutError(f"{where}: bad pattern {c['pattern']!r}: {e}") from None
-    values = {_key(canon(k)): str(v) for k, v in (c.get("values") or {}).items()}
+    values = {spell(canon(k)): str(v) for k, v in (c.get("values") or {}).items()}
     return LabelColumn(name, str(c.get("header", name)), setting, values, formats, c.get("pattern"))
 
 

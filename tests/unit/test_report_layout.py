@@ -28,7 +28,7 @@ def _words(text: str) -> str:
 def seed_tables() -> list[tuple[str, str, list[str]]]:
     """(testname, heading before the block, headers) of every MONGO_TABLE of the seeds."""
     if not SEEDS.is_dir():
-        pytest.skip(f"the seed documents are not beside the repository ({SEEDS.name} missing)")
+        pytest.skip("the seed documents are not beside the repository (../shared/seeds)")
     out = []
     for path in sorted(SEEDS.glob("*.txt")):
         text = path.read_text(encoding="utf-8", errors="replace")
