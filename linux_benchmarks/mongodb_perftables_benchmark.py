@@ -260,9 +260,9 @@ def _Plan():
 
 
 def _ClientVmCount(benchmark_config):
+    # PKB provisions vm_count VMs of a group (the first vm_count of its static VMs).
     group = (getattr(benchmark_config, "vm_groups", None) or {}).get("clients")
-    static = len(getattr(group, "static_vms", None) or [])
-    return static or getattr(group, "vm_count", 1) or 1
+    return getattr(group, "vm_count", 1) or 1
 
 
 def CheckPrerequisites(benchmark_config):

@@ -358,7 +358,8 @@ def pkb_configs(
         clients.append(static_vm(sshd, other))
     perftables = {
         "mongodb_perftables": {
-            "vm_groups": {"clients": {"static_vms": clients}},
+            # PKB takes the first vm_count (default 1) of a group's static VMs.
+            "vm_groups": {"clients": {"vm_count": client_vms, "static_vms": clients}},
             "flags": {
                 "mongodb_perftables_uri_file": uri_file,
                 "mongodb_perftables_scale": "smoke",

@@ -10,7 +10,7 @@ def test_two_client_vms_share_the_host_with_separate_scratch_dirs(tmp_path):
     paths = testbed.pkb_configs(str(tmp_path), sshd, str(tmp_path / "uri"), client_vms=2)
     cfg = yaml.safe_load(open(paths["mongodb_perftables"]))["mongodb_perftables"]
     vms = cfg["vm_groups"]["clients"]["static_vms"]
-    assert len(vms) == 2
+    assert len(vms) == 2 and cfg["vm_groups"]["clients"]["vm_count"] == 2
     assert {vm["ssh_port"] for vm in vms} == {2222} and all(
         not vm["install_packages"] for vm in vms
     )
