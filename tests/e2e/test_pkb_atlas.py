@@ -74,6 +74,8 @@ def test_atlas_hardware_matrix_and_no_secret_in_any_output(pkb_python, tmp_path,
                 "mongobench_atlas_hardware": "M30;M40:disk_iops=3000",
                 "mongobench_atlas_connection": "standard",
                 "mongobench_atlas_poll_s": 0,
+                # the fake publishes at once: no wait for Atlas' measurement delay
+                "mongobench_atlas_metrics_delay_s": 0,
             },
         }
     }
@@ -123,6 +125,8 @@ def test_atlas_hardware_matrix_and_no_secret_in_any_output(pkb_python, tmp_path,
     for labels in by_step["1"]:
         assert "|atlas_tier:M40|" in labels and "|atlas_disk_iops:3000|" in labels
         assert "|instance_type:Atlas M40|" in labels and "|disk_iops:3000|" in labels
+    # Resource Usage from the Admin API's process and disk measurements of each window
+    assert all("|server_metrics_source:atlas measurements (PT1M)|" in s for s in by_step["0"])
     # the out-of-cache query table gets its $ per hour from the cluster's price
     dollars = [s for s in samples if "|experiment:query_fetch_io|" in s["labels"]]
     assert any("|price_per_hour:1.04|" in s["labels"] for s in dollars)
