@@ -285,7 +285,7 @@ def _Load(clients, st, settings, plan):
         )
 
     timeout = settings.load_timeout
-    results = mongobench_ycsb.RunOnClients(clients, plan.load, props, timeout, 0, _LocalDir)
+    results = mongobench_ycsb.RunOnClients(clients, plan.load, props, timeout, _LocalDir)
     for p in plan.load:
         state, out = results[p.stem]
         rc = _ReturnCode(state, out, f"loading instance {p.instance}", timeout)
@@ -377,9 +377,7 @@ def Step(server_vm, clients, st, settings, n):
         before = _OsReadings(vms)
         t1 = time.time()
         timeout = settings.step_seconds + settings.step_grace
-        results = mongobench_ycsb.RunOnClients(
-            clients, plan.run, props, timeout, settings.step_seconds, _LocalDir
-        )
+        results = mongobench_ycsb.RunOnClients(clients, plan.run, props, timeout, _LocalDir)
         info["run_wall_seconds"] = round(time.time() - t1, 1)
         after = _OsReadings(vms)
         dead = mongobench_mongod.DeadInstances(

@@ -389,9 +389,10 @@ def Fetch(vm, procs, local_dir):
     return out
 
 
-def RunOnClients(clients, procs, props, timeout_s, expected_s, local_dir_of):
+def RunOnClients(clients, procs, props, timeout_s, local_dir_of):
     """Starts the YCSB processes `procs` (each names its client by index in `clients`) with
-    the properties `props(process, vm)`, waits for them on every client at once, stops what
+    the properties `props(process, vm)`, waits for them on every client at once (their status
+    lines reaching pkb.log), stops what
     still runs and fetches the outputs into `local_dir_of(vm)`. Returns name ->
     (ProcessState, Output)."""
     by_client = {}
