@@ -15,6 +15,7 @@ import yaml
 
 from mongobench.core import split as core_split
 from mongobench.core import units
+from mongobench.core.poll import poll_until
 from mongobench.deploy import mongod
 from mongobench.remote import probes, processes
 from mongobench.stress import placement, sizing, steps
@@ -782,9 +783,10 @@ def test_background_process_pid_state_and_stop(tmp_path):
     p = sh(cmd)  # returns at once, prints the PID
     pid = int(p.stdout.strip())
     assert int(pathlib.Path(pid_file).read_text()) == pid
-    assert (
-        "time.sleep(30)\0" in pathlib.Path(f"/proc/{pid}/cmdline").read_text()
-    )  # the process itself
+    # The PID is the process itself (setsid execs it); just after the fork its command
+    # line may still be the shell's, so wait for the exec.
+    cmdline = pathlib.Path(f"/proc/{pid}/cmdline")
+    poll_until(lambda: ("time.sleep(30)\0" in cmdline.read_text(), None), timeout=5, interval=0.01)
     assert sh(f"ps -o sid= -p {pid}").stdout.strip() == str(pid)  # its own session
     assert states([("s", pid_file, None)], d) == {"s": processes.ProcessState("running", pid)}
     # another run's marker does not match: a reused PID is never taken for ours
