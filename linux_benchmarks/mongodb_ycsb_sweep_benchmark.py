@@ -115,6 +115,14 @@ _KEEP_DATA = flags.DEFINE_bool(
     False,
     "Leave the last size's collection in place (default: dropped at the end).",
 )
+_REPEATS = flags.DEFINE_integer(
+    "mongodb_ycsb_sweep_repeats",
+    1,
+    "Runs of each size's run phases (the load runs once), interleaved in rounds of"
+    " alternating direction; samples carry the mean with repeats, stdev, ci95_low and"
+    " ci95_high (t-distribution).",
+    lower_bound=1,
+)
 FLAGS = flags.FLAGS
 
 
@@ -275,6 +283,7 @@ def Run(benchmark_spec):
         run_phase=lambda step, phase: _RunPhase(clients, state, step, phase, base_md, local_dir),
         log=_Log,
         keep_data=_KEEP_DATA.value,
+        repeats=_REPEATS.value,
     )
     logging.info("mongodb_ycsb_sweep: YCSB outputs kept in %s", local_dir)
     # Cleanup turns failures into a FAILED status after these samples are kept.

@@ -462,6 +462,7 @@ def cmd_run(args) -> int:
             raw_dir=args.raw_dir,
             metadata=_metadata_pairs(args.metadata),
             run_uri=args.run_uri,
+            repeats=args.repeats,
         )
     except (SweepError, OSError, ValueError) as e:
         raise SystemExit(f"mongobench: {e}") from None
@@ -522,6 +523,13 @@ def _add_sweep(subparsers) -> argparse.ArgumentParser:
     run.add_argument("--raw-dir", help="keep every YCSB output (redacted) here")
     run.add_argument("--metadata", action="append", metavar="KEY=VALUE", help="add to every sample")
     run.add_argument("--run-uri", help="run id written into the results (default: random)")
+    run.add_argument(
+        "--repeats",
+        type=_positive_int,
+        default=1,
+        help="run each size's run phases N times, interleaved (the load once); samples"
+        " carry the mean, stdev and 95%% interval",
+    )
     run.set_defaults(func=cmd_run)
 
     dr = sub.add_parser(

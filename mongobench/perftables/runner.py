@@ -342,7 +342,7 @@ def run(
     logged as each variant ends, and a heartbeat every 30 s while one runs
     (`bar`: a progress bar too, for a terminal). `repeats`: each variant runs
     that many times, interleaved (see schedule); the samples fold them into a
-    mean with its 95 % interval (reports.repeats).
+    mean with its 95 % interval (core.repeats).
     """
     if int(repeats) < 1:
         raise exp_mod.ExperimentError(f"repeats must be 1 or more, not {repeats}")

@@ -10,12 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mongobench.core import latency as lat
+from mongobench.core import repeats
 from mongobench.core.bottleneck import bottleneck, describe
 from mongobench.core.samples import sample
 from mongobench.core.units import MiB
 from mongobench.perftables import serverstats
 from mongobench.remote import provenance
-from mongobench.reports import repeats
 
 
 @dataclass(frozen=True)

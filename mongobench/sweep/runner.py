@@ -15,12 +15,14 @@ from pymongo import MongoClient, uri_parser
 from pymongo.errors import PyMongoError
 
 from mongobench.core import redact
+from mongobench.core import repeats as repeats_mod
 from mongobench.core.units import MiB
 from mongobench.perftables import serverstats
 from mongobench.remote import javabuild
 from mongobench.sweep.plan import (
     DEFAULT_DATABASE,
     DEFAULT_TABLE,
+    FAILED_METRIC,
     Phase,
     SizeStep,
     parse_phases,
@@ -178,6 +180,7 @@ def run_sweep(
     java: str = "java",
     connect_timeout_ms: int = 20_000,
     log: Callable[[str], None] = lambda msg: print(msg, file=sys.stderr, flush=True),
+    repeats: int = 1,
 ) -> list[dict]:
     """The whole sweep against the server of `uri_file`, here, with our YCSB client.
 
@@ -240,6 +243,7 @@ def run_sweep(
             log=lambda message, problem=False: log(f"sweep: {message}"),
             keep_data=keep_data,
             after_phase=(lambda got: write_results(out, got, run_uri)) if out else None,
+            repeats=repeats,
         )
     if out:
         write_results(out, samples, run_uri)
@@ -261,13 +265,17 @@ def sweep_steps(
     log: Callable[..., None],
     keep_data: bool,
     after_phase: Callable[[list[dict]], None] | None = None,
+    repeats: int = 1,
 ) -> list[dict]:
     """The sweep loop of the local runner and of the PKB benchmark.
 
     Per size: `drop` the collection (on `drop_errors`, every phase of that size fails with
     the error and the sweep goes on), then `run_phase` each phase; a failed load skips the
-    size's other phases. At the end, `drop` again unless `keep_data`. `log(message,
-    problem=False)` hears each event; `after_phase(samples so far)` follows each phase run.
+    size's other phases. With `repeats`, the run phases (not the load: the data is there
+    once) run that many times in rounds of alternating direction, and their samples are
+    folded into the mean with its 95 % interval (core.repeats). At the end, `drop` again
+    unless `keep_data`. `log(message, problem=False)` hears each event;
+    `after_phase(samples so far)` follows each phase run.
     """
 
     samples: list[dict] = []
@@ -280,15 +288,23 @@ def sweep_steps(
             samples += [failure_sample(step, p, error, metadata) for p in phases]
             continue
         skip: list[Phase] = []
-        for phase in phases:
+        for phase, r in phase_schedule(phases, repeats):
             if phase in skip:
-                samples.append(failure_sample(step, phase, "skipped: the load failed", metadata))
+                if r == 0:
+                    samples.append(
+                        failure_sample(step, phase, "skipped: the load failed", metadata)
+                    )
                 continue
-            log(f"{step.label} ({step.records} records): {phase.title}")
+            again = f" (repeat {r + 1}/{repeats})" if repeats > 1 else ""
+            log(f"{step.label} ({step.records} records): {phase.title}{again}")
             got = run_phase(step, phase)
             for s in failed(got):
                 log(f"{step.label} {phase.title} FAILED: {s['metadata']['error']}", problem=True)
                 skip = skipped_phases(phases, phase)
+            if repeats > 1 and phase.ycsb_phase == "run":
+                for s in got:
+                    if s["metric"] != FAILED_METRIC:
+                        s["metadata"]["repeat"] = r
             samples.extend(got)
             if after_phase is not None:
                 after_phase(samples)
@@ -297,4 +313,14 @@ def sweep_steps(
             drop()
         except drop_errors as e:
             log(f"the final drop failed: {describe_error(e)}", problem=True)
-    return samples
+    return repeats_mod.combine(samples, repeats_mod.SWEEP_IDENTITY)
+
+
+def phase_schedule(phases: Sequence[Phase], repeats: int = 1) -> list[tuple[Phase, int]]:
+    """(phase, repeat) at one size: every phase once in order, then the run phases again in
+    rounds of alternating direction (a drift over the size favours no workload)."""
+    runs = [p for p in phases if p.ycsb_phase == "run"]
+    out = [(p, 0) for p in phases]
+    for r in range(1, repeats):
+        out += [(p, r) for p in (runs if r % 2 == 0 else list(reversed(runs)))]
+    return out

@@ -128,3 +128,37 @@ def test_perftables_from_two_client_vms(pkb_python, tmp_path, pkb_temp):
     assert "|client_vms:2|" in tput["labels"] and "|client_processes:2|" in tput["labels"]
     log = open(f"{run_dir}/pkb.log").read()
     assert "the leader is done after 1 timed phase(s)" in log  # the follower's last line
+
+
+def test_perftables_repeats_give_intervals(pkb_python, tmp_path, pkb_temp):
+    """--mongodb_perftables_repeats 2: each variant runs twice, interleaved, and its samples
+    carry the mean with stdev and 95 % interval; the progress lines say the repeat."""
+    state = testbed.up(str(tmp_path / "tb"))
+    try:
+        p = run_pkb(
+            pkb_python,
+            "mongodb_perftables",
+            state["configs"]["mongodb_perftables"],
+            pkb_temp,
+            "--mongodb_perftables_experiments=insert_docsize",
+            "--mongodb_perftables_variants=1;4",
+            "--mongodb_perftables_repeats=2",
+            "--mongobench_progress_seconds=2",
+            timeout=900,
+        )
+    finally:
+        testbed.down(str(tmp_path / "tb"))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    [run_dir] = glob.glob(str(pkb_temp / "runs" / "*"))
+    run = json.load(open(f"{run_dir}/perftables-results.json"))
+    assert [(r["label"], r["repeat"]) for r in run["results"]] == [
+        ("1", 0), ("4", 0), ("4", 1), ("1", 1),
+    ]  # fmt: skip
+    samples = [json.loads(line) for line in open(f"{run_dir}/perfkitbenchmarker_results.json")]
+    tput = [s for s in samples if s["metric"] == "Document Throughput"]
+    assert len(tput) == 2  # one per variant, not per run
+    for s in tput:
+        labels = s["labels"]
+        assert "|repeats:2|" in labels and "|ci95_low:" in labels and "|stdev:" in labels
+    log = open(f"{run_dir}/pkb.log").read()
+    assert "[4/4] insert_docsize/1 (repeat 2/2): " in log

@@ -59,6 +59,7 @@ def test_sweep_on_the_test_bed_then_compare(pkb_python, tmp_path, pkb_temp):
             "mongodb_ycsb_sweep",
             sweep_config(state, tmp_path / "sweep.yaml"),
             pkb_temp,
+            "--mongodb_ycsb_sweep_repeats=2",
             timeout=1800,
         )
     finally:
@@ -84,6 +85,12 @@ def test_sweep_on_the_test_bed_then_compare(pkb_python, tmp_path, pkb_temp):
         assert s["unit"] == "ops/sec" and s["value"] > 0
         assert md["records"] == {"0.1": "100", "0.2": "200"}[size]
         assert md["exceeds_memory"] == "False" and md["memory_source"] == "client VM"
+        # the run phases ran twice, interleaved, folded into a mean with its interval
+        if md["phase"] == "load":
+            assert "repeats" not in md
+        else:
+            assert md["repeats"] == "2" and len(md["repeat_values"].split(",")) == 2
+            assert float(md["ci95_low"]) <= s["value"] <= float(md["ci95_high"])
     p99 = {
         (s["metadata"]["size_mb"], s["metadata"]["phase"], s["metadata"]["op"])
         for s in sweep_samples

@@ -5,9 +5,8 @@ import statistics
 
 import pytest
 
-from mongobench.core import stats
+from mongobench.core import repeats, stats
 from mongobench.perftables import runner
-from mongobench.reports import repeats
 
 
 def test_t_quantiles_and_interval_by_hand():

@@ -8,6 +8,7 @@ import pathlib
 import pytest
 
 from mongobench import cli
+from mongobench.core import stats
 from mongobench.remote import shipping
 from mongobench.reports import report
 from mongobench.sweep import plan, runner
@@ -407,3 +408,37 @@ def test_database_name_follows_the_binding():
     assert runner.database_name("mongodb://h:1/bench?w=1") == "bench"
     assert runner.database_name("mongodb://h:1/") == "ycsb"
     assert runner.database_name("mongodb://u:p@h:1/admin") == "ycsb"
+
+
+def test_sweep_repeats_run_phases_interleaved_and_fold_them():
+    steps = plan.plan([1, 2])
+    phases = [PH["load"], PH["read_only"], PH["update_only"]]
+    ran, tput = [], iter(range(100, 1000, 10))
+
+    def run_phase(step, phase):
+        ran.append((step.size_mb, phase.name))
+        res = _result({"READ": (1, 1.0, {95.0: 1.0, 99.0: 1.0})}, throughput=float(next(tput)))
+        return sweep_samples.phase_samples(step, phase, res, {})
+
+    samples = runner.sweep_steps(
+        steps, phases, {}, drop=lambda: None, drop_errors=(), describe_error=str,
+        run_phase=run_phase, log=lambda m, problem=False: None, keep_data=True, repeats=3,
+    )  # fmt: skip
+    # the load once per size, the run phases 3 times in rounds of alternating direction
+    one_size = ["load", "read_only", "update_only", "update_only", "read_only", "read_only",
+                "update_only"]  # fmt: skip
+    assert ran == [(1, p) for p in one_size] + [(2, p) for p in one_size]
+    by = {
+        (s["metadata"]["size_mb"], s["metadata"]["phase"]): s
+        for s in samples
+        if s["metric"] == sweep_samples.THROUGHPUT_METRIC
+    }
+    assert len(by) == 6  # one throughput sample per size and phase
+    load, read = by[(1, "load")], by[(1, "read_only")]
+    assert load["value"] == 100.0 and "repeats" not in load["metadata"]
+    values = [110.0, 140.0, 150.0]  # read_only's three runs at 1 MB
+    iv = stats.interval(values)
+    assert read["value"] == pytest.approx(iv.mean) and read["metadata"]["repeats"] == 3
+    assert read["metadata"]["ci95_low"] == pytest.approx(iv.low)
+    assert read["metadata"]["repeat_values"] == "110,140,150"
+    assert runner.phase_schedule(phases) == [(p, 0) for p in phases]

@@ -1,4 +1,5 @@
-"""Repeated runs of a variant (`--repeats N`) folded into one sample per figure.
+"""Repeated runs (perftables variants, sweep phases: `--repeats N`) folded into one sample
+per figure.
 
 Each figure's value becomes the mean over the repeats that succeeded, with `repeats`,
 `stdev`, `ci95_low` and `ci95_high` (Student's t) in its metadata and the single values in
@@ -10,21 +11,19 @@ from __future__ import annotations
 
 from mongobench.core import stats
 
-# What makes two samples the same figure of the same variant (in different repeats).
-_IDENTITY = ("experiment", "variant", "op", "hardware_step")
+# What makes two samples the same figure of the same thing measured (in different repeats).
+PERFTABLES_IDENTITY = ("experiment", "variant", "op", "hardware_step")
+SWEEP_IDENTITY = ("size_mb", "phase", "op")
 
 
-def _key(s: dict) -> tuple:
-    md = s.get("metadata") or {}
-    return (s["metric"], s.get("unit"), *(md.get(k) for k in _IDENTITY))
-
-
-def combine(samples: list[dict]) -> list[dict]:
-    """One sample per figure; order of first appearance is kept."""
+def combine(samples: list[dict], identity=PERFTABLES_IDENTITY) -> list[dict]:
+    """One sample per figure (metric, unit and the `identity` metadata); order of first
+    appearance is kept."""
     groups: dict[tuple | int, list[dict]] = {}
     for i, s in enumerate(samples):
-        repeated = (s.get("metadata") or {}).get("repeat") is not None
-        groups.setdefault(_key(s) if repeated else i, []).append(s)
+        md = s.get("metadata") or {}
+        key = (s["metric"], s.get("unit"), *(md.get(k) for k in identity))
+        groups.setdefault(key if md.get("repeat") is not None else i, []).append(s)
     out = []
     for group in groups.values():
         if len(group) == 1:
