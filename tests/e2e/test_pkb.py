@@ -83,6 +83,17 @@ def test_perftables_on_the_test_bed(pkb_python, tmp_path, pkb_temp):
     assert not [s for s in samples if s["metric"] == "Variant Failed"]
     log = open(glob.glob(str(pkb_temp / "runs" / "*" / "pkb.log"))[0]).read()
     assert state["uri"] not in log  # the target is passed in a file, never on a command line
+    # The seed's definitions: Average Op Latency is the server's (opLatencies deltas), each
+    # variant shows its key shape, and the report renders the seed's tables from the file.
+    avg = [s for s in samples if s["metric"] == "Average Op Latency"]
+    assert avg and all("|latency_source:server|" in s["labels"] for s in avg)
+    assert all("|key_example:" in s["labels"] for s in tput)
+    from mongobench import cli
+
+    out = tmp_path / "report.md"
+    assert cli.main(["report", "--pkb-results", results, "--out", str(out)]) == 0
+    text = out.read_text()
+    assert "| Document Size (KB) |" in text and "| Num Threads | Updating Index |" in text
     # Live progress: an [i/N] line per variant reached pkb.log while the engine ran (the
     # lines came with many polls, in order, before the results were pulled).
     lines = PROGRESS.findall(log)
