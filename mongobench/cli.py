@@ -71,6 +71,27 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+def _add_target(parser, with_uri: bool = False) -> None:
+    """The target connection string: exactly one of a file, an environment variable or
+    (visible to other users, so only where a one-off run may want it) the string itself."""
+    target = parser.add_mutually_exclusive_group(required=True)
+    target.add_argument(
+        "--uri-file", help="file holding the connection string (keeps secrets off argv)"
+    )
+    target.add_argument("--uri-env", help="environment variable holding the connection string")
+    if with_uri:
+        target.add_argument("--uri", help="connection string (visible in the process list)")
+
+
+def _add_processes(parser) -> None:
+    parser.add_argument(
+        "--processes",
+        type=_positive_int,
+        default=os.cpu_count() or 1,
+        help="worker processes of the multiplexed path (default: this machine's CPUs)",
+    )
+
+
 def _log(msg: str) -> None:
     # Through tqdm: with a progress bar on the terminal, lines print above it.
     progress.write(msg)
@@ -243,12 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     ls.set_defaults(func=cmd_perftables_list)
     run = pts.add_parser("run", parents=[common], help="run experiments against a URI")
-    target = run.add_mutually_exclusive_group(required=True)
-    target.add_argument(
-        "--uri-file", help="file holding the connection string (keeps secrets off argv)"
-    )
-    target.add_argument("--uri-env", help="environment variable holding the connection string")
-    target.add_argument("--uri", help="connection string (visible in the process list)")
+    _add_target(run, with_uri=True)
     run.add_argument("--experiments", help="comma-separated names (default: all)")
     run.add_argument("--variants", help="variant labels separated by ';' (default: all)")
     run.add_argument("--skip", help="variants to leave out: 'experiment/label;experiment/label'")
@@ -271,12 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="client of the timed phases: multiplexed (virtual clients over --processes"
         " processes) or pymongo (the reference path: one thread per client, one process)",
     )
-    run.add_argument(
-        "--processes",
-        type=_positive_int,
-        default=os.cpu_count() or 1,
-        help="worker processes of the multiplexed path (default: this machine's CPUs)",
-    )
+    _add_processes(run)
     run.add_argument(
         "--client-vms",
         type=_positive_int,
@@ -297,20 +308,12 @@ def build_parser() -> argparse.ArgumentParser:
         "follow",
         help="run this client VM's share of a leader's timed phases (run --client-vms K)",
     )
-    ftarget = fol.add_mutually_exclusive_group(required=True)
-    ftarget.add_argument("--uri-file", help="file holding the connection string")
-    ftarget.add_argument("--uri-env", help="environment variable holding the connection string")
-    ftarget.add_argument("--uri", help="connection string (visible in the process list)")
+    _add_target(fol, with_uri=True)
     fol.add_argument("--run-id", required=True, help="the leader's --run-id")
     fol.add_argument(
         "--client-index", type=_positive_int, required=True, help="this VM's index, 1..K-1"
     )
-    fol.add_argument(
-        "--processes",
-        type=_positive_int,
-        default=os.cpu_count() or 1,
-        help="worker processes (default: this machine's CPUs)",
-    )
+    _add_processes(fol)
     fol.set_defaults(func=cmd_perftables_follow)
 
     rp = sub.add_parser("report", help="markdown tables from PKB results files")
@@ -510,9 +513,7 @@ def _add_sweep(subparsers) -> argparse.ArgumentParser:
     pl.set_defaults(func=cmd_plan)
 
     run = sub.add_parser("run", parents=[sizes], help="run the sweep here against a URI")
-    target = run.add_mutually_exclusive_group(required=True)
-    target.add_argument("--uri-file", help="file holding the connection string")
-    target.add_argument("--uri-env", help="environment variable holding the connection string")
+    _add_target(run)
     run.add_argument("--out", help="results file (PKB results format, one JSON sample a line)")
     run.add_argument("--phases", default="all", help="load,read_only,update_only,read_update")
     run.add_argument("--threads", type=int, default=1, help="YCSB client threads")
@@ -535,9 +536,7 @@ def _add_sweep(subparsers) -> argparse.ArgumentParser:
     dr = sub.add_parser(
         "drop", help="drop the sweep's collection; print the server's memory (JSON)"
     )
-    dtarget = dr.add_mutually_exclusive_group(required=True)
-    dtarget.add_argument("--uri-file")
-    dtarget.add_argument("--uri-env")
+    _add_target(dr)
     dr.add_argument("--table", default=DEFAULT_TABLE)
     dr.set_defaults(func=cmd_drop)
     return p

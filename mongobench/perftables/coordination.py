@@ -23,6 +23,7 @@ import traceback
 
 from pymongo.errors import DuplicateKeyError
 
+from mongobench.core.poll import PollTimeout, poll_until
 from mongobench.core.split import share
 from mongobench.driver import connection, ops, procs, sources
 
@@ -42,17 +43,21 @@ def client_range(clients: int, vms: int, index: int) -> range:
     return range(start, start + share(clients, vms, index))
 
 
-def _wait(coll, ids: list[str], timeout: float, what: str) -> dict[str, dict]:
-    """Documents `ids` of `coll`, once all exist; CoordinationError after `timeout`."""
-    deadline = time.monotonic() + timeout
-    while True:
+def _wait(
+    coll, ids: list[str], timeout: float, what: str, *, every: bool = True, interval: float = POLL_S
+) -> dict:
+    """Documents `ids` of `coll` once all exist (`every`) or once any does; a
+    CoordinationError names the missing ones after `timeout`."""
+
+    def check():
         docs = {d["_id"]: d for d in coll.find({"_id": {"$in": ids}})}
-        if len(docs) == len(ids):
-            return docs
-        if time.monotonic() > deadline:
-            missing = ", ".join(i for i in ids if i not in docs)
-            raise CoordinationError(f"{what}: nothing from {missing} within {timeout:.0f} s")
-        time.sleep(POLL_S)
+        return (len(docs) == len(ids) if every else bool(docs)), docs
+
+    try:
+        return poll_until(check, timeout=timeout, interval=interval)
+    except PollTimeout as t:
+        missing = ", ".join(i for i in ids if i not in t.last)
+        raise CoordinationError(f"{what}: nothing from {missing} within {timeout:.0f} s") from None
 
 
 class Leader:
@@ -140,7 +145,11 @@ def follow(client, uri: str, run_id: str, index: int, processes: int | None, log
     coll = client[COORD_DB][f"run_{run_id}"]
     seq = 0
     while True:
-        docs = _wait_any(coll, [f"job-{seq}", "done"])
+        # The leader may prepare for hours between timed phases: no deadline here (PKB's
+        # Cleanup stops a follower whose leader is gone).
+        docs = _wait(
+            coll, [f"job-{seq}", "done"], float("inf"), "leader", every=False, interval=0.2
+        )
         if "done" in docs and f"job-{seq}" not in docs:
             coll.insert_one({"_id": f"bye-{index}"})
             return seq
@@ -177,11 +186,3 @@ def follow(client, uri: str, run_id: str, index: int, processes: int | None, log
             log(f"client VM {index}: job {seq} failed:\n{doc['failed']}")
         coll.insert_one(dict(doc, _id=f"result-{seq}-{index}"))
         seq += 1
-
-
-def _wait_any(coll, ids: list[str]) -> dict[str, dict]:
-    while True:
-        docs = {d["_id"]: d for d in coll.find({"_id": {"$in": ids}})}
-        if docs:
-            return docs
-        time.sleep(POLL_S * 4)
