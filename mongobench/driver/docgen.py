@@ -1,17 +1,28 @@
 """Documents of an exact BSON size, made fast enough not to bottleneck the client.
 
 A document is encoded once as a template; new documents are its bytes with a
-fresh `_id`, fresh random integers and fresh random text at offsets found by
-encoding sentinel values. So every document has random, poorly compressible
-content (as data from outside would) without a second encoding.
+fresh `_id` and fresh random integers at offsets found by encoding sentinel
+values, followed by a *body* (the fields after them: the int/date/text groups
+and the padding) taken from a pool of bodies whose text fields hold random
+hex digits. So every document has random, poorly compressible content (as
+data from outside would) without a second encoding.
+
+The pool (`POOL_BYTES` per document layout, built once per process before any
+timed phase and shared by its clients) is what makes a document cost about as
+much as copying it: the bodies' text used to be drawn per document, one
+Python object per 32-character field, which cost 1.5 us per 1 KB document
+and 2.7 per 4 KB one (more than the 2 us per KB the client may spend on a
+bulk insert, issue 12). A client walks the pool from its own random start, so
+its bodies repeat only after `POOL_BYTES` of documents: far more than a
+WiredTiger page or a compressor's window holds, so compression and the
+storage sizes see random data as before. The `_id` and the integer fields
+(the targets of secondary indexes) stay fresh in every document.
 
 One `struct` call writes a whole batch straight into a buffer (the message
 the multiplexed driver sends): its format alternates the template's constant
-pieces with the varying slots (the _id, the integer fields, the random
-text), and the values of each slot are produced for the whole batch by
-C-level calls (randbytes, hex, unpack, map). `make` and `batch` wrap the same
-bytes as `RawBSONDocument`s for pymongo, so both client paths insert the same
-documents.
+pieces with the varying slots (the _id, the integer fields, the body). `make`
+and `batch` wrap the same bytes as `RawBSONDocument`s for pymongo, so both
+client paths insert the same documents.
 """
 
 from __future__ import annotations
@@ -21,8 +32,10 @@ import datetime
 import os
 import random
 import struct
+import threading
 import time
 import uuid
+import zlib
 
 import bson
 from bson.raw_bson import RawBSONDocument
@@ -40,6 +53,11 @@ _SEQ_LIMIT = 1 << 20
 _BUSINESS_ID_LEN = len("ACC") + 5 + 8
 _ID_LEN = {"objectid": 12, "uuid": 16, "business_id": _BUSINESS_ID_LEN, "serial": 8}
 _TEXT_CHUNK = 32  # characters of random text per string field (UniBench: 1-32)
+POOL_BYTES = 16 << 20  # document bodies kept per layout and process
+POOL_MIN_DOCS = 8
+_POOL_LAYOUTS = 4  # layouts whose pools a process keeps (a run uses one or two at a time)
+_POOLS: dict[bytes, tuple[list[bytes], int]] = {}  # body template -> (bodies, count)
+_POOLS_LOCK = threading.Lock()  # loaders make factories from several threads
 _SENTINEL_INT = 0x5EED0000
 _SENTINEL_ID = {
     "objectid": bson.ObjectId(b"\xee" * 12),
@@ -96,7 +114,7 @@ class DocFactory:
         names = [f"i{i}" for i in range(n_int_fields)] + list(int_fields)
         raw, self._id_off, self._int_offs, text_offs = self._build(size_bytes, id_type, names)
         self.raw, self.size = raw, len(raw)  # the template: also a placeholder document
-        self._n_ints, self._n_texts = len(self._int_offs), len(text_offs)
+        self._n_ints = len(self._int_offs)
         slots = []  # (offset, length, struct code)
         if id_type == "objectid":  # 8 bytes constant per batch, then 4 varying
             slots += [(self._id_off, 8, "8s"), (self._id_off + 8, 4, "4s")]
@@ -106,19 +124,22 @@ class DocFactory:
             n = _ID_LEN[id_type]
             slots.append((self._id_off, n, f"{n}s"))
         slots += [(o, 4, "i") for o in self._int_offs]
-        slots += [(o, _TEXT_CHUNK, f"{_TEXT_CHUNK}s") for o in text_offs]
-        if [s[0] for s in slots] != sorted(s[0] for s in slots):
+        if [s[0] for s in slots] != sorted(s[0] for s in slots) or (
+            text_offs and text_offs[0] < slots[-1][0] + slots[-1][1]
+        ):
             raise ValueError("unexpected document layout (slots out of order)")
         pieces, fmt, at = [], [], 0
         for off, n, code in slots:
             pieces.append(raw[at:off])
             fmt.append(f"{off - at}s{code}")
             at = off + n
-        self._pieces, self._tail = pieces, raw[at:]
-        self._doc_fmt = "".join(fmt) + f"{len(self._tail)}s"
+        self._pieces = pieces
+        self._doc_fmt = "".join(fmt) + f"{len(raw) - at}s"  # the body: from the pool
         self._per = 2 * len(slots) + 1  # struct arguments per document
         self._writers: dict[int, tuple] = {}
+        self._bodies, self._n_bodies = _pool(raw[at:], [o - at for o in text_offs])
         self._rng = random.Random(seed)
+        self._at = self._rng.randrange(self._n_bodies)  # this client's place in the pool
         self._lane = seed
         self._account_seq = [0] * ACCOUNTS if id_type == "business_id" else None
         self._oid_counter = self._rng.randrange(1 << 24)
@@ -177,22 +198,20 @@ class DocFactory:
             for d in range(n):
                 for k, piece in enumerate(self._pieces):
                     args[d * per + 2 * k] = piece
-                args[d * per + per - 1] = self._tail
-            text = struct.Struct(f"{_TEXT_CHUNK}s" * (self._n_texts * n))
             uuid_bits = None
             if self.id_type == "uuid":
                 keep = set_ = 0
                 for _ in range(n):
                     keep, set_ = (keep << 128) | _UUID_KEEP, (set_ << 128) | _UUID_SET
                 uuid_bits = (keep, set_, struct.Struct("16s" * n))
-            got = (struct.Struct("<" + self._doc_fmt * n), args, text, uuid_bits)
+            got = (struct.Struct("<" + self._doc_fmt * n), args, uuid_bits)
             self._writers[n] = got
         return got
 
     def write(self, buf, pos: int, n: int, ids=None) -> int:
         """Writes `n` documents at `pos` of `buf` (ids: the serial _id values, else
         made here); returns the bytes written."""
-        s, args, text_struct, uuid_bits = self._writer(n)
+        s, args, uuid_bits = self._writer(n)
         per, rng = self._per, self._rng
         args = args.copy()
         col = 1
@@ -225,12 +244,12 @@ class DocFactory:
             raw = struct.unpack(f"<{n}I", rng.randbytes(4 * n))
             args[col::per] = list(map(r.__rmod__, raw))
             col += 2
-        t = self._n_texts
-        if t:
-            chunks = text_struct.unpack(binascii.b2a_hex(rng.randbytes(_TEXT_CHUNK // 2 * t * n)))
-            for k in range(t):
-                args[col::per] = chunks[k::t]
-                col += 2
+        at, m = self._at, self._n_bodies
+        if at + n <= 2 * m:  # the pool is stored twice over: any n <= m in one slice
+            args[per - 1 :: per] = self._bodies[at : at + n]
+        else:
+            args[per - 1 :: per] = [self._bodies[(at + d) % m] for d in range(n)]
+        self._at = (at + n) % m
         s.pack_into(buf, pos, *args)
         return self.size * n
 
@@ -296,3 +315,38 @@ def _encoded_id(value) -> bytes:
             raise ValueError(f"business id must be {_BUSINESS_ID_LEN} characters: {value!r}")
         return value.encode()
     raise TypeError(f"unsupported _id type {type(value).__name__}")
+
+
+def _pool(body: bytes, text_offs: list[int]) -> tuple[list[bytes], int]:
+    """The process's pool of bodies for the body template `body` (text slots at
+    `text_offs`): (the bodies twice over, their count). Seeded by the layout, so
+    every process and run makes the same ones."""
+    with _POOLS_LOCK:
+        got = _POOLS.get(body)
+        if got is None:
+            got = _make_pool(body, text_offs)
+            if len(_POOLS) >= _POOL_LAYOUTS:
+                del _POOLS[next(iter(_POOLS))]  # the oldest layout
+            _POOLS[body] = got
+        return got
+
+
+def _make_pool(body: bytes, text_offs: list[int]) -> tuple[list[bytes], int]:
+    if not text_offs:  # nothing random in it (the smallest documents)
+        return [body, body], 1
+    count = max(POOL_MIN_DOCS, POOL_BYTES // len(body))
+    pieces, fmt, at = [], [], 0
+    for off in text_offs:
+        pieces.append(body[at:off])
+        fmt.append(f"{off - at}s{_TEXT_CHUNK}s")
+        at = off + _TEXT_CHUNK
+    one = struct.Struct("".join(fmt) + f"{len(body) - at}s")
+    texts = struct.Struct(f"{_TEXT_CHUNK}s" * len(text_offs))
+    args = [None] * (2 * len(text_offs) + 1)
+    args[0::2] = pieces + [body[at:]]
+    rng, half = random.Random(zlib.crc32(body)), _TEXT_CHUNK // 2 * len(text_offs)
+    bodies = []
+    for _ in range(count):
+        args[1::2] = texts.unpack(binascii.b2a_hex(rng.randbytes(half)))
+        bodies.append(one.pack(*args))
+    return bodies + bodies, count

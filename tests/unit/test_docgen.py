@@ -1,5 +1,6 @@
 import re
 import uuid
+from collections import Counter
 
 import bson
 import pytest
@@ -76,7 +77,8 @@ def test_business_ids_rise_per_account_and_stay_unique_across_lanes():
     assert len(set(ids)) == len(ids) == 60_000
     accounts = {int(i[3:8]) for i in ids}
     assert max(accounts) < docgen.ACCOUNTS and len(accounts) > 0.9 * docgen.ACCOUNTS
-    first = [i for i in ids[:30_000] if i[3:8] == ids[0][3:8]]
+    busiest = Counter(i[3:8] for i in ids[:30_000]).most_common(1)[0][0]
+    first = [i for i in ids[:30_000] if i[3:8] == busiest]
     assert first == sorted(first) and len(first) > 1
     assert {i[-3:] for i in ids} == {"001", "002"}
 
@@ -99,3 +101,22 @@ def test_uuids_are_version_4_in_batches():
 )
 def test_key_example_shows_the_key_shape(id_type, shape):
     assert re.fullmatch(shape, docgen.key_example(id_type))
+
+
+def test_bodies_come_from_a_pool_that_repeats_only_after_pool_bytes(monkeypatch):
+    """The text of a client's documents is drawn from the process's pool: distinct
+    within POOL_BYTES of documents, then the same bodies again (fresh _id and ints)."""
+    monkeypatch.setattr(docgen, "_POOLS", {})
+    monkeypatch.setattr(docgen, "POOL_BYTES", 64 * 1024)
+    f = DocFactory(1024, "objectid", n_int_fields=2, seed=5)
+    assert f._n_bodies == 64 * 1024 // len(f._bodies[0])
+    m = f._n_bodies
+    docs = [bson.decode(d.raw) for d in f.batch(m)] + [bson.decode(d.raw) for d in f.batch(m)]
+    texts = [tuple(v for k, v in d.items() if k.startswith("s")) for d in docs]
+    assert len(set(texts[:m])) == m  # every body of the pool once
+    assert texts[m:] == texts[:m]  # then again, in order
+    assert len({d["_id"] for d in docs}) == 2 * m
+    assert all(len(t) > 10 and all(re.fullmatch("[0-9a-f]{32}", x) for x in t) for t in texts)
+    other = DocFactory(1024, "objectid", n_int_fields=2, seed=6)
+    assert other._bodies is f._bodies  # one pool per layout and process
+    assert bson.decode(other.make().raw)["s0"] != docs[0]["s0"]  # its own start (seeded)
