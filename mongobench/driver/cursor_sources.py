@@ -11,7 +11,7 @@ import time
 from mongobench.driver import ops, replies
 from mongobench.driver.catalog import WORKLOADS
 from mongobench.driver.multiplex import Client, count_error
-from mongobench.driver.queries import _RANDINT, _RANDINTLIST, template_bound
+from mongobench.driver.queries import _RANDINT, _RANDINTLIST, sample_distinct, template_bound
 
 clock = time.perf_counter
 
@@ -66,7 +66,7 @@ def compile_query(template, settings: dict):
             if kind == "one":
                 out.append(rng.randrange(lo, hi))
             else:
-                out += rng.sample(range(lo, hi), n)
+                out += sample_distinct(rng, lo, hi, n)
         return out
 
     return query, slots, values

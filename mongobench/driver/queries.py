@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import struct
 import re
 import threading
 import time
@@ -39,6 +40,24 @@ def template_bound(settings: dict, tok: str) -> int:
     return int(settings[tok])
 
 
+def sample_distinct(rng, lo: int, hi: int, n: int) -> list[int]:
+    """`n` distinct integers from [lo, hi), in random order: a batch of 64-bit
+    draws reduced in one comprehension and deduplicated, the repeats drawn again
+    (the reduction's bias is below span / 2**64). For 100 values this costs
+    about half of random.sample, whose per-value Python calls were the largest
+    client cost of a $in query (25 of 27 us). Samples of more than half the
+    range use random.sample (the redraws would grow)."""
+    span = hi - lo
+    if 2 * n > span:
+        return rng.sample(range(lo, hi), n)
+    out: dict[int, None] = {}
+    while len(out) < n:
+        k = n - len(out)
+        raw = struct.unpack(f"<{k}Q", rng.randbytes(8 * k))
+        out.update(dict.fromkeys([lo + v % span for v in raw]))
+    return list(out)
+
+
 def compile_template(template, settings: dict):
     """A function rng -> query for `template` (JSON-like with RANDINT strings)."""
 
@@ -64,7 +83,7 @@ def compile_template(template, settings: dict):
                 lo, hi, n = bound(m.group(1)), bound(m.group(2)), int(m.group(3))
                 if hi - lo < n:
                     raise ValueError(f"{node}: fewer than {n} values in [{lo}, {hi})")
-                return lambda rng: rng.sample(range(lo, hi), n)
+                return lambda rng: sample_distinct(rng, lo, hi, n)
         return lambda rng: node
 
     return build(template)
