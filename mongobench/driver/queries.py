@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import random
-import struct
 import re
+import struct
 import threading
 import time
 
