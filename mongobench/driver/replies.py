@@ -1,8 +1,9 @@
 """Reply checks for every operation the experiments send (requests: driver.ops).
 
 Replies are checked in place: a write's success reply is recognised by its
-bytes (seen once, decoded once), a cursor's documents are counted by walking
-the BSON element headers (never decoding a document); anything unexpected is
+bytes (seen once, decoded once), a cursor's documents are counted from the
+last array key when they are of one size, else by walking the BSON element
+headers (never decoding a document); anything unexpected is
 decoded and classified as pymongo would raise it, so the multiplexed path
 counts the same errors under the same names as the pymongo path
 ("<op>: DuplicateKeyError", "<op>: WriteConcernError", ...).
@@ -96,6 +97,46 @@ def count_elements(buf, start: int) -> int:
         p = value_end(buf, t, index(0, p + 1) + 1)
         n += 1
     return n
+
+
+def _key_chars(n: int) -> int:
+    """Characters of an array's keys "0" .. str(n - 1)."""
+    total, lo, width = 0, 0, 1
+    while lo < n:
+        hi = min(n, 10**width)
+        total += (hi - lo) * width
+        lo, width = hi, width + 1
+    return total
+
+
+def equal_size_count(buf, a: int, e: int) -> int:
+    """Documents in the array of documents at `a` (ending at `e`) when they all have
+    the first one's size, in constant time; 0 when they do not (walk it then).
+
+    An array's keys are its indexes, so the last element's key is the count less
+    one. With documents of S bytes the last one starts S + 1 bytes before the
+    array's end: its length there must read S, a key of digits before it must
+    follow a type byte 3 (after the previous document's final NUL, or at the
+    array's start), and the array's length must be exactly n elements of S bytes
+    with their keys. Walking a reply of 100 1 KB documents element by element
+    cost 31 us of Python, 400 cost 119; the results of a find are usually of one
+    size (the project's documents, projections)."""
+    if buf[a + 4] != 3 or buf[a + 5] != 48 or buf[a + 6] != 0:
+        return 0
+    size = _I32.unpack_from(buf, a + 7)[0]
+    p = e - 1 - size  # where the last document starts if every one has `size` bytes
+    if size < 5 or p < a + 7 or _I32.unpack_from(buf, p)[0] != size or buf[p - 1] != 0:
+        return 0
+    q = p - 2
+    while q > a + 4 and 48 <= buf[q] <= 57:
+        q -= 1
+    if buf[q] != 3 or q == p - 2 or (q != a + 4 and buf[q - 1] != 0):
+        return 0
+    digits = bytes(buf[q + 1 : p - 1])
+    if len(digits) > 1 and digits[0] == 48:
+        return 0
+    n = int(digits) + 1
+    return n if e - a == 5 + n * (size + 2) + _key_chars(n) else 0
 
 
 def _number(buf, t: int, p: int):
@@ -287,10 +328,9 @@ class CursorCheck(Check):
         self.n_shapes = 0
 
     def _count(self, buf, a: int, e: int) -> int:
-        # One document: "\x03" "0\x00" and a document that fills the array.
-        if buf[a + 4] == 3 and buf[a + 5] == 48 and buf[a + 6] == 0:
-            if a + 7 + _I32.unpack_from(buf, a + 7)[0] == e - 1:
-                return 1
+        n = equal_size_count(buf, a, e)
+        if n:
+            return n
         if e - a <= MEMO_BYTES:
             key = bytes(buf[a:e])
             n = self.memo.get(key)

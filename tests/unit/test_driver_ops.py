@@ -219,6 +219,45 @@ def test_cursor_check_counts_documents_and_reads_the_cursor_id(order):
     assert more(msg, len(msg)) == (None, 3, 0, None)
 
 
+def array_at(docs) -> tuple[bytes, int, int]:
+    """An encoded array of `docs` inside a document: (bytes, its start, its end)."""
+    raw = bson.encode({"a": docs})
+    return raw, 7, len(raw) - 1  # after the length, type 4 and "a\x00"; before the final NUL
+
+
+@pytest.mark.parametrize("n", [1, 2, 9, 10, 11, 99, 100, 101, 400, 1001])
+def test_equal_size_documents_are_counted_from_the_last_key(n):
+    raw, a, e = array_at([{"_id": i % 10, "v": "x" * 40} for i in range(n)])
+    assert replies.equal_size_count(raw, a, e) == n == replies.count_elements(raw, a)
+
+
+@pytest.mark.parametrize(
+    "docs",
+    [
+        [],  # no documents
+        [{"v": "x" * k} for k in (3, 4, 3)],  # the last one's size differs from the first
+        [{"v": "x" * k} for k in (3, 4, 5)],
+        [{"v": "xx"}, {"v": "x"}, {"v": "x"}],  # sizes differ; the last matches a later one
+        [{"a": 1}, [1, 2], {"a": 2}],  # not only documents
+        # a last document whose content ends like an element of the first one's size
+        [{"v": "x"}, {"p": bson.Binary(b"\x03" + b"7\x00" + bson.encode({"v": "y"})[:-1])}],
+        [{"v": "x"}, {"p": bson.Binary(b"\x00\x03" + b"7\x00" + bson.encode({"v": "y"})[:-1])}],
+    ],
+)
+def test_other_arrays_are_not_guessed(docs):
+    raw, a, e = array_at(docs)
+    assert replies.equal_size_count(raw, a, e) == 0  # walked instead
+    check = replies.CursorCheck("find")
+    msg = cursor_reply(docs)
+    assert check(msg, len(msg))[1] == len(docs)
+
+
+def test_equal_sizes_in_the_middle_do_not_matter_when_the_last_key_is_found():
+    docs = [{"v": "x" * k} for k in (5, 6, 4, 5)]  # first and last of one size
+    raw, a, e = array_at(docs)
+    assert replies.equal_size_count(raw, a, e) == 4  # the count is the last key's
+
+
 def test_cursor_check_errors():
     check = replies.CursorCheck("find")
     msg = message({"ok": 0, "code": 43, "errmsg": "cursor id 5 not found"})
