@@ -226,6 +226,19 @@ def test_stop_flag_ends_an_endless_run(mongo, server_uri):
     assert 0.9 < got.wall_s < 10
 
 
+def test_duration_ends_the_run_at_its_deadline(mongo, server_uri):
+    """No quota: the clients stop at the deadline (the wait ends there, not at a
+    later tick), each after its operation in flight."""
+    client, _ = mongo
+    settings = {k: v for k, v in CASES["read_update"][1].items() if k != "total_ops"}
+    client[DB]["perftables_meta"].delete_many({})
+    WORKLOADS["read_update"](client[DB], settings, log=lambda m: None).prepare()
+    make = functools.partial(sources.make, "read_update", settings, DB, None)
+    got = procs.run(server_uri, make, 4, 1, duration=0.3)
+    assert sum(got.stats.ops.values()) > 0 and not got.stats.errors
+    assert 0.3 <= got.per_process[0]["wall_s"] < 0.3 + multiplex.TICK
+
+
 def _dup_source(client_: multiplex.Client):
     """insert_one of an existing _id, then insert_many (unordered) with two of five
     documents existing: the outcomes pymongo raises as exceptions."""
