@@ -14,6 +14,10 @@ Against a test-bed server it starts (issue 12, item 4):
 3. Scaling: 50/50 reads and updates by key with `--clients` virtual clients
    over 1 process and over 2: client CPU used, in cores of the capacity
    (one core per process), and throughput.
+4. What a wake-up costs here after 0.5, 5 and 50 ms idle (a process blocked in
+   epoll, woken by a byte). Each variant also prints how busy its client was
+   (client CPU over its capacity): a variant whose server is slow keeps its
+   clients idle and pays about one such wake-up per reply.
 
 Targets: every single-operation variant <= 0.5 x YCSB's mean us/op (read and
 update), bulk inserts <= 2 us per 1 KB document. The server shares this
@@ -32,8 +36,12 @@ import argparse
 import json
 import math
 import os
+import resource
+import select
+import socket
 import statistics
 import sys
+import time
 
 from pymongo import MongoClient
 
@@ -47,6 +55,7 @@ from mongobench.testbed import bed as testbed
 
 SINGLE_RATIO, BULK_US_PER_KB = 0.5, 2.0
 DELETE_DOCS = 20_000  # documents the delete variants start with (smoke: 200)
+WAKE_IDLE_S = (0.0005, 0.005, 0.05)  # idle times before the wake-ups the bench prices
 
 
 def is_bulk(res: dict) -> bool:
@@ -88,6 +97,9 @@ def experiment_costs(uri: str, work: str, processes: int | None, min_ops: int, m
                 "client_path": res["client_path"],
                 "doc_kb": res["settings"].get("doc_size_kb"),
                 "ops": sum(res["ops"].values()),
+                # The client's share of its capacity: low when the server is the limit.
+                "client_busy": res["client_process_cpu_s"]
+                / (res["duration_s"] * res["client_cores"]),
             }
             if entry["bulk"]:
                 entry["client_us_per_doc"] = cpu_us / res["docs"]
@@ -95,6 +107,32 @@ def experiment_costs(uri: str, work: str, processes: int | None, min_ops: int, m
                 entry["client_us_per_op"] = cpu_us / entry["ops"]
             out[key] = entry
     return out
+
+
+def wake_cost_us(idle_s: float, wakes: int) -> float:
+    """CPU (user + system) of one wake-up of a process blocked in epoll, woken by a
+    byte another process sends every `idle_s`: what a reply costs a client that
+    waited that long, before any protocol work."""
+    a, b = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:  # the sender
+        a.close()
+        for _ in range(wakes):
+            time.sleep(idle_s)
+            b.send(b"x")
+        os._exit(0)
+    b.close()
+    ep = select.epoll()
+    ep.register(a.fileno(), select.EPOLLIN)
+    r0, n = resource.getrusage(resource.RUSAGE_SELF), 0
+    while n < wakes and ep.poll(5.0):
+        n += len(a.recv(64))
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    os.waitpid(pid, 0)
+    ep.close()
+    a.close()
+    cpu = r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
+    return cpu * 1e6 / max(1, n)
 
 
 def scaling(client, uri: str, clients: int, seconds: float, processes: int) -> dict:
@@ -169,7 +207,12 @@ def main() -> int:
         experiments, worst_single, worst_bulk = {}, 0.0, 0.0
         for key, entries in costs.items():
             first = entries[0]
-            entry = {"bulk": first["bulk"], "client_path": first["client_path"]}
+            busy = statistics.mean(e["client_busy"] for e in entries)
+            entry = {
+                "bulk": first["bulk"],
+                "client_path": first["client_path"],
+                "client_busy": busy,
+            }
             if first["bulk"]:
                 us = statistics.mean(e["client_us_per_doc"] for e in entries)
                 per_kb = us / max(1.0, float(first["doc_kb"]))
@@ -185,7 +228,9 @@ def main() -> int:
                 what = f"{us:7.1f} us/op  ({us / limit * SINGLE_RATIO:4.2f} x YCSB)"
             ok &= met
             experiments[key] = entry
-            print(f"{'  ' if met else '! '}{key:58s} {what} [{first['client_path']}]")
+            print(
+                f"{'  ' if met else '! '}{key:58s} {what} busy {busy:4.0%} [{first['client_path']}]"
+            )
         print(
             f"worst single-operation variant: {worst_single:.2f} x YCSB (target <= {SINGLE_RATIO});"
             f" worst bulk insert: {worst_bulk:.2f} us per KB (target <= {BULK_US_PER_KB:g})"
@@ -202,10 +247,21 @@ def main() -> int:
             f"scaling: 2 processes / 1 = {scale[1]['ops_per_s'] / scale[0]['ops_per_s']:.2f} x"
             " throughput (the server shares this machine's cores)"
         )
+        wakes = {f"{idle * 1e3:g} ms": wake_cost_us(idle, int(1 / idle)) for idle in WAKE_IDLE_S}
+        print(
+            "a wake-up after "
+            + ", ".join(f"{k} idle costs {us:.0f} us" for k, us in wakes.items())
+            + " of CPU here: a variant whose server is slow (low busy) pays one per reply"
+        )
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(
-                    {"ycsb_us_per_op": ycsb_mean, "experiments": experiments, "scaling": scale},
+                    {
+                        "ycsb_us_per_op": ycsb_mean,
+                        "experiments": experiments,
+                        "scaling": scale,
+                        "wake_us_after_idle": wakes,
+                    },
                     f,
                     indent=1,
                 )
