@@ -18,6 +18,7 @@ from bson.binary import Binary
 from pymongo.errors import NotPrimaryError, OperationFailure
 from standin_helpers import built_workdir, write_users_file
 
+from mongobench.core.poll import poll_until
 from mongobench.deploy import topology
 from mongobench.remote import javabuild
 from mongobench.testbed import bed as testbed
@@ -446,7 +447,11 @@ def test_replset_discovery_routes_writes_to_the_primary(replset):
         c.t.c.insert_one({"_id": "via discovery"})
         assert c.t.c.find_one({"_id": "via discovery"}) is not None
         assert c.primary == ("127.0.0.1", members[0].port)
-        assert c.secondaries == {("127.0.0.1", m.port) for m in members[1:]}
+        # pymongo's monitors find the secondaries on their own schedule (a loaded
+        # machine can be behind the first write)
+        want = {("127.0.0.1", m.port) for m in members[1:]}
+        found = poll_until(lambda: (c.secondaries == want, c.secondaries), timeout=15, interval=0.1)
+        assert found == want
     with _client(topology.direct_uri("127.0.0.1", members[1].port)) as c:
         hello = c.admin.command("isMaster")
         assert hello["secondary"] is True and hello["primary"] == hosts[0]
