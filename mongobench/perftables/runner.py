@@ -178,6 +178,13 @@ def run_variant(
             sampler.stop()
         raise
     os_summary = sampler.stop() if sampler else None
+    for vm in timed.get("client_per_vm") or ():
+        if vm["late_s"] > 0:  # its clients missed the common start: not all ran together
+            log(
+                f"warning: {experiment.name} [{variant.label}]: client VM {vm['vm']} started"
+                f" {vm['late_s']:.2f} s after the common start (clocks out of step, or it read"
+                " the start time late); the sample says client_vm_late_s"
+            )
     on_phase("finish")
     failures = timed.pop("failures")
     finished = workload.finish() if not failures else {}

@@ -212,6 +212,10 @@ def metadata(run: dict, res: dict) -> dict:
     for key in ("client_path", "client_processes", "client_vms"):
         if res.get(key) is not None:
             md[key] = res[key]
+    # A client VM that started after the common start ran part of its share alone.
+    late = max((vm.get("late_s") or 0.0 for vm in res.get("client_per_vm") or ()), default=0.0)
+    if late > 0:
+        md["client_vm_late_s"] = round(late, 3)
     for k, v in list(res.get("settings", {}).items())[:_SETTING_KEYS_MAX]:
         md.setdefault(k, v if isinstance(v, (int, float, str, bool)) or v is None else str(v))
     for k, v in (res.get("prepared") or {}).items():

@@ -97,3 +97,28 @@ def test_client_ranges_cover_every_client_once():
         for vms in (1, 2, 3, 4):
             got = [i for v in range(vms) for i in coordination.client_range(clients, vms, v)]
             assert got == list(range(clients)), (clients, vms)
+
+
+def test_a_follower_that_starts_late_is_reported(uri_file, server_uri, tmp_path, monkeypatch):
+    """A start time already past when the follower reads it (as a clock out of step
+    would make it): the variant runs, and its result, samples and log say how late."""
+    monkeypatch.setattr(coordination, "START_MARGIN_S", -0.5)
+    run_id, lines = f"late{int(time.time() * 1000)}", []
+    with open(tmp_path / "follower.log", "w+") as log:
+        follower = _follower(uri_file, run_id, 1, log)
+        try:
+            run = perftables.run(
+                server_uri, ["concurrency"], "smoke", str(tmp_path / "late.json"),
+                database="mb_vml", variants=["10, False"], os_path=False, processes=1,
+                client_vms=2, run_id=run_id, log=lines.append,
+            )  # fmt: skip
+            assert follower.wait(60) == 0
+        finally:
+            follower.kill()
+    [r] = run["results"]
+    assert r["status"] == "ok" and sum(r["ops"].values()) == r["settings"]["total_ops"]
+    late = r["client_per_vm"][1]["late_s"]
+    assert late >= 0.5 and r["client_per_vm"][0]["late_s"] == 0.0
+    assert any("client VM 1 started" in line and "after the common start" in line for line in lines)
+    md = results.to_samples(run)[0]["metadata"]
+    assert md["client_vm_late_s"] == round(late, 3)
