@@ -14,7 +14,9 @@ Against a test-bed server it starts (issue 12, item 4):
 3. Scaling: 50/50 reads and updates by key with `--clients` virtual clients
    over 1 process and over 2: client CPU used, in cores of the capacity
    (one core per process), and throughput.
-4. What a wake-up costs here after 0.5, 5 and 50 ms idle (a process blocked in
+4. The floor: a bare loop with 4 and with 32 connections sending pre-encoded finds
+   by key and reading the replies, nothing checked or counted.
+5. What a wake-up costs here after 0.5, 5 and 50 ms idle (a process blocked in
    epoll, woken by a byte). Each variant also prints how busy its client was
    (client CPU over its capacity): a variant whose server is slow keeps its
    clients idle and pays about one such wake-up per reply.
@@ -49,6 +51,7 @@ from pymongo import MongoClient
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_driver import start_loaded_server, ycsb_round
 
+from mongobench.driver import multiplex, ops
 from mongobench.perftables import experiments as exp_mod
 from mongobench.perftables import runner as perftables
 from mongobench.testbed import bed as testbed
@@ -56,6 +59,7 @@ from mongobench.testbed import bed as testbed
 SINGLE_RATIO, BULK_US_PER_KB = 0.5, 2.0
 DELETE_DOCS = 20_000  # documents the delete variants start with (smoke: 200)
 WAKE_IDLE_S = (0.0005, 0.005, 0.05)  # idle times before the wake-ups the bench prices
+BARE_LOOP_CLIENTS, BARE_LOOP_OPS = (4, 32), 30_000
 
 
 def is_bulk(res: dict) -> bool:
@@ -133,6 +137,44 @@ def wake_cost_us(idle_s: float, wakes: int) -> float:
     a.close()
     cpu = r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
     return cpu * 1e6 / max(1, n)
+
+
+def bare_loop_us(uri: str, key: str, clients: int, n_ops: int) -> float:
+    """Client CPU per operation of the least a multiplexed client does: `clients`
+    connections in one process, each sending a pre-encoded find of one YCSB record by
+    `key` and reading the reply, with no check and no accounting. The floor under every
+    variant's figure on this machine."""
+    socks = multiplex.open_sockets(uri, clients)
+    tmpl = ops.find_tmpl("ycsb", "usertable", {"_id": key}, [], limit=1, single=True)
+    ep, conns = select.epoll(), {}
+    for i, sock in enumerate(socks):
+        req = tmpl.buffer()
+        tmpl.write(req, i + 1)
+        conns[sock.fileno()] = [sock, bytes(req), bytearray(1 << 16), 0]
+        ep.register(sock.fileno(), select.EPOLLIN)
+    r0, done = resource.getrusage(resource.RUSAGE_SELF), 0
+    try:
+        for sock, req, _, _ in conns.values():
+            sock.send(req)
+        while done < n_ops:
+            for fd, _ in ep.poll(5.0) or [(None, None)]:
+                if fd is None:
+                    raise RuntimeError("bare loop: no reply in 5 s")
+                c = conns[fd]
+                sock, req, buf, got = c
+                got += sock.recv_into(memoryview(buf)[got:])
+                if got >= 4 and got >= int.from_bytes(buf[:4], "little"):
+                    c[3] = 0
+                    done += 1
+                    sock.send(req)
+                else:
+                    c[3] = got
+        r1 = resource.getrusage(resource.RUSAGE_SELF)
+    finally:
+        ep.close()
+        for sock in socks:
+            sock.close()
+    return (r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime) * 1e6 / done
 
 
 def scaling(client, uri: str, clients: int, seconds: float, processes: int) -> dict:
@@ -247,6 +289,16 @@ def main() -> int:
             f"scaling: 2 processes / 1 = {scale[1]['ops_per_s'] / scale[0]['ops_per_s']:.2f} x"
             " throughput (the server shares this machine's cores)"
         )
+        with MongoClient(srv.uri) as c:
+            key = c["ycsb"]["usertable"].find_one()["_id"]
+        floor = {str(n): bare_loop_us(srv.uri, key, n, BARE_LOOP_OPS) for n in BARE_LOOP_CLIENTS}
+        print(
+            "floor: a bare loop (pre-encoded finds by key, replies read, nothing checked or"
+            " counted) with "
+            + ", ".join(f"{n} clients costs {us:.1f} us/op" for n, us in floor.items())
+            + f" ({min(floor.values()) / (limit / SINGLE_RATIO):.2f}-"
+            f"{max(floor.values()) / (limit / SINGLE_RATIO):.2f} x YCSB)"
+        )
         wakes = {f"{idle * 1e3:g} ms": wake_cost_us(idle, int(1 / idle)) for idle in WAKE_IDLE_S}
         print(
             "a wake-up after "
@@ -261,6 +313,7 @@ def main() -> int:
                         "experiments": experiments,
                         "scaling": scale,
                         "wake_us_after_idle": wakes,
+                        "bare_loop_us_per_op": floor,
                     },
                     f,
                     indent=1,
