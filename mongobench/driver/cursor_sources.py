@@ -72,14 +72,12 @@ def compile_query(template, settings: dict):
     return query, slots, values
 
 
-def _cursor(c: Client, first, buf, get_more, limit: int, batch: int = 0):
-    """Yields a find/aggregate request, then getMores until the cursor is exhausted
-    (batchSize as pymongo: what the limit leaves, at most `batch`); returns
-    (error outcome or None, documents, getMores)."""
-    out = yield buf, first
-    if out[0] is not None:
-        return out, 0, 0
-    got, cid, more = out[1], out[2], 0
+def _get_mores(c: Client, got: int, cid: int, get_more, limit: int, batch: int = 0):
+    """After a find/aggregate whose first batch held `got` documents and left cursor
+    `cid` open: yields getMores until the cursor is exhausted (batchSize as pymongo:
+    what the limit leaves, at most `batch`); returns (error outcome or None,
+    documents, getMores)."""
+    more = 0
     gm_tmpl, gm_buf, gm_check = get_more
     while cid:
         if limit or batch:
@@ -94,6 +92,15 @@ def _cursor(c: Client, first, buf, get_more, limit: int, batch: int = 0):
         got += out[1]
         cid = out[2]
     return None, got, more
+
+
+def _cursor(c: Client, first, buf, get_more, limit: int, batch: int = 0):
+    """Yields a find/aggregate request (judged by `first`), then its getMores; returns
+    (error outcome or None, documents, getMores)."""
+    out = yield buf, first
+    if out[0] is not None:
+        return out, 0, 0
+    return (yield from _get_mores(c, out[1], out[2], get_more, limit, batch))
 
 
 def _get_more(db, coll, op, limit, batch=0):
@@ -116,7 +123,14 @@ def _finder(c, first_t, values, check, get_more, limit, expect: int | None):
             return
         first_t.write(buf, c.rid, *values(rng))
         t0 = clock()
-        bad, got, more = yield from _cursor(c, check, buf, gm, limit)
+        out = yield buf, check
+        if out[0] is not None:
+            bad, got, more = out, 0, 0
+        elif out[2]:  # the cursor stays open: its getMores (as _cursor, inlined: the
+            # common single batch makes no generator per operation)
+            bad, got, more = yield from _get_mores(c, out[1], out[2], gm, limit)
+        else:
+            bad, got, more = None, out[1], 0
         counters["getmores"] += more
         if bad is not None:
             count_error(stats, op, bad[0], bad[3])

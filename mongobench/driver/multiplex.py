@@ -129,10 +129,15 @@ def open_sockets(uri: str | connection.Options, n: int, timeout: float = 30.0) -
 
 
 class _Conn:
-    __slots__ = ("sock", "fd", "client", "gen", "check", "buf", "view", "got", "pending")
+    __slots__ = (
+        "sock", "fd", "client", "gen", "check", "buf", "view", "got", "pending",
+        "recv_into", "send", "rid",
+    )  # fmt: skip
 
     def __init__(self, sock, client, gen):
         self.sock, self.fd, self.client, self.gen = sock, sock.fileno(), client, gen
+        # bound once: the loop calls them for every reply
+        self.recv_into, self.send, self.rid = sock.recv_into, sock.send, client.rid
         self.check = None
         self.buf = bytearray(BUF_BYTES)
         self.view = memoryview(self.buf)
@@ -290,7 +295,7 @@ class Loop:
                             continue
                     buf = c.buf
                     try:
-                        n = c.sock.recv_into(c.view[c.got :] if c.got else buf)
+                        n = c.recv_into(c.view[c.got :] if c.got else buf)
                     except _WOULD_BLOCK:
                         continue
                     except OSError as e:
@@ -311,7 +316,7 @@ class Loop:
                         buf, got = c.buf, c.got
                         _, _, response_to = unpack(buf)
                     c.got = 0
-                    if got != length or response_to != c.client.rid:
+                    if got != length or response_to != c.rid:
                         self._fail(
                             c, "ProtocolError", f"unexpected reply (to {response_to}, {got} bytes)"
                         )
@@ -323,7 +328,7 @@ class Loop:
                         self._drop(c)
                         continue
                     try:
-                        n = c.sock.send(data)
+                        n = c.send(data)
                     except _WOULD_BLOCK:
                         n = 0
                     except OSError as e:
