@@ -94,15 +94,6 @@ def _get_mores(c: Client, got: int, cid: int, get_more, limit: int, batch: int =
     return None, got, more
 
 
-def _cursor(c: Client, first, buf, get_more, limit: int, batch: int = 0):
-    """Yields a find/aggregate request (judged by `first`), then its getMores; returns
-    (error outcome or None, documents, getMores)."""
-    out = yield buf, first
-    if out[0] is not None:
-        return out, 0, 0
-    return (yield from _get_mores(c, out[1], out[2], get_more, limit, batch))
-
-
 def _get_more(db, coll, op, limit, batch=0):
     t = ops.get_more_tmpl(db, coll, batch_size=bool(limit or batch))
     return t, t.buffer(), replies.CursorCheck(op, b"nextBatch")
@@ -126,8 +117,8 @@ def _finder(c, first_t, values, check, get_more, limit, expect: int | None):
         out = yield buf, check
         if out[0] is not None:
             bad, got, more = out, 0, 0
-        elif out[2]:  # the cursor stays open: its getMores (as _cursor, inlined: the
-            # common single batch makes no generator per operation)
+        elif out[2]:  # the cursor stays open: its getMores (a generator only then: the
+            # common single batch makes none per operation)
             bad, got, more = yield from _get_mores(c, out[1], out[2], gm, limit)
         else:
             bad, got, more = None, out[1], 0

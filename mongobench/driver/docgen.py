@@ -128,13 +128,8 @@ class DocFactory:
             text_offs and text_offs[0] < slots[-1][0] + slots[-1][1]
         ):
             raise ValueError("unexpected document layout (slots out of order)")
-        pieces, fmt, at = [], [], 0
-        for off, n, code in slots:
-            pieces.append(raw[at:off])
-            fmt.append(f"{off - at}s{code}")
-            at = off + n
-        self._pieces = pieces
-        self._doc_fmt = "".join(fmt) + f"{len(raw) - at}s"  # the body: from the pool
+        self._pieces, fmt, at = _interleave(raw, slots)
+        self._doc_fmt = fmt + f"{len(raw) - at}s"  # the body: from the pool
         self._per = 2 * len(slots) + 1  # struct arguments per document
         self._writers: dict[int, tuple] = {}
         self._bodies, self._n_bodies = _pool(raw[at:], [o - at for o in text_offs])
@@ -317,6 +312,17 @@ def _encoded_id(value) -> bytes:
     raise TypeError(f"unsupported _id type {type(value).__name__}")
 
 
+def _interleave(raw: bytes, slots) -> tuple[list[bytes], str, int]:
+    """The constant pieces of `raw` before each slot (offset, length, struct code), a
+    struct format alternating them with the slots, and the offset after the last slot."""
+    pieces, fmt, at = [], [], 0
+    for off, n, code in slots:
+        pieces.append(raw[at:off])
+        fmt.append(f"{off - at}s{code}")
+        at = off + n
+    return pieces, "".join(fmt), at
+
+
 def _pool(body: bytes, text_offs: list[int]) -> tuple[list[bytes], int]:
     """The process's pool of bodies for the body template `body` (text slots at
     `text_offs`): (the bodies twice over, their count). Seeded by the layout, so
@@ -335,12 +341,8 @@ def _make_pool(body: bytes, text_offs: list[int]) -> tuple[list[bytes], int]:
     if not text_offs:  # nothing random in it (the smallest documents)
         return [body, body], 1
     count = max(POOL_MIN_DOCS, POOL_BYTES // len(body))
-    pieces, fmt, at = [], [], 0
-    for off in text_offs:
-        pieces.append(body[at:off])
-        fmt.append(f"{off - at}s{_TEXT_CHUNK}s")
-        at = off + _TEXT_CHUNK
-    one = struct.Struct("".join(fmt) + f"{len(body) - at}s")
+    pieces, fmt, at = _interleave(body, [(o, _TEXT_CHUNK, f"{_TEXT_CHUNK}s") for o in text_offs])
+    one = struct.Struct(fmt + f"{len(body) - at}s")
     texts = struct.Struct(f"{_TEXT_CHUNK}s" * len(text_offs))
     args = [None] * (2 * len(text_offs) + 1)
     args[0::2] = pieces + [body[at:]]

@@ -239,6 +239,14 @@ def test_duration_ends_the_run_at_its_deadline(mongo, server_uri):
     assert 0.3 <= got.per_process[0]["wall_s"] < 0.3 + multiplex.TICK
 
 
+def _cursor(c, first, buf, get_more, limit, batch=0):
+    """A find (judged by `first`) and its getMores, as the query sources send them."""
+    out = yield buf, first
+    if out[0] is not None:
+        return out, 0, 0
+    return (yield from cursor_sources._get_mores(c, out[1], out[2], get_more, limit, batch))
+
+
 def _dup_source(client_: multiplex.Client):
     """insert_one of an existing _id, then insert_many (unordered) with two of five
     documents existing: the outcomes pymongo raises as exceptions."""
@@ -323,8 +331,7 @@ def test_get_more_as_pymongo(mongo, server_uri):
         def source(c, t=t, gm=gm, limit=limit):
             buf = t.buffer()
             t.write(buf, c.rid)
-            bad, got, more = yield from cursor_sources._cursor(c, replies.CursorCheck("find"), buf, gm,
-                                                        limit, 7)  # fmt: skip
+            bad, got, more = yield from _cursor(c, replies.CursorCheck("find"), buf, gm, limit, 7)
             c.stats.counters.update(docs=got, getmores=more, errors=bad is not None)
 
         stats, _, _ = multiplex.run_clients(server_uri, source, range(1), 1)
@@ -369,9 +376,7 @@ def test_tls_and_scram(tls_uri):
         for _ in range(5):
             t.write(buf, c.rid)
             gm = (gm_t, gm_t.buffer(), replies.CursorCheck("find", b"nextBatch"))
-            bad, got, _ = yield from cursor_sources._cursor(
-                c, replies.CursorCheck("find"), buf, gm, 30
-            )
+            bad, got, _ = yield from _cursor(c, replies.CursorCheck("find"), buf, gm, 30)
             c.stats.counters.update(docs=got, errors=bad is not None)
 
     stats, _, _ = multiplex.run_clients(tls_uri, source, range(2), 2)
