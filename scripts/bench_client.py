@@ -17,9 +17,15 @@ Against a test-bed server it starts (issue 12, item 4):
 4. The floor: a bare loop with 4 and with 32 connections sending pre-encoded finds
    by key and reading the replies, nothing checked or counted.
 5. What a wake-up costs here after 0.5, 5 and 50 ms idle (a process blocked in
-   epoll, woken by a byte). Each variant also prints how busy its client was
-   (client CPU over its capacity): a variant whose server is slow keeps its
-   clients idle and pays about one such wake-up per reply.
+   epoll, woken by a byte), in Python and in C. Each variant also prints how busy
+   its client was (client CPU over its capacity): a variant whose server is slow
+   keeps its clients idle and pays about one such wake-up per reply.
+6. The native floor of each multiplexed variant (first round; needs a C compiler,
+   --no-native skips it): the variant runs again with its requests recorded, and
+   native_floor.c replays them from the variant's prepared state over as many
+   connections and processes, replies read and nothing checked. What any client
+   pays here for those requests and replies; the bench prints the client's cost
+   over it and the variants whose target lies below it.
 
 Targets: every single-operation variant <= 0.5 x YCSB's mean us/op (read and
 update), bulk inserts <= 2 us per 1 KB document. The server shares this
@@ -27,7 +33,10 @@ machine's cores: read the ratios, not the absolute figures, and repeat runs.
 Exits 1 when a target is missed. `--json FILE` writes
 {"ycsb_us_per_op": {"read": r, "update": u}, "experiments": {"<experiment>/<variant>":
 {"client_us_per_op": x, "bulk": false}}} (bulk inserts: "bulk": true and
-"client_us_per_doc"), plus "scaling".
+"client_us_per_doc"; with the native floor "native_floor_us_per_op" or
+"native_floor_us_per_doc"), plus "scaling", "bare_loop_us_per_op",
+"wake_us_after_idle", "native_wake_us_after_idle" and
+"native_floor_above_target" (the variants whose target is below their floor).
 
     .venv/bin/python scripts/bench_client.py [--rounds 2] [--json out.json]
 """
@@ -40,15 +49,18 @@ import math
 import os
 import resource
 import select
+import shutil
 import socket
 import statistics
 import sys
+import tempfile
 import time
 
 from pymongo import MongoClient
 
 # The sibling script measures YCSB and starts its server for both: one way to do each.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import native_floor
 from bench_driver import start_loaded_server, ycsb_round
 
 from mongobench.driver import multiplex, ops
@@ -66,10 +78,23 @@ def is_bulk(res: dict) -> bool:
     return res["workload"] == "insert" and int(res["settings"]["batch_size"]) > 1
 
 
-def experiment_costs(uri: str, work: str, processes: int | None, min_ops: int, min_mb: float):
+def _run(uri: str, work: str, name: str, label: str, overrides, processes) -> dict:
+    """One variant at smoke scale, as a PKB run does it; its result."""
+    run = perftables.run(
+        uri, [name], "smoke", os.path.join(work, "variant.json"), database="bench_client",
+        variants=[label], overrides=overrides, log=lambda m: None, os_path=False,
+        processes=processes,
+    )  # fmt: skip
+    return run["results"][0]
+
+
+def experiment_costs(
+    uri: str, work: str, processes: int | None, min_ops: int, min_mb: float, native: str | None
+):
     """Client CPU per op (per document for bulk inserts) of every variant at smoke scale;
     count-based variants run at least `min_ops` operations, bulk inserts load at least
-    `min_mb` MB."""
+    `min_mb` MB. With `native` (the compiled native_floor), each multiplexed variant's
+    native floor too."""
     catalog = exp_mod.load()
     plans = exp_mod.plan(catalog, None, "smoke", skip=testbed.STANDIN_UNSUPPORTED)
     factor = exp_mod.parse_scale("smoke")  # overrides are scaled too: divided by it here
@@ -86,12 +111,7 @@ def experiment_costs(uri: str, work: str, processes: int | None, min_ops: int, m
                 least = int(min_mb * 1024 / float(s["doc_size_kb"]))
                 if s["total_docs"] < least:
                     more = {"total_docs": math.ceil(least / factor)}
-            run = perftables.run(
-                uri, [experiment.name], "smoke", os.path.join(work, "variant.json"),
-                database="bench_client", variants=[v.label], overrides=more,
-                log=lambda m: None, os_path=False, processes=processes,
-            )  # fmt: skip
-            [res] = run["results"]
+            res = _run(uri, work, experiment.name, v.label, more, processes)
             key = f"{res['experiment']}/{res['label']}"
             if res["status"] != "ok" or res["errors"]:
                 raise RuntimeError(f"{key}: {res.get('error') or res['errors']}")
@@ -109,6 +129,14 @@ def experiment_costs(uri: str, work: str, processes: int | None, min_ops: int, m
                 entry["client_us_per_doc"] = cpu_us / res["docs"]
             else:
                 entry["client_us_per_op"] = cpu_us / entry["ops"]
+            if native and res["client_path"] == "multiplexed":
+                # A second run, its requests recorded (the first is timed untouched).
+                rec = tempfile.mkdtemp(dir=work)
+                with native_floor.recording(rec):
+                    again = _run(uri, work, experiment.name, v.label, more, processes)
+                floor = native_floor.floor(native, uri, rec, again, "bench_client")
+                shutil.rmtree(rec)
+                entry["native"] = floor["us_per_doc" if entry["bulk"] else "us_per_op"]
             out[key] = entry
     return out
 
@@ -222,9 +250,15 @@ def main() -> int:
         help="bulk-insert variants load at least this many MB (smoke scale sends a few"
         " messages per client, whose fixed costs dominate); 0: smoke scale as it is",
     )
+    ap.add_argument(
+        "--no-native",
+        action="store_true",
+        help="skip the native floors (C replays of each variant's requests)",
+    )
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args()
     work, srv, uri_file = start_loaded_server("bench-client-", args.records)
+    native = None if args.no_native else native_floor.build(work)
     ok = True
     try:
         print(f"server: {srv.kind}; YCSB {args.records} x 1 KB records, {args.threads} threads")
@@ -237,7 +271,9 @@ def main() -> int:
                 )
                 ycsb_us[name].append(us)
                 print(f"round {r + 1}: YCSB {name}: {us:6.1f} us/op ({rate:6.0f} ops/s)")
-            found = experiment_costs(srv.uri, work, args.processes, args.min_ops, args.min_mb)
+            found = experiment_costs(  # the native floors once, in the first round
+                srv.uri, work, args.processes, args.min_ops, args.min_mb, native if r == 0 else None
+            )
             for key, entry in found.items():
                 costs.setdefault(key, []).append(entry)
         ycsb_mean = {k: statistics.mean(v) for k, v in ycsb_us.items()}
@@ -247,6 +283,7 @@ def main() -> int:
             f" single-operation target <= {limit:.1f} us/op ({SINGLE_RATIO:g} x their mean)"
         )
         experiments, worst_single, worst_bulk = {}, 0.0, 0.0
+        over_floor, floor_above_target = [], []
         for key, entries in costs.items():
             first = entries[0]
             busy = statistics.mean(e["client_busy"] for e in entries)
@@ -255,6 +292,7 @@ def main() -> int:
                 "client_path": first["client_path"],
                 "client_busy": busy,
             }
+            floor = first.get("native")
             if first["bulk"]:
                 us = statistics.mean(e["client_us_per_doc"] for e in entries)
                 per_kb = us / max(1.0, float(first["doc_kb"]))
@@ -262,12 +300,23 @@ def main() -> int:
                 met = per_kb <= BULK_US_PER_KB
                 worst_bulk = max(worst_bulk, per_kb)
                 what = f"{us:7.2f} us/doc ({per_kb:5.2f} us per KB, target <= {BULK_US_PER_KB:g})"
+                if floor is not None:
+                    entry["native_floor_us_per_doc"] = floor
+                    unreachable = floor / max(1.0, float(first["doc_kb"])) > BULK_US_PER_KB
             else:
                 us = statistics.mean(e["client_us_per_op"] for e in entries)
                 entry["client_us_per_op"] = us
                 met = us <= limit
                 worst_single = max(worst_single, us / limit * SINGLE_RATIO)
                 what = f"{us:7.1f} us/op  ({us / limit * SINGLE_RATIO:4.2f} x YCSB)"
+                if floor is not None:
+                    entry["native_floor_us_per_op"] = floor
+                    unreachable = floor > limit
+            if floor is not None:
+                what += f" native {floor:7.1f} ({us / floor:4.2f} x)"
+                over_floor.append(us / floor)
+                if unreachable:
+                    floor_above_target.append(key)
             ok &= met
             experiments[key] = entry
             print(
@@ -277,6 +326,13 @@ def main() -> int:
             f"worst single-operation variant: {worst_single:.2f} x YCSB (target <= {SINGLE_RATIO});"
             f" worst bulk insert: {worst_bulk:.2f} us per KB (target <= {BULK_US_PER_KB:g})"
         )
+        if over_floor:
+            print(
+                f"native floor: the client costs {min(over_floor):.2f}-{max(over_floor):.2f} x"
+                f" (median {statistics.median(over_floor):.2f}) what a C loop pays for the same"
+                f" requests and replies; for {len(floor_above_target)} of {len(over_floor)}"
+                " variants that floor alone is above the target"
+            )
         with MongoClient(srv.uri, maxPoolSize=args.clients + 10) as client:
             scale = [scaling(client, srv.uri, args.clients, args.seconds, p) for p in (1, 2)]
         for s in scale:
@@ -305,6 +361,16 @@ def main() -> int:
             + ", ".join(f"{k} idle costs {us:.0f} us" for k, us in wakes.items())
             + " of CPU here: a variant whose server is slow (low busy) pays one per reply"
         )
+        native_wakes = {}
+        if native:
+            native_wakes = {
+                f"{idle * 1e3:g} ms": native_floor.wake_us(native, idle, int(1 / idle))
+                for idle in WAKE_IDLE_S
+            }
+            print(
+                "the same wake-ups in C: "
+                + ", ".join(f"{us:.0f} us" for us in native_wakes.values())
+            )
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(
@@ -313,6 +379,8 @@ def main() -> int:
                         "experiments": experiments,
                         "scaling": scale,
                         "wake_us_after_idle": wakes,
+                        "native_wake_us_after_idle": native_wakes,
+                        "native_floor_above_target": floor_above_target,
                         "bare_loop_us_per_op": floor,
                     },
                     f,
