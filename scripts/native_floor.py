@@ -22,7 +22,7 @@ from subprocess import PIPE
 
 from pymongo import MongoClient
 
-from mongobench.core.split import share
+from mongobench.core.split import part
 from mongobench.driver import multiplex, sources
 from mongobench.driver.catalog import WORKLOADS
 
@@ -117,8 +117,7 @@ def replay_us(
             path = os.path.join(work, f"requests.{p}")
             with open(path, "wb") as f:
                 f.write(b"".join(mine))
-            lo = sum(share(clients, processes, k) for k in range(p))
-            fds = [s.fileno() for s in socks[lo : lo + share(clients, processes, p)]]
+            fds = [socks[i].fileno() for i in part(clients, processes, p)]
             cmd = [binary, "loop", str(len(mine)), path, *map(str, fds)]
             runs.append(subprocess.Popen(cmd, pass_fds=fds, stdout=PIPE, stderr=PIPE, text=True))
         cpu_us = replies = 0.0

@@ -6,6 +6,14 @@ def share(total: int, parts: int, idx: int) -> int:
     return total // parts + (1 if idx < total % parts else 0)
 
 
+def part(total: int, parts: int, idx: int) -> range:
+    """The items of part `idx` when `total` items are split in order over `parts`
+    (part idx holds share(total, parts, idx) of them, after those of the parts before)."""
+    q, r = divmod(total, parts)
+    start = idx * q + min(idx, r)
+    return range(start, start + share(total, parts, idx))
+
+
 def split_evenly(total: int, parts: int) -> list[int]:
     """`total` in `parts` integers that differ by at most one and sum to `total`."""
     if parts < 1:

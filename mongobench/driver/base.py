@@ -19,7 +19,7 @@ from pymongo import WriteConcern
 from pymongo.errors import PyMongoError
 
 from mongobench.core.latency import LatencyRecorder
-from mongobench.core.split import share
+from mongobench.core.split import part, share
 from mongobench.core.units import KiB
 from mongobench.deploy.topology import shard_collection_command
 from mongobench.driver.docgen import DocFactory
@@ -158,13 +158,12 @@ def load_serial(workload: Workload, coll_name: str, n: int, doc_kb: float, field
 
     def body(t):
         f = DocFactory(int(doc_kb * KiB), "serial", int_fields=names, seed=1000 + t)
-        start = sum(share(n, LOAD_THREADS, k) for k in range(t))
-        end = start + share(n, LOAD_THREADS, t)
+        mine = part(n, LOAD_THREADS, t)
         try:
-            for lo in range(start, end, LOAD_BATCH):
+            for lo in range(mine.start, mine.stop, LOAD_BATCH):
                 docs = [
                     f.make(_id=i, ints=list(fields(i).values()))
-                    for i in range(lo, min(end, lo + LOAD_BATCH))
+                    for i in range(lo, min(mine.stop, lo + LOAD_BATCH))
                 ]
                 coll.insert_many(docs, ordered=False)
         except PyMongoError as e:

@@ -10,7 +10,7 @@ reply a server sends. So when the socket is empty, the reader asks the kernel
 (SO_RCVLOWAT) to wake it only once the bytes of the next COALESCE replies are
 expected to be there (the shortest success of each kind seen so far), or after
 PATIENCE. Requests are written into one buffer by one `struct` call each (see
-Template); replies are checked in place (see ReplyShapes): a reply is decoded
+ops.Tmpl); replies are checked in place (see ReplyShapes): a reply is decoded
 only when its bytes are not those of a success already seen, so every reply is
 checked but few are decoded.
 
@@ -41,10 +41,10 @@ import bson
 from pymongo import uri_parser
 
 from mongobench.driver.protocol import (
-    _HEADER,
     _WOULD_BLOCK,
     BUF_BYTES,
     COALESCE,
+    HEADER,
     MAX_LOWAT,
     MAX_MESSAGE,
     OP_MSG,
@@ -230,7 +230,7 @@ class Connection:
             elapsed = time.perf_counter() - sent_at
             msg = bytes(self._buf[self._pos : self._pos + length])
             self._pos += length
-            _, _, response_to, opcode = _HEADER.unpack_from(msg)
+            _, _, response_to, opcode = HEADER.unpack_from(msg)
             if response_to != rid or opcode != OP_MSG:
                 raise WireError(f"unexpected reply (to {response_to}, opcode {opcode}) for {rid}")
             out.append((_reply_doc(msg), elapsed))
@@ -300,7 +300,7 @@ class Connection:
         """
         times: list[float] = []
         failures: list[tuple[int, str]] = []
-        unpack = _HEADER.unpack_from
+        unpack = HEADER.unpack_from
         buf, pos, end = self._buf, self._pos, self._end
         elapsed = time.perf_counter() - sent_at
         rid = first_id

@@ -12,8 +12,8 @@ import struct
 
 import bson
 
-OP_MSG = 2013
-HEADER = struct.Struct("<iiii")
+from mongobench.driver.protocol import HEADER, OP_MSG, encode_msg
+
 _I32 = struct.Struct("<i")
 _I64 = struct.Struct("<q")
 MAX_MESSAGE = 48_000_000  # maxMessageSizeBytes (hello reports it; every version says 48 MB)
@@ -31,16 +31,6 @@ def text_sentinel(length: int) -> str:
     return "\x02" * length
 
 
-def encode(command: dict, request_id: int = 0, sequences: dict[str, bytes] | None = None) -> bytes:
-    """One OP_MSG: the command (section kind 0) and document sequences (kind 1:
-    identifier -> concatenated BSON documents)."""
-    body = b"\x00\x00\x00\x00\x00" + bson.encode(command)
-    for ident, docs in (sequences or {}).items():
-        name = ident.encode() + b"\x00"
-        body += b"\x01" + _I32.pack(4 + len(name) + len(docs)) + name + docs
-    return HEADER.pack(16 + len(body), request_id, 0, OP_MSG) + body
-
-
 class Tmpl:
     """An OP_MSG encoded once; `write(buf, rid, *values)` writes it at the start of
     `buf` with request id `rid` and the values in place of the sentinels.
@@ -50,7 +40,7 @@ class Tmpl:
     """
 
     def __init__(self, command: dict, slots: list = ()):
-        raw = encode(command)
+        raw = encode_msg(command)
         found = []
         for k, s in enumerate(slots):
             if isinstance(s, str):

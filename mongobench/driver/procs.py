@@ -25,8 +25,8 @@ try:
     import resource
 except ImportError:  # not Unix
     resource = None
+from mongobench.core import split
 from mongobench.core.latency import LatencyRecorder
-from mongobench.core.split import share
 from mongobench.driver.base import ThreadStats
 
 START_MARGIN_S = 0.05  # from the last worker's "ready" to the common start
@@ -164,11 +164,9 @@ def run(
     ctx = _context()
     stop = stop if stop is not None else ctx.Event()
     workers, pipes = [], []
-    at = indices.start
     for p in range(procs_n):
-        n = share(len(indices), procs_n, p)
-        mine = range(at, at + n)
-        at += n
+        r = split.part(len(indices), procs_n, p)
+        mine = indices[r.start : r.stop]
         parent, child = ctx.Pipe()
         w = ctx.Process(
             target=_worker,

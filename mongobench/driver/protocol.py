@@ -1,4 +1,4 @@
-"""OP_MSG encoding, pre-encoded request templates and in-place reply checks."""
+"""OP_MSG encoding and in-place reply checks (request templates: driver.ops.Tmpl)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Callable
 import bson
 
 OP_MSG = 2013
-_HEADER = struct.Struct("<iiii")
+HEADER = struct.Struct("<iiii")
 BUF_BYTES = 1 << 20  # receive buffer; grows for a larger message
 MAX_MESSAGE = 64 << 20  # MongoDB's maxMessageSizeBytes is 48 MB
 MAX_LOWAT = 256 << 10
@@ -29,66 +29,9 @@ class AuthError(WireError):
 # ------------------------------------------------------------------------ messages
 
 
-def encode_msg(command: dict, request_id: int) -> bytes:
+def encode_msg(command: dict, request_id: int = 0) -> bytes:
     body = b"\x00\x00\x00\x00" + b"\x00" + bson.encode(command)  # flags, section kind 0
-    return _HEADER.pack(16 + len(body), request_id, 0, OP_MSG) + body
-
-
-class Template:
-    """An OP_MSG encoded once; each use writes it with a request id and Int64 values.
-
-    `command` holds `bson.Int64` sentinels (distinct values) where the variable
-    integers go. One `struct` call copies the constant pieces and packs the
-    variables: `write(buf, pos, request_id, *values)` writes the message (`size`
-    bytes) at `pos`; `use(request_id, *values)` returns it.
-    """
-
-    def __init__(self, command: dict, sentinels: list[int]):
-        raw = encode_msg(command, 0)
-        offsets = []
-        for value in sentinels:
-            needle = struct.pack("<q", value)
-            if raw.count(needle) != 1:
-                raise ValueError(f"sentinel {value} must occur exactly once")
-            offsets.append(raw.index(needle))
-        # Pieces in message order: 4 length bytes, the request id, then constant
-        # bytes and Int64 values alternately.
-        order = sorted(range(len(offsets)), key=offsets.__getitem__)
-        fmt, self.pieces, at = ["<4si"], [raw[:4]], 8
-        for k in order:
-            fmt += [f"{offsets[k] - at}sq"]
-            self.pieces.append(raw[at : offsets[k]])
-            at = offsets[k] + 8
-        fmt.append(f"{len(raw) - at}s")
-        self.pieces.append(raw[at:])
-        self.struct = struct.Struct("".join(fmt))
-        self.size = len(raw)
-        self.raw = raw
-        self.write = self._writer(order)
-
-    def _writer(self, order):
-        """write(buf, pos, request_id, *values): the message at `pos` (`size` bytes).
-        Specialised for one and two values: one Python call and one C call per message."""
-        pack, p = self.struct.pack_into, self.pieces
-        if order == [0]:
-            p0, p1, p2 = p
-            return lambda buf, pos, rid, a: pack(buf, pos, p0, rid, p1, a, p2)
-        if order == [0, 1]:
-            p0, p1, p2, p3 = p
-            return lambda buf, pos, rid, a, b: pack(buf, pos, p0, rid, p1, a, p2, b, p3)
-
-        def write(buf, pos, rid, *values):
-            args = [p[0], rid]
-            for i, k in enumerate(order):
-                args += [p[i + 1], values[k]]
-            pack(buf, pos, *args, p[-1])
-
-        return write
-
-    def use(self, request_id: int, *values: int) -> bytes:
-        buf = bytearray(self.size)
-        self.write(buf, 0, request_id, *values)
-        return bytes(buf)
+    return HEADER.pack(16 + len(body), request_id, 0, OP_MSG) + body
 
 
 def _reply_doc(msg) -> dict:

@@ -10,7 +10,7 @@ import time
 
 from pymongo.errors import OperationFailure
 
-from mongobench.core.split import share
+from mongobench.core.split import part
 from mongobench.core.units import KiB
 from mongobench.driver import docgen
 from mongobench.driver.base import (
@@ -236,8 +236,7 @@ class BucketWorkload(Workload):
         coll = self.collection(self.coll_name)
         size = int(self.s["bucket_size"])
         n = int(self.s["records"])
-        start = sum(share(n, nthreads, k) for k in range(idx))
-        for rec in range(start, start + share(n, nthreads, idx)):
+        for rec in part(n, nthreads, idx):
             if stop.is_set():
                 break
             atomic = {"seq": rec, "ts": time.time(), "v": rec % 97, "tag": f"t{rec % 13}"}

@@ -5,8 +5,6 @@ from __future__ import annotations
 import random
 import time
 
-import bson
-
 from mongobench.core.split import share
 from mongobench.driver import connection, protocol
 from mongobench.driver.base import (
@@ -15,6 +13,7 @@ from mongobench.driver.base import (
     register,
     timed_call,
 )
+from mongobench.driver.ops import Tmpl, find_tmpl, sentinel
 
 
 class Zipfian:
@@ -137,22 +136,13 @@ class ReadUpdateWorkload(TimedLoop):
             time.perf_counter() + float(self.s["duration_s"]) if self.s.get("duration_s") else None
         )
         rng = random.Random(idx + 1)
-        key_s, value_s = 0x5EED5EED5EED0001, 0x5EED5EED5EED0002  # sentinels patched per op
-        read_t = protocol.Template(
-            {
-                "find": coll,
-                "filter": {"_id": bson.Int64(key_s)},
-                "limit": 1,
-                "singleBatch": True,
-                "$db": db,
-            },
-            [key_s],
-        )
-        update = {"q": {"_id": bson.Int64(key_s)}, "u": {"$set": {"n0": bson.Int64(value_s)}}}
+        key_s, value_s = sentinel(0), sentinel(1)  # patched per op
+        read_t = find_tmpl(db, coll, {"_id": key_s}, [key_s], limit=1, single=True)
+        update = {"q": {"_id": key_s}, "u": {"$set": {"n0": value_s}}}
         update_cmd = {"update": coll, "updates": [update], "$db": db}
         if wc:
             update_cmd["writeConcern"] = wc
-        update_t = protocol.Template(update_cmd, [key_s, value_s])
+        update_t = Tmpl(update_cmd, [key_s, value_s])
         # Every reply is checked; only replies whose bytes differ from a success
         # already seen (outside the returned document) are decoded.
         read_ok = protocol.ReplyShapes("read", _found_one, inner=b"\x04firstBatch\x00")
@@ -172,11 +162,11 @@ class ReadUpdateWorkload(TimedLoop):
             for _ in range(n):
                 key = next_key()
                 if rand() < reads:
-                    read_w(out, pos, rid, key)
+                    read_w(out_view[pos:], rid, key)
                     pos += read_n
                     checks.append(read_ok)
                 else:
-                    update_w(out, pos, rid, key, rid)  # n0 = request id: a real change
+                    update_w(out_view[pos:], rid, key, rid)  # n0 = request id: a real change
                     pos += update_n
                     checks.append(update_ok)
                 rid += 1

@@ -24,9 +24,9 @@ import time
 
 from bson.raw_bson import RawBSONDocument
 
-from mongobench.core.split import share
+from mongobench.core.split import part, share
 from mongobench.core.units import KiB
-from mongobench.driver import ops, replies
+from mongobench.driver import ops, protocol, replies
 from mongobench.driver.catalog import WORKLOADS
 from mongobench.driver.cursor_sources import aggregate, clock, micros, query, regex_prefix
 from mongobench.driver.docgen import DocFactory
@@ -294,9 +294,9 @@ def delete(s, db, wc):
         run, stats = c.run, c.stats
         record, counts = stats.latency.record, stats.ops
         buf = t.buffer()
-        start = sum(share(n, c.clients, k) for k in range(c.index))
-        end = start + share(n, c.clients, c.index)
-        for lo in range(start, end, per):
+        mine = part(n, c.clients, c.index)
+        end = mine.stop
+        for lo in range(mine.start, end, per):
             if run.stopped:
                 return
             hi = min(end, lo + per)
@@ -428,11 +428,10 @@ def bucket(s, db, wc):
     def source(c: Client):
         run, stats = c.run, c.stats
         record, counts = stats.latency.record, stats.ops
-        start = sum(share(n, c.clients, k) for k in range(c.index))
-        for rec in range(start, start + share(n, c.clients, c.index)):
+        for rec in part(n, c.clients, c.index):
             if run.stopped:
                 return
-            data = ops.encode(command(rec), c.rid)
+            data = protocol.encode_msg(command(rec), c.rid)
             t0 = clock()
             out = yield data, check
             if out[0] is not None:

@@ -8,7 +8,7 @@ import time
 from pymongo import ReturnDocument
 from pymongo.errors import OperationFailure, PyMongoError
 
-from mongobench.core.split import share
+from mongobench.core.split import part
 from mongobench.core.units import KiB
 from mongobench.driver.base import (
     META,
@@ -319,9 +319,9 @@ class DeleteWorkload(TimedLoop):
         coll = self.collection(self.coll_name)
         n = int(self.s["preload_docs"])
         per = int(self.s["docs_per_delete"])
-        start = sum(share(n, nthreads, k) for k in range(idx))
-        end = start + share(n, nthreads, idx)
-        for lo in range(start, end, per):
+        mine = part(n, nthreads, idx)
+        end = mine.stop
+        for lo in range(mine.start, end, per):
             if stop.is_set():
                 break
             hi = min(end, lo + per)

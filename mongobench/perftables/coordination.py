@@ -24,7 +24,7 @@ import traceback
 from pymongo.errors import DuplicateKeyError
 
 from mongobench.core.poll import PollTimeout, poll_until
-from mongobench.core.split import share
+from mongobench.core.split import part
 from mongobench.driver import connection, ops, procs, sources
 
 COORD_DB = "mongobench_coord"
@@ -39,8 +39,7 @@ class CoordinationError(RuntimeError):
 
 def client_range(clients: int, vms: int, index: int) -> range:
     """The global client indices VM `index` runs (shares differ by at most one)."""
-    start = sum(share(clients, vms, i) for i in range(index))
-    return range(start, start + share(clients, vms, index))
+    return part(clients, vms, index)
 
 
 def _wait(

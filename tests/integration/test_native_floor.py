@@ -9,10 +9,10 @@ import os
 import shutil
 import sys
 
-import bson
 import pytest
 from pymongo import MongoClient
 
+from mongobench.driver import protocol
 from mongobench.perftables import experiments as exp_mod
 from mongobench.perftables import runner as perftables
 
@@ -46,11 +46,10 @@ def recorded_run(uri, tmp_path, experiment, label, overrides):
 
 
 def command_of(message: bytes) -> dict:
-    """The body section (kind 0) of an OP_MSG."""
+    """The command (section kind 0) of a whole OP_MSG."""
     assert int.from_bytes(message[:4], "little") == len(message)
-    assert int.from_bytes(message[12:16], "little") == 2013  # OP_MSG
-    assert message[20] == 0
-    return bson.decode(message[21 : 21 + int.from_bytes(message[21:25], "little")])
+    assert int.from_bytes(message[12:16], "little") == protocol.OP_MSG
+    return protocol._reply_doc(message)
 
 
 def test_recording_holds_every_request_and_the_replay_reads_every_reply(
@@ -89,9 +88,7 @@ def test_the_replay_spreads_the_connections_over_processes(server_uri, binary):
     with MongoClient(server_uri) as c:
         c[DB]["spread"].drop()
         c[DB]["spread"].insert_one({"_id": 1})
-    find = bson.encode({"find": "spread", "filter": {"_id": 1}, "$db": DB})
-    msg = (21 + len(find)).to_bytes(4, "little") + bytes(8) + (2013).to_bytes(4, "little")
-    msg += bytes(5) + find
+    msg = protocol.encode_msg({"find": "spread", "filter": {"_id": 1}, "$db": DB}, 1)
     # 3 processes, 5 connections, 7 requests: every request gets its reply
     us = native_floor.replay_us(binary, server_uri, [msg] * 7, 5, 3)
     assert us > 0
