@@ -93,6 +93,11 @@ def check_uri(value: str, source: str = "the target") -> str:
         from pymongo.errors import PyMongoError
     except ImportError:
         return value
+    unknown = _unknown_options(value)
+    if unknown:
+        raise TargetError(
+            f"{safe_target(value)}: unknown connection string option(s) {', '.join(unknown)}"
+        )
     srv = value.lower().startswith("mongodb+srv://")
     plain = "mongodb://" + value[len("mongodb+srv://") :] if srv else value
     try:
@@ -104,6 +109,19 @@ def check_uri(value: str, source: str = "the target") -> str:
     except (PyMongoError, ValueError, TypeError) as e:
         raise TargetError(f"{safe_target(value)}: {_masked(str(e), value)}") from None
     return value
+
+
+def _unknown_options(value: str) -> list[str]:
+    """Option names of the query string that pymongo does not know (case-insensitive, as
+    the URI spec): checked here so the message is ours, not a driver version's wording."""
+    from pymongo import common
+
+    known = {k.lower() for k in common.URI_OPTIONS_VALIDATOR_MAP}
+    known |= {a.lower() for aliases in common.URI_OPTIONS_ALIAS_MAP.values() for a in aliases}
+    known |= {k.lower() for k in common.URI_OPTIONS_DEPRECATION_MAP}
+    query = value.split("?", 1)[1] if "?" in value else ""
+    names = [part.split("=", 1)[0] for part in re.split("[&;]", query) if part]
+    return [repr(n) for n in names if urllib.parse.unquote(n).lower() not in known]
 
 
 def _masked(message: str, value: str) -> str:

@@ -25,7 +25,10 @@ SECRET = "s3cr3t-Pass"
         ),
         (f"mongodb://user:a/{SECRET}@host/", r"mongodb://\*\*\*@host/: cannot parse it: user name"),
         ("mongodb://host/?tls=maybe", r"mongodb://host/\?tls=maybe: The value of tls"),
-        ("mongodb://host/?bogusOption=1", r"Unknown option: bogusoption"),
+        (
+            "mongodb://host/?w=1&bogusOption=1",
+            r"mongodb://host/\?w=1&bogusOption=1: unknown connection string option\(s\) 'bogusOption'$",
+        ),
         (f"mongodb+srv://u:{SECRET}@c.example.net:27017/", r"exactly one host and no port"),
         ("mongodb://", r"at least one hostname"),
     ],
