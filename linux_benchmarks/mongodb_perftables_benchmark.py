@@ -38,6 +38,7 @@ from perfkitbenchmarker.linux_packages import (
     mongobench_topology,
 )
 
+from mongobench.core import names
 from mongobench.core.samples import failure_sample
 from mongobench.deploy import topology
 from mongobench.deploy.atlas import api, cluster
@@ -193,7 +194,11 @@ _WRITE_CONCERN = flags.DEFINE_string(
     " experiments that set write_concern themselves keep theirs.",
 )
 _PORT = flags.DEFINE_integer(
-    "mongodb_perftables_port", 27017, "Port of the mongod on the servers VM.", lower_bound=1
+    "mongodb_perftables_port",
+    27017,
+    "Port of the mongod on the servers VM.",
+    lower_bound=1,
+    upper_bound=65535,
 )
 _CACHE_GB = flags.DEFINE_float(
     "mongodb_perftables_cache_gb",
@@ -250,7 +255,7 @@ def _Overrides():
 
 
 def _Variants():
-    return [v.strip() for v in (_VARIANTS.value or "").split(";") if v.strip()] or None
+    return exp_mod.split_list(_VARIANTS.value, "--mongodb_perftables_variants", sep=";")
 
 
 def _Plan():
@@ -274,7 +279,8 @@ def CheckPrerequisites(benchmark_config):
         )
     try:
         _Plan()
-    except exp_mod.ExperimentError as e:
+        names.check_database(_DATABASE.value, "--mongodb_perftables_database")
+    except ValueError as e:  # ExperimentError too
         raise errors.Config.InvalidValue(str(e)) from None
     if _MAX_SECONDS.value is not None and not 0 < _MAX_SECONDS.value < float("inf"):
         raise errors.Config.InvalidValue(

@@ -29,7 +29,7 @@ from perfkitbenchmarker.linux_packages import (
     mongobench_ycsb,
 )
 
-from mongobench.core import redact, units
+from mongobench.core import names, redact, units
 from mongobench.remote import shipping
 from mongobench.sweep import plan, runner
 from mongobench.sweep import samples as sweep_samples
@@ -139,9 +139,10 @@ def CheckPrerequisites(benchmark_config):
         # An empty flag is no request for the default sweep (up to 10 GB): leave it out.
         raise errors.Config.InvalidValue(f"--mongodb_ycsb_sweep_sizes_mb: {e}") from None
     try:
-        plan.plan(_SIZES.value, operation_count=_OPERATIONS.value)
-        plan.parse_phases(_PHASES.value)
-    except plan.SweepError as e:
+        steps = plan.plan(_SIZES.value, operation_count=_OPERATIONS.value)
+        plan.check_mix(steps, plan.parse_phases(_PHASES.value))
+        names.check_collection(_TABLE.value, "--mongodb_ycsb_sweep_table")
+    except ValueError as e:  # SweepError too
         raise errors.Config.InvalidValue(f"mongodb_ycsb_sweep: {e}") from None
     _ReadUri()
 

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pymongo import MongoClient
 from pymongo.errors import PyMongoError
 
-from mongobench.core import files, redact
+from mongobench.core import files, names, redact
 from mongobench.core.markdown import md_table
 from mongobench.core.pairs import parse_pairs
 from mongobench.core.units import MB, MiB
@@ -27,7 +27,14 @@ from mongobench.perftables import coordination, progress, runner
 from mongobench.perftables import experiments as exp_mod
 from mongobench.reports import report, results
 from mongobench.reports.compare import compare
-from mongobench.sweep.plan import DEFAULT_SIZES_MB, DEFAULT_TABLE, SweepError, plan
+from mongobench.sweep.plan import (
+    DEFAULT_SIZES_MB,
+    DEFAULT_TABLE,
+    SweepError,
+    check_mix,
+    parse_phases,
+    plan,
+)
 from mongobench.sweep.runner import (
     drop_collection,
     host_memory_bytes,
@@ -37,10 +44,6 @@ from mongobench.sweep.runner import (
 )
 from mongobench.sweep.samples import failed, table_text, yes_no
 from mongobench.testbed import bed as testbed
-
-
-def _csv(value: str | None) -> list[str] | None:
-    return [v.strip() for v in value.split(",") if v.strip()] if value else None
 
 
 def _overrides(pairs: list[str] | None) -> dict:
@@ -146,18 +149,42 @@ def cmd_perftables_follow(args) -> int:
     return 0
 
 
+def _checked_run_args(args) -> dict:
+    """Everything of `perftables run` that can be wrong, checked before the target is
+    touched: one line naming the option and the value, never a traceback."""
+    try:
+        files.check_output(args.out, "--out", rewritten=True)
+        if args.samples:
+            files.check_output(args.samples, "--samples")
+        names.check_database(args.database, "--database")
+        if args.os_path not in (None, "none") and not os.path.exists(args.os_path):
+            raise ValueError(f"--os-path {args.os_path}: no such file or directory")
+        plan_args = dict(
+            names=exp_mod.split_list(args.experiments, "--experiments"),
+            variants=exp_mod.split_list(args.variants, "--variants", sep=";"),
+            overrides=_overrides(args.set),
+            skip=args.skip,
+        )
+        catalog = exp_mod.load(args.experiments_file or exp_mod.PERFTABLES_FILE)
+        exp_mod.plan(catalog, scale=args.scale, **plan_args)
+    except (ValueError, OSError) as e:  # ExperimentError, OutputError are ValueErrors
+        raise SystemExit(f"mongobench: {e}") from None
+    return plan_args
+
+
 def cmd_perftables_run(args) -> int:
+    plan_args = _checked_run_args(args)
     uri = _target_uri(args)
     os_path = False if args.os_path == "none" else args.os_path
     try:
         run = runner.run(
             uri,
-            _csv(args.experiments),
+            plan_args["names"],
             args.scale,
             args.out,
             database=args.database,
-            variants=[v.strip() for v in (args.variants or "").split(";") if v.strip()] or None,
-            overrides=_overrides(args.set),
+            variants=plan_args["variants"],
+            overrides=plan_args["overrides"],
             log=_log,
             os_path=os_path,
             max_seconds=args.max_seconds,
@@ -182,7 +209,7 @@ def cmd_perftables_run(args) -> int:
         _log(f"FAILED {r['experiment']} [{r['label']}]: {r['error']}")
     if run.get("unreachable"):
         _log(f"mongobench: {run['unreachable']}")
-    return 1 if bad else 0
+    return 1 if bad or run.get("unreachable") else 0
 
 
 def cmd_report(args) -> int:
@@ -194,20 +221,28 @@ def cmd_report(args) -> int:
     except (OSError, ValueError) as e:
         raise SystemExit(f"mongobench report: {e}") from None
     plots = args.plots_dir
-    if plots is None and args.out:
-        plots = os.path.join(os.path.dirname(os.path.abspath(args.out)), "plots")
-    ref = (
-        os.path.relpath(plots, os.path.dirname(os.path.abspath(args.out)))
-        if plots and args.out
-        else plots
-    )
-    text = report.render(samples, plots_dir=plots, plots_ref=ref)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
-        _log(f"wrote {args.out}")
-    else:
-        print(text)
+    try:
+        if args.out:
+            files.check_output(args.out, "--out")
+        if plots:
+            files.check_output_dir(plots, "--plots-dir")
+        elif args.out and files.is_regular_or_absent(args.out):
+            # plots/ beside a report file; none beside /dev/stdout and friends
+            plots = os.path.join(os.path.dirname(os.path.abspath(args.out)), "plots")
+        ref = (
+            os.path.relpath(plots, os.path.dirname(os.path.abspath(args.out)))
+            if plots and args.out
+            else plots
+        )
+        text = report.render(samples, plots_dir=plots, plots_ref=ref)
+        if args.out:
+            files.write_text(args.out, text)
+            _log(f"wrote {args.out}")
+        else:
+            print(text)
+    except (OSError, ValueError) as e:
+        why = f"{args.out}: {e.strerror}" if isinstance(e, OSError) and e.strerror else str(e)
+        raise SystemExit(f"mongobench report: {why}") from None
     return 0
 
 
@@ -435,7 +470,22 @@ def cmd_plan(args) -> int:
     return 0
 
 
+def _check_sweep_args(args) -> None:
+    """What `sweep run` can get wrong, checked before the target is touched."""
+    try:
+        names.check_collection(args.table, "--table")
+        if args.out:
+            files.check_output(args.out, "--out", rewritten=True)
+        if args.raw_dir:
+            files.check_output_dir(args.raw_dir, "--raw-dir")
+        steps = plan(args.sizes, operation_count=args.operations)
+        check_mix(steps, parse_phases(args.phases))
+    except ValueError as e:  # SweepError, OutputError
+        raise SystemExit(f"mongobench: {e}") from None
+
+
 def cmd_run(args) -> int:
+    _check_sweep_args(args)
     memory, source = _memory_args(args)
     uri_file = args.uri_file
     tmp = None
@@ -480,6 +530,7 @@ def cmd_run(args) -> int:
 
 def cmd_drop(args) -> int:
     try:
+        names.check_collection(args.table, "--table")
         uri = redact.read_uri(uri_file=args.uri_file, env=args.uri_env)
     except (OSError, ValueError) as e:
         raise SystemExit(f"mongobench: {e}") from None

@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import resource
 import select
@@ -97,20 +96,19 @@ def experiment_costs(
     native floor too."""
     catalog = exp_mod.load()
     plans = exp_mod.plan(catalog, None, "smoke", skip=testbed.STANDIN_UNSUPPORTED)
-    factor = exp_mod.parse_scale("smoke")  # overrides are scaled too: divided by it here
     out = {}
     for experiment, variants in plans:
         for v in variants:
             s, more = v.settings, None
             if s.get("total_ops") and s["total_ops"] < min_ops:
-                more = {"total_ops": math.ceil(min_ops / factor)}
+                more = {"total_ops": min_ops}
             elif experiment.workload == "delete" and s["preload_docs"] < DELETE_DOCS:
                 # Each key is deleted once: the data bounds the operations.
-                more = {"preload_docs": math.ceil(DELETE_DOCS / factor)}
+                more = {"preload_docs": DELETE_DOCS}
             elif experiment.workload == "insert" and int(s["batch_size"]) > 1:
                 least = int(min_mb * 1024 / float(s["doc_size_kb"]))
                 if s["total_docs"] < least:
-                    more = {"total_docs": math.ceil(least / factor)}
+                    more = {"total_docs": least}
             res = _run(uri, work, experiment.name, v.label, more, processes)
             key = f"{res['experiment']}/{res['label']}"
             if res["status"] != "ok" or res["errors"]:

@@ -6,7 +6,10 @@ import os
 import re
 import urllib.parse
 
-_USERINFO = re.compile(r"(mongodb(?:\+srv)?://)([^@/\s]+)@", re.IGNORECASE)
+# The user-info runs to the LAST '@' of the URI: an unescaped '/', '?' or '@' in a password
+# must not end it early and leave the rest of the password in the text (over-masking a query
+# that holds an '@' is the safe failure).
+_USERINFO = re.compile(r"(mongodb(?:\+srv)?://)(\S+)@", re.IGNORECASE)
 
 
 def uri(value: str) -> str:
@@ -44,15 +47,22 @@ def read_uri(uri_value: str | None = None, uri_file: str | None = None, env: str
             value = f.read().strip()
         if not value:
             raise ValueError(f"URI file {uri_file} is empty")
-        return value
+        return _one_line(value, f"URI file {uri_file}")
     if env:
         value = os.environ.get(env, "").strip()
         if not value:
             raise ValueError(f"environment variable {env} is empty or unset")
-        return value
+        return _one_line(value, f"environment variable {env}")
     if uri_value:
         return uri_value
     raise ValueError("no target: give a URI, a URI file or an environment variable")
+
+
+def _one_line(value: str, source: str) -> str:
+    lines = [line for line in value.splitlines() if line.strip()]
+    if len(lines) > 1:
+        raise ValueError(f"{source} holds {len(lines)} lines; one connection string expected")
+    return value
 
 
 SCHEMES = ("mongodb://", "mongodb+srv://")
@@ -70,9 +80,8 @@ def safe_target(value: str) -> str:
     if scheme is None:
         return "the target"  # not a connection string: nothing of it is shown
     rest = value[len(scheme) :]
-    host_part, query = rest.split("?", 1)[0], rest[len(rest.split("?", 1)[0]) :]
-    if "@" in host_part:
-        return f"{value[: len(scheme)]}***@{host_part.rpartition('@')[2]}{query}"
+    if "@" in rest:  # everything before the last '@' may be a password: none of it shown
+        return f"{value[: len(scheme)]}***@{rest.rpartition('@')[2]}"
     return value
 
 
@@ -93,6 +102,11 @@ def check_uri(value: str, source: str = "the target") -> str:
         from pymongo.errors import PyMongoError
     except ImportError:
         return value
+    if _unescaped_userinfo(value):
+        raise TargetError(
+            f"{safe_target(value)}: cannot parse it: user name and password must be"
+            " percent-escaped (RFC 3986)"
+        )
     unknown = _unknown_options(value)
     if unknown:
         raise TargetError(
@@ -109,6 +123,25 @@ def check_uri(value: str, source: str = "the target") -> str:
     except (PyMongoError, ValueError, TypeError) as e:
         raise TargetError(f"{safe_target(value)}: {_masked(str(e), value)}") from None
     return value
+
+
+def _unescaped_userinfo(value: str) -> bool:
+    """Whether the user name or password holds a character RFC 3986 wants escaped, read as
+    pymongo reads it (user-info: up to the last '@' before the first '/'), plus the case
+    pymongo would misread: a '/' in the password puts the '@' after the first '/'."""
+    rest = value.split("://", 1)[1]
+    hosts = rest.partition("/")[0]
+    userinfo = hosts.rpartition("@")[0]
+    if re.search(r"[@/?#\[\]]", userinfo) or userinfo.count(":") > 1:
+        return True
+    if "@" not in hosts and "@" in rest:
+        # "user:pa/ss@host": the hosts part "user:pa" names no port a number can be
+        port = hosts.rpartition(":")[2] if ":" in hosts else ""
+        # ... or "us/er:pass@host": a path (no query yet) holding "name:password"
+        between = rest.partition("/")[2].rpartition("@")[0]
+        in_path = ":" in between and "?" not in between
+        return (bool(port) and not port.isdigit()) or in_path
+    return False
 
 
 def _unknown_options(value: str) -> list[str]:

@@ -35,6 +35,10 @@ class Variant:
     label: str
     params: dict  # the variant's own overrides (its identity in tables)
     settings: dict  # every setting, scaled: what actually runs; and key_example
+    base_label: str = ""  # the label without the user's overrides (--variants takes both)
+
+    def __post_init__(self):
+        self.base_label = self.base_label or self.label
 
 
 @dataclass
@@ -54,23 +58,32 @@ class Experiment:
 
     def resolve(self, scale: float | str, overrides: dict | None = None) -> list[Variant]:
         """Concrete variants at `scale`: shared settings < the variant's < `overrides`
-        (the user's value wins), then scaled. Variants an override makes identical
-        (e.g. batch_size=7 in insert_batchsize) run once. Each variant's settings end
-        with `key_example`: one `_id` its operations address, as mongosh shows it."""
+        (the user's value wins). The scale applies to the experiment's values, never to
+        a value the user set: what a user sets is what runs. Variants an override makes
+        identical (e.g. batch_size=7 in insert_batchsize) run once. When an override of a
+        label key gives several different variants one label (doc_size_kb=8 in
+        insert_docsize: five volumes), each label says which variant it was, as
+        `8 (variant 1)`. Each variant's settings end with `key_example`: one `_id` its
+        operations address, as mongosh shows it."""
         factor = parse_scale(scale)
+        overrides = overrides or {}
         out = []
         for i, params in enumerate(self.variants):
             settings = copy.deepcopy(self.settings)
             settings.update(params)
-            settings.update(overrides or {})
             # Labels name the full-scale variant, so they match across scales.
+            base = ", ".join(str(settings.get(k)) for k in self.label)
+            settings.update(overrides)
             label = ", ".join(str(settings.get(k)) for k in self.label)
             for key, minimum in self.scaled.items():
-                if key in settings and settings[key] is not None:
+                if key in settings and settings[key] is not None and key not in overrides:
                     settings[key] = _scale_value(settings[key], factor, minimum)
-            if any(v.label == label and v.settings == settings for v in out):
+            if any(v.settings == settings for v in out):
                 continue
-            out.append(Variant(self.name, i, label, dict(params), settings))
+            out.append(Variant(self.name, i, label, dict(params), settings, base))
+        for v in out:
+            if v.label != v.base_label and sum(w.label == v.label for w in out) > 1:
+                v.label = f"{v.label} (variant {v.base_label})"
         workload = WORKLOADS.get(self.workload)
         for v in out if workload is not None else ():
             try:
@@ -106,12 +119,21 @@ _REQUIRED = ("title", "section", "workload", "label", "settings", "variants")
 
 
 def load(path: pathlib.Path | str = PERFTABLES_FILE) -> dict[str, Experiment]:
-    with open(path) as f:
-        doc = yaml.safe_load(f)
-    if not isinstance(doc, dict) or "experiments" not in doc:
+    try:
+        with open(path) as f:
+            doc = yaml.safe_load(f)
+    except OSError as e:
+        raise ExperimentError(f"experiments file {path}: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        where = getattr(e, "problem_mark", None)
+        at = f" (line {where.line + 1}, column {where.column + 1})" if where else ""
+        raise ExperimentError(f"experiments file {path}: not valid YAML{at}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("experiments"), dict):
         raise ExperimentError(f"{path}: no 'experiments' mapping")
     out = {}
     for name, spec in doc["experiments"].items():
+        if not isinstance(spec, dict):
+            raise ExperimentError(f"{path}: experiment {name} is not a mapping")
         missing = [k for k in _REQUIRED if k not in spec]
         if missing:
             raise ExperimentError(f"{path}: experiment {name} lacks {', '.join(missing)}")
@@ -167,9 +189,23 @@ def listing(experiments: dict[str, Experiment], scale: float | str = "full") -> 
     }
 
 
+def split_list(value: str | None, option: str, sep: str = ",") -> list[str] | None:
+    """A list option: None when not given; its items when given; an option given with no
+    item (`--experiments ''`) is refused rather than read as "all"."""
+    if value is None:
+        return None
+    items = [v.strip() for v in value.split(sep) if v.strip()]
+    if not items:
+        raise ExperimentError(f"{option}: empty list; leave the option out for the default")
+    return items
+
+
 def select(experiments: dict[str, Experiment], names: list[str] | None) -> list[Experiment]:
-    """Experiments by name in file order; all when `names` is empty or ['all']."""
-    if not names or names == ["all"]:
+    """Experiments by name in file order; all when `names` is None or ['all']; an empty
+    list is an error (an empty option must not mean "all")."""
+    if names is not None and not [n for n in names if n.strip()]:
+        raise ExperimentError("no experiment given (an empty list); leave it out for all")
+    if names is None or names == ["all"]:
         return list(experiments.values())
     unknown = [n for n in names if n not in experiments]
     if unknown:
@@ -180,21 +216,17 @@ def select(experiments: dict[str, Experiment], names: list[str] | None) -> list[
 
 
 def filter_variants(variants: list[Variant], wanted: list[str] | None) -> list[Variant]:
-    """Keep variants whose label is in `wanted` (all when empty)."""
-    if not wanted:
+    """Keep variants whose label is in `wanted` (all when None)."""
+    if wanted is None:
         return variants
-    labels = {v.label for v in variants}
-    unknown = [w for w in wanted if w not in labels]
-    if unknown:
-        raise ExperimentError(
-            f"unknown variant(s) {', '.join(unknown)}; known: {', '.join(sorted(labels))}"
-        )
-    return [v for v in variants if v.label in wanted]
+    return [v for v in variants if v.label in wanted or v.base_label in wanted]
 
 
 def parse_skip(spec: str | None) -> set[tuple[str, str]]:
     """`experiment/label;experiment/label` (labels may contain commas) -> pairs."""
     out = set()
+    if spec is not None and not spec.replace(";", "").strip():
+        raise ExperimentError("skip: empty list; leave it out to skip nothing")
     for item in (spec or "").split(";"):
         item = item.strip()
         if not item:
@@ -228,14 +260,21 @@ def plan(
     unknown = sorted(f"{e}/{v}" for e, v in skipped - everywhere)
     if unknown:
         raise ExperimentError(f"skip names unknown variant(s): {'; '.join(unknown)}")
+    if variants is not None:
+        if not variants:
+            raise ExperimentError("no variant given (an empty list); leave it out for all")
+        known = {e.name: e.resolve(scale, overrides) for e in chosen}
+        labels = {lab for vs in known.values() for v in vs for lab in (v.label, v.base_label)}
+        unknown = [w for w in variants if w not in labels]
+        if unknown:
+            per = "; ".join(f"{n}: {', '.join(v.label for v in vs)}" for n, vs in known.items())
+            raise ExperimentError(f"unknown variant(s) {', '.join(unknown)}; known: {per}")
     out = []
     for e in chosen:
-        vs = (
-            filter_variants(e.resolve(scale, overrides), variants)
-            if variants
-            else e.resolve(scale, overrides)
-        )
+        vs = filter_variants(e.resolve(scale, overrides), variants)
         out.append((e, [v for v in vs if (e.name, v.label) not in skipped]))
+    if not any(vs for _, vs in out):
+        raise ExperimentError("nothing to run: every selected variant is skipped")
     return out
 
 

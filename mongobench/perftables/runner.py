@@ -24,12 +24,14 @@ from pymongo.errors import (
     ConfigurationError,
     ConnectionFailure,
     OperationFailure,
+    ProtocolError,
     PyMongoError,
     ServerSelectionTimeoutError,
 )
 
 from mongobench.core import redact
 from mongobench.core.files import write_json_atomic
+from mongobench.core.poll import PollTimeout, poll_until
 from mongobench.driver import connection, ops, procs, sources
 from mongobench.driver.base import ThreadStats
 from mongobench.driver.catalog import WORKLOADS
@@ -52,6 +54,10 @@ def reason(e: BaseException, uri: str = "", gone: bool = False) -> str:
         # 30s, Topology Description: <...>": the first part is the reason.
         text = str(e).split(", Timeout:", 1)[0].split(" (configured timeouts", 1)[0]
         why = f"server unreachable: {text}"
+    elif isinstance(e, ProtocolError):
+        why = str(e)
+    elif isinstance(e, OperationFailure) and e.code == 13:
+        why = str(e)
     elif isinstance(e, OperationFailure) and (e.code == 18 or "auth" in str(e).lower()):
         why = f"authentication failed: {(e.details or {}).get('errmsg') or e}"
     elif isinstance(e, ConfigurationError):
@@ -97,8 +103,65 @@ def server_status(client) -> dict | None:
 
 
 def topology(client) -> str:
+    _first_contact(client)
     client.admin.command("ping")  # forces discovery
     return client.topology_description.topology_type_name
+
+
+def _first_contact(client, timeout_s: float = 10.0) -> None:
+    """Fails at once, in words, when every seed answered in another protocol (a URI
+    naming an sshd or HTTP port): pymongo would retry for its server selection timeout,
+    then say only "Got response id ..."."""
+
+    def protocol_errors():
+        seeds = list(client.topology_description.server_descriptions().values())
+        if any(sd.server_type_name != "Unknown" for sd in seeds):
+            return True, []  # one answered as MongoDB: the ping decides
+        bad = [sd for sd in seeds if isinstance(sd.error, ProtocolError)]
+        return bool(seeds) and len(bad) == len(seeds), bad
+
+    try:
+        bad = poll_until(protocol_errors, timeout=timeout_s, interval=0.1)
+    except PollTimeout:
+        return  # still trying (a slow or starting server): the ping says why, if anything
+    if bad:
+        where = ", ".join(f"{h}:{p}" for h, p in (sd.address for sd in bad))
+        raise ProtocolError(
+            f"{where} did not answer in MongoDB's wire protocol: not a MongoDB port?"
+        )
+
+
+def check_access(client, database: str, uri: str) -> None:
+    """Fails once, before the first variant, when the server needs credentials the URI
+    lacks (or the user may not use `database`), instead of every variant failing alone."""
+    try:
+        client[database].list_collection_names()
+    except OperationFailure as e:
+        if e.code in (13, 18) or "auth" in str(e).lower():
+            has_user = bool(connection.options(uri).username)
+            hint = "" if has_user else "; the URI names no user: add user:password@"
+            raise OperationFailure(
+                f"not authorized on database {database!r}: {e.details.get('errmsg', e)}{hint}",
+                code=13,
+            ) from None
+        raise
+
+
+def uri_write_concern(uri: str, overrides: dict | None, log=print) -> dict:
+    """The URI's `w`, when it has one, replaces the experiments' write concern: what a user
+    sets is what runs. An explicit --set write_concern still wins, and both are said."""
+    overrides = dict(overrides or {})
+    w = connection.options(uri).write_concern
+    if not w or "w" not in w:
+        return overrides
+    if "write_concern" in overrides:
+        if str(overrides["write_concern"]) != str(w["w"]):
+            log(f"write concern: --set write_concern={overrides['write_concern']} wins over the"
+                f" URI's w={w['w']}")  # fmt: skip
+        return overrides
+    log(f"write concern: the URI's w={w['w']} replaces the experiments' own")
+    overrides["write_concern"] = w["w"]
+    return overrides
 
 
 CLIENT_PATHS = ("multiplexed", "pymongo")
@@ -358,6 +421,7 @@ def run(
             "several client VMs need the multiplexed client path and a run id"
         )
     catalog = exp_mod.load(experiments_file or exp_mod.PERFTABLES_FILE)
+    overrides = uri_write_concern(uri, overrides, log)
     plans = exp_mod.plan(catalog, names, scale, variants, overrides, skip)
     timed_path("", {}, client_path)  # a bad path fails before any variant
     max_threads = max((int(v.settings.get("threads", 1)) for _, vs in plans for v in vs), default=1)
@@ -371,6 +435,7 @@ def run(
         try:
             kind = topology(client)
             version = client.server_info().get("version", "unknown")
+            check_access(client, database, uri)
         except PyMongoError as e:
             raise redact.TargetError(f"{target}: {reason(e, uri)}") from None
         doc = {
@@ -447,6 +512,9 @@ def _run_plans(client, order, repeats, doc, out_path, target, track, log, **kw) 
             track.end(summary)
         if repeats > 1:
             res.update(repeat=r, repeats=repeats)
+        too_many = _error_share(res)
+        if too_many:
+            res["fails_run"] = too_many
         doc["results"].append(res)
         write_json_atomic(out_path, doc)
         if not gone and (res["status"] != "ok" or res.get("had_errors")):
@@ -454,7 +522,27 @@ def _run_plans(client, order, repeats, doc, out_path, target, track, log, **kw) 
             if why:
                 gone = f"{target}: {why} (after {experiment.name} [{v.label}])"
                 doc["unreachable"] = gone
+                if res["status"] == "ok":  # a fragment measured before the server went
+                    res["fails_run"] = f"the server was lost during this variant: {why}"
                 write_json_atomic(out_path, doc)
+
+
+# A variant with a larger share of failed operations fails the run (its figures are kept,
+# marked): they describe a troubled server, not its speed.
+ERROR_SHARE_LIMIT = 0.01
+
+
+def _error_share(res: dict) -> str | None:
+    if res.get("status") != "ok":
+        return None
+    errors = sum((res.get("errors") or {}).values())
+    total = errors + sum(res["ops"].values())
+    if not total or errors / total <= ERROR_SHARE_LIMIT:
+        return None
+    return (
+        f"{errors} of {total} operations failed ({errors / total:.1%},"
+        f" more than {ERROR_SHARE_LIMIT:.0%})"
+    )
 
 
 def _failed(experiment, variant, error: str) -> dict:

@@ -237,6 +237,8 @@ def metadata(run: dict, res: dict) -> dict:
     # Failed operations are never in the throughput, but the figures of such a
     # variant describe a troubled run: say so on every sample.
     md["had_errors"] = bool(sum((res.get("errors") or {}).values()))
+    if res.get("fails_run"):  # figures kept, marked, and the run fails
+        md["fails_run"] = res["fails_run"]
     return md
 
 
@@ -304,4 +306,11 @@ def _stamped(s: dict, timestamp: float | None) -> dict:
 
 
 def failed(run: dict) -> list[dict]:
-    return [r for r in run["results"] if r.get("status") != "ok"]
+    """Variants that fail the run: those that failed, and those whose figures exist but
+    cannot be trusted (`fails_run`: the server was lost during it, or too many of its
+    operations failed); each with its `error`."""
+    return [
+        r if r.get("status") != "ok" else {**r, "error": r["fails_run"]}
+        for r in run["results"]
+        if r.get("status") != "ok" or r.get("fails_run")
+    ]

@@ -113,10 +113,12 @@ def parse_sizes(value: str | Iterable[float] | None) -> list[float]:
 
 def parse_phases(value: str | Iterable[str] | None) -> list[Phase]:
     """Phase names (``load`` is always first and required for the runs)."""
-    if value is None or value == "" or value == [] or value == "all" or value == ["all"]:
+    if value is None or value == "all" or value == ["all"]:
         return list(PHASES)
     names = [v.strip() for v in value.split(",")] if isinstance(value, str) else list(value)
     names = [n for n in names if n]
+    if not names:
+        raise SweepError("no phase given (an empty list); leave it out for all")
     unknown = [n for n in names if n not in PHASES_BY_NAME]
     if unknown:
         raise SweepError(
@@ -196,6 +198,25 @@ def plan(
             )
         )
     return steps
+
+
+# A mixed phase's operations are drawn at random: with n operations, one kind is missing
+# with probability 2 x 0.5^n, so below this count a 50/50 phase may measure one kind only.
+MIN_MIXED_OPERATIONS = 30
+
+
+def check_mix(steps: Sequence[SizeStep], phases: Sequence[Phase]) -> None:
+    """Refuses, before anything runs, a size whose mixed phase has too few operations for
+    every kind to occur (a one-record sweep: its 50/50 phase did only reads or updates)."""
+    mixed = [p for p in phases if len(p.ops) > 1]
+    for step in steps:
+        for p in mixed:
+            if step.operations < MIN_MIXED_OPERATIONS:
+                raise SweepError(
+                    f"{step.label}: {step.operations} operation(s) are too few for the"
+                    f" {p.title} phase, which needs at least {MIN_MIXED_OPERATIONS} so that"
+                    f" {' and '.join(p.ops)} all occur; raise the size or the operation count"
+                )
 
 
 def phase_properties(

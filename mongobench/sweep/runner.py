@@ -25,6 +25,7 @@ from mongobench.sweep.plan import (
     FAILED_METRIC,
     Phase,
     SizeStep,
+    check_mix,
     parse_phases,
     phase_properties,
     plan,
@@ -203,6 +204,7 @@ def run_sweep(
         memory_bytes=memory_bytes,
         memory_source=memory_source,
     )
+    check_mix(steps, chosen)
     run_uri = run_uri or uuid.uuid4().hex[:8]
     server = server_facts(uri, connect_timeout_ms)
     base_md = base_metadata(steps, threads, {**server, **(metadata or {})})

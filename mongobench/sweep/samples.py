@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
 
+from mongobench.core import files
 from mongobench.core import samples as core_samples
 from mongobench.core.markdown import fixed, md_table
 from mongobench.core.samples import sample
@@ -200,10 +199,6 @@ def results_lines(
 
 
 def write_results(path: str, samples: Sequence[Mapping], run_uri: str) -> None:
-    """Atomically (re)writes the results file: a crash later loses nothing written so far."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
-    with os.fdopen(fd, "w") as f:
-        f.write("".join(line + "\n" for line in results_lines(samples, run_uri)))
-    os.replace(tmp, path)
+    """(Re)writes the results file (core.files: atomic for a regular file): a crash later
+    loses nothing written so far."""
+    files.write_text(path, "".join(line + "\n" for line in results_lines(samples, run_uri)))

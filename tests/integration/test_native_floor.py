@@ -4,7 +4,6 @@ prepared state, and reads every reply."""
 
 from __future__ import annotations
 
-import math
 import os
 import shutil
 import sys
@@ -13,7 +12,6 @@ import pytest
 from pymongo import MongoClient
 
 from mongobench.driver import protocol
-from mongobench.perftables import experiments as exp_mod
 from mongobench.perftables import runner as perftables
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "scripts"))
@@ -67,7 +65,7 @@ def test_recording_holds_every_request_and_the_replay_reads_every_reply(
 
 def test_the_replay_repeats_the_variant_from_its_prepared_state(server_uri, tmp_path, binary):
     # 2,000 documents over 10 clients: two deleteManys of 100 each
-    more = {"preload_docs": math.floor(2000 / exp_mod.parse_scale("smoke"))}
+    more = {"preload_docs": 2000}  # what the user sets runs unscaled
     rec, res = recorded_run(server_uri, tmp_path, "delete", "100", more)
     sent = native_floor.requests(rec)
     assert {next(iter(command_of(m))) for m in sent} == {"delete"}

@@ -47,7 +47,7 @@ def test_unknown_names_are_reported(catalog):
         exp_mod.select(catalog, ["insert_docsize", "nope"])
     variants = catalog["insert_idtype"].resolve("smoke")
     with pytest.raises(exp_mod.ExperimentError, match="guid"):
-        exp_mod.filter_variants(variants, ["guid"])
+        exp_mod.plan(catalog, ["insert_idtype"], "smoke", ["guid"])
     assert [v.label for v in exp_mod.filter_variants(variants, ["uuid"])] == ["uuid"]
 
 

@@ -79,7 +79,7 @@ def test_bad_settings_name_the_flag_key_and_value(pair, expected):
         exp_mod.parse_overrides([pair], FLAG)
 
 
-def test_total_docs_override_wins_and_is_scaled_in_every_experiment(catalog):
+def test_total_docs_override_wins_and_is_not_scaled_in_every_experiment(catalog):
     # insert_batchsize: no variant sets total_docs (this crashed: str * float).
     overrides = exp_mod.parse_overrides(["total_docs=300"], FLAG)
     batch = exp_mod.plan(catalog, ["insert_batchsize"], "full", overrides=overrides)
@@ -88,9 +88,13 @@ def test_total_docs_override_wins_and_is_scaled_in_every_experiment(catalog):
     docsize = exp_mod.plan(catalog, ["insert_docsize"], "full", overrides=overrides)
     assert [v.settings["total_docs"] for v in docsize[0][1]] == [300] * 5
     assert [v.label for v in docsize[0][1]] == ["1", "4", "32", "256", "2048"]
-    # then scaled as any other value (with the experiment's minimum)
+    # what the user set is what runs at every scale (it was scaled: 150 at 0.5)
     half = exp_mod.plan(catalog, ["insert_docsize"], 0.5, overrides=overrides)
-    assert [v.settings["total_docs"] for v in half[0][1]] == [150] * 5
+    assert [v.settings["total_docs"] for v in half[0][1]] == [300] * 5
+    smoke = exp_mod.plan(
+        catalog, ["insert_docsize"], "smoke", overrides={"duration_s": 50, "total_docs": 300}
+    )
+    assert {v.settings.get("duration_s") for v in smoke[0][1]} == {50}
 
 
 def test_plan_rejects_mistyped_overrides_given_as_a_dict(catalog):
