@@ -352,13 +352,25 @@ def build_parser() -> argparse.ArgumentParser:
     fol.set_defaults(func=cmd_perftables_follow)
 
     rp = sub.add_parser("report", help="markdown tables from PKB results files")
-    rp.add_argument("--pkb-results", nargs="+", required=True)
+    rp.add_argument(
+        "--pkb-results",
+        nargs="+",
+        required=True,
+        metavar="FILE",
+        help="PKB results files (perfkitbenchmarker_results.json: one JSON sample a line);"
+        " with several, the tables get a Run column and rows per run",
+    )
     rp.add_argument("--out", help="markdown file (default: stdout)")
     rp.add_argument("--plots-dir", help="PNG plots (default: plots/ beside --out; none on stdout)")
     rp.set_defaults(func=cmd_report)
 
     tb = sub.add_parser("testbed", help="local stand-in server + sshd static VM")
-    tb.add_argument("action", choices=("up", "down", "status"))
+    tb.add_argument(
+        "action",
+        choices=("up", "down", "status"),
+        help="up: start and print the state (JSON); down: stop what up started and remove"
+        " its directory; status: print the state",
+    )
     tb.add_argument("--dir", default=None, help="state directory (default: under the temp dir)")
     tb.add_argument("--no-ssh", action="store_true", help="only the MongoDB server")
     tb.add_argument(
@@ -411,7 +423,13 @@ def _add_compare(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "compare", help="one markdown report with plots comparing several PKB results files"
     )
-    p.add_argument("--pkb-results", nargs="+", required=True, metavar="FILE")
+    p.add_argument(
+        "--pkb-results",
+        nargs="+",
+        required=True,
+        metavar="FILE",
+        help="PKB results files (perfkitbenchmarker_results.json), one run or more each",
+    )
     p.add_argument(
         "--label",
         action="append",
@@ -426,7 +444,7 @@ def _add_compare(subparsers) -> argparse.ArgumentParser:
     )
     p.add_argument("--out", required=True, help="markdown report")
     p.add_argument("--plots-dir", help="PNG plots (default: <out stem>-plots beside --out)")
-    p.add_argument("--title", default="MongoDB benchmark comparison")
+    p.add_argument("--title", default="MongoDB benchmark comparison", help="the report's heading")
     p.add_argument(
         "--baseline",
         metavar="LABEL",
@@ -588,7 +606,7 @@ def _add_sweep(subparsers) -> argparse.ArgumentParser:
         "drop", help="drop the sweep's collection; print the server's memory (JSON)"
     )
     _add_target(dr)
-    dr.add_argument("--table", default=DEFAULT_TABLE)
+    dr.add_argument("--table", default=DEFAULT_TABLE, help="collection to drop")
     dr.set_defaults(func=cmd_drop)
     return p
 

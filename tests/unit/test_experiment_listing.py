@@ -117,7 +117,9 @@ def test_deviations_must_say_why(tmp_path):
 
 
 def test_deviations_page_names_every_experiment_with_deviations(catalog):
-    readme = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "deviations.md").read_text()
+    readme = (
+        pathlib.Path(__file__).resolve().parents[2] / "docs" / "reference" / "deviations.md"
+    ).read_text()
     table = readme.split("<!-- deviations:", 1)[1].split("\n\n", 1)[0]
     first_cells = [row.split(" | ")[0] for row in table.splitlines() if row.startswith("| `")]
     named = set(re.findall(r"`([a-z_]+)`", "\n".join(first_cells)))
