@@ -159,9 +159,11 @@ def WaitFollowers(followers, timeout_s=120):
 
 def StopEngine(vm):
     """Stops whatever engine process still runs from the work directory (Cleanup: PKB itself
-    may have been stopped while the detached engine ran)."""
+    may have been stopped while the detached engine ran): SIGTERM to the engine, which ends
+    its worker processes and writes its partial results, then its whole session (process
+    group) is stopped and waited for, before the work directory can be removed."""
     workdir = WorkDir(vm)
-    return mongobench_vm.StopByPidFiles(vm, workdir, marker=workdir, timeout_s=30)
+    return mongobench_vm.StopByPidFiles(vm, workdir, marker=workdir, timeout_s=30, session=True)
 
 
 def StartSampler(vm, workdir, data_path):

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pymongo import MongoClient
 from pymongo.errors import PyMongoError
 
-from mongobench.core import files, names, redact
+from mongobench.core import files, interrupt, names, redact
 from mongobench.core.markdown import md_table
 from mongobench.core.pairs import parse_pairs
 from mongobench.core.units import MB, MiB
@@ -200,6 +200,15 @@ def cmd_perftables_run(args) -> int:
     except (exp_mod.ExperimentError, redact.TargetError) as e:
         # One last line on stderr: PKB's module makes it the run's status detail.
         raise SystemExit(f"mongobench: {e}") from None
+    except KeyboardInterrupt as e:  # SIGTERM or SIGINT: the partial results are written
+        run = getattr(e, "run", None)
+        if run is not None and args.samples:
+            files.write_json_atomic(args.samples, results.to_samples(run))
+        sig = interrupt.of(e)
+        what = (run or {}).get("interrupted") or sig.name
+        kept = f"; {len(run['results'])} variant result(s) in {args.out}" if run else ""
+        _log(f"mongobench: stopped by {what}{kept}")
+        return sig.exit_status
     samples = results.to_samples(run)
     if args.samples:
         files.write_json_atomic(args.samples, samples)
@@ -613,7 +622,13 @@ def _add_sweep(subparsers) -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        with interrupt.installed():  # SIGTERM and SIGINT: stop in order, one line
+            return args.func(args)
+    except KeyboardInterrupt as e:
+        sig = interrupt.of(e)
+        print(f"mongobench: stopped by {sig.name}", file=sys.stderr)
+        return sig.exit_status
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
+from mongobench.core import interrupt
 from mongobench.driver import multiplex, protocol
 
 try:
@@ -65,8 +66,9 @@ def _cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def _worker(conn, uri, make_source, indices, clients, total, duration, stop, timeout):
+def _worker(conn, uri, make_source, indices, clients, total, duration, stop, timeout, parent):
     """One process: connect, report ready, wait for the start, run, send the stats."""
+    interrupt.worker_defaults(parent)
     try:
         source = make_source()
         try:
@@ -170,7 +172,18 @@ def run(
         parent, child = ctx.Pipe()
         w = ctx.Process(
             target=_worker,
-            args=(child, uri, make_source, mine, clients, total, duration, stop, timeout),
+            args=(
+                child,
+                uri,
+                make_source,
+                mine,
+                clients,
+                total,
+                duration,
+                stop,
+                timeout,
+                os.getpid(),
+            ),
             daemon=True,
         )
         w.start()
@@ -205,6 +218,11 @@ def run(
             else:
                 failures.append(what)
         wall = time.time() - start
+    except KeyboardInterrupt:  # SIGTERM or SIGINT (core.interrupt): end the workers now
+        stop.set()
+        for w in workers:
+            w.terminate()
+        raise
     finally:
         for w in workers:
             w.join(timeout=10)

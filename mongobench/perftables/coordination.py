@@ -21,7 +21,8 @@ import functools
 import time
 import traceback
 
-from pymongo.errors import DuplicateKeyError
+import pymongo
+from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from mongobench.core.poll import PollTimeout, poll_until
 from mongobench.core.split import part
@@ -115,11 +116,19 @@ class Leader:
         return mine, cores, per_vm
 
     def finish(self, timeout: float = 30.0) -> None:
-        """Tells the followers the run is over; drops the collection once they said bye."""
+        """Tells the followers the run is over; drops the collection once they said bye
+        (`timeout` 0: says it within a second, and waits for nobody)."""
         try:
-            self.coll.insert_one({"_id": "done"})
+            with pymongo.timeout(timeout or 1.0):
+                self.coll.insert_one({"_id": "done"})
         except DuplicateKeyError:
             pass
+        except PyMongoError:
+            if not timeout:
+                return
+            raise
+        if not timeout:
+            return
         try:
             _wait(self.coll, [f"bye-{i}" for i in range(1, self.vms)], timeout, "client VMs")
         except CoordinationError:

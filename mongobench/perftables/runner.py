@@ -29,7 +29,7 @@ from pymongo.errors import (
     ServerSelectionTimeoutError,
 )
 
-from mongobench.core import redact
+from mongobench.core import interrupt, redact
 from mongobench.core.files import write_json_atomic
 from mongobench.core.poll import PollTimeout, poll_until
 from mongobench.driver import connection, ops, procs, sources
@@ -312,15 +312,19 @@ def _timed_threads(workload, nthreads: int, sampler, max_seconds) -> dict:
     started = time.time()
     cpu0 = time.process_time()
     t0 = time.perf_counter()
-    for t in threads:
-        t.start()
-    deadline = None if max_seconds is None else t0 + max_seconds
-    for t in threads:
-        t.join(None if deadline is None else max(0.0, deadline - time.perf_counter()))
-        if deadline is not None and time.perf_counter() >= deadline:
-            stop.set()
-    for t in threads:
-        t.join()
+    try:
+        for t in threads:
+            t.start()
+        deadline = None if max_seconds is None else t0 + max_seconds
+        for t in threads:
+            t.join(None if deadline is None else max(0.0, deadline - time.perf_counter()))
+            if deadline is not None and time.perf_counter() >= deadline:
+                stop.set()
+        for t in threads:
+            t.join()
+    except KeyboardInterrupt:  # SIGTERM or SIGINT: the client threads stop with the variant
+        stop.set()
+        raise
     duration = time.perf_counter() - t0
     total = ThreadStats()
     for s in stats:
@@ -458,16 +462,21 @@ def run(
         bar_ = progress.terminal_bar(len(order)) if bar else None
         track = progress.Progress(len(order), log, bar=bar_)
         leader = coordination.Leader(client, run_id, client_vms) if client_vms > 1 else None
+        interrupted = False
         try:
             _run_plans(
                 client, order, repeats, doc, out_path, target, track, log,
                 database=database, os_path=os_path, max_seconds=max_seconds, uri=uri,
                 client_path=client_path, processes=processes, leader=leader,
             )  # fmt: skip
+        except KeyboardInterrupt as e:  # the partial results are written; the caller says so
+            e.run, interrupted = doc, True
+            raise
         finally:
             track.close()
             if leader is not None:
-                leader.finish()
+                # Interrupted: tell the followers, do not wait for them (PKB stops them)
+                leader.finish(timeout=0.0 if interrupted else 30.0)
         return doc
     finally:
         client.close()
@@ -509,6 +518,17 @@ def _run_plans(client, order, repeats, doc, out_path, target, track, log, **kw) 
             except Exception as e:  # noqa: BLE001 - recorded, reported, fails the run
                 res = _failed(experiment, v, redact.text(f"{type(e).__name__}: {e}", uri))
                 summary = f"FAILED {res['error']}"
+            except KeyboardInterrupt as e:  # SIGTERM or SIGINT: kept, marked, and stop
+                sig = interrupt.of(e)
+                res = _failed(experiment, v, f"interrupted by {sig.name}")
+                res.update(interrupted=sig.name, fails_run=res["error"])
+                if repeats > 1:
+                    res.update(repeat=r, repeats=repeats)
+                doc["results"].append(res)
+                doc["interrupted"] = f"{sig.name} during {experiment.name} [{v.label}]"
+                write_json_atomic(out_path, doc)
+                track.end(f"INTERRUPTED by {sig.name}")
+                raise sig from None
             track.end(summary)
         if repeats > 1:
             res.update(repeat=r, repeats=repeats)

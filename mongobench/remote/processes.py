@@ -131,6 +131,10 @@ def parse_process_states(text: str) -> dict[str, ProcessState]:
     return out
 
 
+SESSION_GRACE_S = 2  # after the main process ended, for the rest of its session to end
+SESSION_GONE_S = 5  # after SIGKILL, for the session's processes to be gone
+
+
 def stop_processes_command(
     pid_files: Sequence[str],
     *,
@@ -141,16 +145,28 @@ def stop_processes_command(
 ) -> str:
     """SIGTERM to each live process of `pid_files` (checked against `marker`), SIGKILL to any
     left after `timeout_s`, then the PID files are removed. With `session`, the other members
-    of each process's session are killed too (stress-ng's workers): background_command gave
-    it a session of its own, and the command never touches its own session."""
+    of each process's session (stress-ng's workers, the engine's worker processes) get
+    SESSION_GRACE_S to end, then SIGKILL, and the command returns once they are gone:
+    background_command gave the process a session of its own, and the command never touches
+    its own session."""
     if not pid_files:
         return "true"
     q = shlex.quote
     files = " ".join(q(f) for f in pid_files)
     alive = _alive_test('"$f"', marker)
+    # the live (not zombie) members of the sessions in $sids, this command's own excepted
+    members = (
+        'members() { for s in $sids; do [ "$s" = "$me" ] && continue; '
+        "ps -o pid=,stat= -s \"$s\" 2>/dev/null | awk '$2 !~ /^Z/ {print $1}'; done; }; "
+    )
     kill_session = (
-        'for s in $sids; do [ "$s" = "$me" ] && continue; '
-        'for m in $(ps -o pid= -s "$s" 2>/dev/null); do kill -KILL "$m" 2>/dev/null; done; done; '
+        # a short grace for the rest of the session to end by itself (the engine ends its
+        # workers on TERM), then KILL what is left, and wait until it is gone
+        f'{members}j=0; while [ $j -lt {SESSION_GRACE_S * 5} ] && [ -n "$(members)" ]; do '
+        "sleep 0.2; j=$((j+1)); done; "
+        'for m in $(members); do kill -KILL "$m" 2>/dev/null; done; '
+        f'j=0; while [ $j -lt {SESSION_GONE_S * 5} ] && [ -n "$(members)" ]; do '
+        "sleep 0.2; j=$((j+1)); done; "
         if session
         else ""
     )

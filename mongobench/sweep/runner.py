@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pymongo import MongoClient, uri_parser
 from pymongo.errors import PyMongoError
 
-from mongobench.core import redact
+from mongobench.core import interrupt, redact
 from mongobench.core import repeats as repeats_mod
 from mongobench.core.units import MiB
 from mongobench.perftables import serverstats
@@ -299,7 +299,15 @@ def sweep_steps(
                 continue
             again = f" (repeat {r + 1}/{repeats})" if repeats > 1 else ""
             log(f"{step.label} ({step.records} records): {phase.title}{again}")
-            got = run_phase(step, phase)
+            try:
+                got = run_phase(step, phase)
+            except KeyboardInterrupt as e:  # SIGTERM or SIGINT: kept, marked, and stop
+                error = f"interrupted by {interrupt.of(e).name}"
+                log(f"{step.label} {phase.title}: {error}", problem=True)
+                samples.append(failure_sample(step, phase, error, metadata))
+                if after_phase is not None:
+                    after_phase(samples)
+                raise
             for s in failed(got):
                 log(f"{step.label} {phase.title} FAILED: {s['metadata']['error']}", problem=True)
                 skip = skipped_phases(phases, phase)

@@ -971,3 +971,24 @@ def test_host_fact_parsers():
     with pytest.raises(ValueError):
         probes.parse_df_avail("Avail\n")
     assert processes.sum_kib("12\n32768\n\n32768\n") == (12 + 2 * 32768) * 1024
+
+
+def test_stop_with_session_waits_until_orphaned_workers_are_gone(tmp_path):
+    # issue 22: the engine ended on SIGTERM and its workers, orphaned, kept running (30 s
+    # seen, their work directory already deleted). With `session` (the engine's Cleanup),
+    # the command returns once every process of the engine's session is gone.
+    d = str(tmp_path)
+    pid_file = f"{d}/engine.pid"
+    script = "(trap '' TERM; sleep 60) & (trap '' TERM; sleep 60) & sleep 60"
+    sh(
+        processes.background_command(
+            ["bash", "-c", script, d], pid_file=pid_file, stdout=f"{d}/o", rc_file=f"{d}/rc"
+        )
+    )
+    pid = int((tmp_path / "engine.pid").read_text())
+    sid = int(sh(f"ps -o sid= -p {pid}").stdout)
+    poll_until(lambda: (len(live_members(sid)) >= 4, None), timeout=5, interval=0.05)
+    t0 = time.monotonic()
+    sh(processes.stop_processes_command([pid_file], marker=d, timeout_s=5, session=True))
+    assert live_members(sid) == []  # no sleep first: gone when the command returns
+    assert time.monotonic() - t0 < processes.SESSION_GRACE_S + processes.SESSION_GONE_S + 2

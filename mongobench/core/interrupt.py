@@ -1,0 +1,79 @@
+"""SIGTERM and SIGINT stop the engine at once, in order, without a traceback.
+
+`installed()` (around the command line's work) turns both signals into `Interrupted`, a
+KeyboardInterrupt raised in the main thread wherever it waits: the timed phase's parent
+(procs.run) stops and ends its worker processes, a YCSB child is killed by subprocess.run,
+the runners write what they have with the interrupted variant or phase marked, and the
+command line exits with one line and 128 + the signal's number. Worker processes keep
+neither handler (`worker_defaults`): their parent ends them, and they die with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import os
+import signal
+import threading
+
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class Interrupted(KeyboardInterrupt):
+    """The engine was told to stop by `signum` (a KeyboardInterrupt: no `except Exception`
+    swallows it, and whatever handles Ctrl-C handles it)."""
+
+    def __init__(self, signum: int = signal.SIGINT):
+        self.signum = int(signum)
+        super().__init__(self.name)
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name
+
+    @property
+    def exit_status(self) -> int:
+        return 128 + self.signum
+
+
+def of(e: KeyboardInterrupt) -> Interrupted:
+    """`e` as an Interrupted (a plain KeyboardInterrupt is SIGINT's)."""
+    return e if isinstance(e, Interrupted) else Interrupted(signal.SIGINT)
+
+
+def _raise(signum, frame):
+    raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def installed():
+    """While in the block, SIGTERM and SIGINT raise Interrupted in the main thread (outside
+    the main thread, nothing changes); the earlier handlers come back after it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = {s: signal.signal(s, _raise) for s in SIGNALS}
+    try:
+        yield
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def worker_defaults(parent: int) -> None:
+    """In a forked worker: SIGTERM kills it, SIGINT (a terminal's Ctrl-C reaches the whole
+    process group) is left to the parent, which ends its workers; and on Linux the worker
+    is killed when its parent (PID `parent`) dies, however it dies (even by SIGKILL)."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the parent's stop is all there is
+        pass
+    if os.getppid() != parent:  # the parent died before the line above
+        os._exit(1)
