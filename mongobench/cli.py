@@ -229,6 +229,16 @@ def cmd_report(args) -> int:
             samples += report.load_pkb_results(path)
     except (OSError, ValueError) as e:
         raise SystemExit(f"mongobench report: {e}") from None
+    if not report.group(samples) and not report.failed_variants(samples):
+        # An empty report with exit status 0 looked like success (a sweep file, say).
+        sweep = any("ycsb_phase" in s["metadata"] for s in samples)
+        what = (
+            "YCSB sweep samples: `mongobench compare --pkb-results FILE --out report.md`"
+            " reports those"
+            if sweep
+            else f"{len(samples)} sample(s), none of them a Performance Tables sample"
+        )
+        raise SystemExit(f"mongobench report: {' '.join(args.pkb_results)}: {what}")
     plots = args.plots_dir
     try:
         if args.out:

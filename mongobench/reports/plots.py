@@ -70,10 +70,12 @@ def plot_sweep_metric(
     ]
     fig, axes = _grid(plt, len(phases))
     for ax, phase in zip(axes, phases, strict=True):
+        measured = False
         for run in runs:
             pts = points[run.label]
             ys = [getattr(pts.get((phase.name, x), SweepPoint()), attr) for x in sizes]
             ys = [math.nan if y is None else y for y in ys]
+            measured |= any(y > 0 for y in ys)  # NaN compares false
             (line,) = ax.plot(sizes, ys, marker="o", label=run.label)
             over = [
                 (x, y)
@@ -86,8 +88,11 @@ def plot_sweep_metric(
                 )
         ax.set_title(phase.title)
         ax.set_ylabel(ylabel)
-        _axes(ax, sizes, log)
-        ax.legend(fontsize=8)
+        if not measured:  # every run's phase failed: no figure, and no log scale of nothing
+            _nothing_measured(ax)
+        _axes(ax, sizes, log and measured)
+        if measured:
+            ax.legend(fontsize=8)
     note = " (red ring: dataset larger than memory)" if _any_exceeds(points) else ""
     fig.suptitle(title + note, fontsize=11)
     return _save(fig, plt, path)
@@ -115,6 +120,14 @@ def _axes(ax, sizes: Sequence[float], log: bool) -> None:
     ax.grid(True, which="both", alpha=0.3)
 
 
+def _nothing_measured(ax) -> None:
+    ax.text(
+        0.5, 0.5, "no measurement: failed in every run (see the tables)",
+        transform=ax.transAxes, ha="center", va="center", fontsize=9, color="gray",
+    )  # fmt: skip
+    ax.set_yticks([])
+
+
 def _any_exceeds(points: Mapping[str, Mapping]) -> bool:
     return any(p.exceeds_memory for pts in points.values() for p in pts.values())
 
@@ -135,6 +148,7 @@ def plot_sweep_p99(
     styles = ["-", "--", ":", "-."]
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, op in zip(axes, ops, strict=True):
+        measured = False
         for i, run in enumerate(runs):
             pts = points[run.label]
             for j, phase in enumerate(sweep.PHASES):
@@ -142,8 +156,9 @@ def plot_sweep_p99(
                     (pts.get((phase.name, x)) or SweepPoint()).p99_ms.get(op, math.nan)
                     for x in sizes
                 ]
-                if all(math.isnan(y) for y in ys):
+                if not any(y > 0 for y in ys):  # failed (NaN), or nothing a log axis shows
                     continue
+                measured = True
                 ax.plot(
                     sizes,
                     ys,
@@ -154,8 +169,11 @@ def plot_sweep_p99(
                 )
         ax.set_title(f"{op} p99 latency")
         ax.set_ylabel("p99 latency (ms)")
-        _axes(ax, sizes, log=True)
-        ax.legend(fontsize=7)
+        if not measured:
+            _nothing_measured(ax)
+        _axes(ax, sizes, log=measured)
+        if measured:
+            ax.legend(fontsize=7)
     fig.suptitle("p99 latency per operation vs dataset size", fontsize=11)
     return _save(fig, plt, path)
 

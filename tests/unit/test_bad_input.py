@@ -134,3 +134,21 @@ def test_empty_sweep_sizes_are_an_error_not_the_default_sweep(value):
     with pytest.raises(sweep.SweepError, match="no dataset sizes given"):
         sweep.plan(value)
     assert len(sweep.plan(None)) == len(sweep.DEFAULT_SIZES_MB)
+
+
+def test_report_on_a_sweep_file_says_to_use_compare(tmp_path, capsys):
+    # issue 22, weak: `report` on sweep results wrote an empty report and exited 0
+    path = tmp_path / "sweep.json"
+    md = {"phase": "load", "ycsb_phase": "load", "size_mb": 1}
+    path.write_text(json.dumps({"metric": "overall Throughput", "value": 5.0, "metadata": md}))
+    out = _cli(capsys, "report", "--pkb-results", str(path))
+    assert out == (
+        f"mongobench report: {path}: YCSB sweep samples: `mongobench compare --pkb-results"
+        " FILE --out report.md` reports those"
+    )
+    empty = tmp_path / "empty.json"
+    empty.write_text("\n")
+    out = _cli(capsys, "report", "--pkb-results", str(empty))
+    assert (
+        out == f"mongobench report: {empty}: 0 sample(s), none of them a Performance Tables sample"
+    )

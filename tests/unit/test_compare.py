@@ -537,3 +537,21 @@ def test_baseline_difference_within_noise_when_the_intervals_overlap(tmp_path):
     # 1: [900, 1100] and [950, 1150] overlap; 4: [700, 760] and [780, 820] do not
     assert rows["1"][-2:] == ["+5.0% (within noise)", "+0.0%"]  # the single run has none
     assert rows["4"][-2] == "+9.6%"
+
+
+def test_a_phase_failed_at_every_size_still_gives_the_report_and_its_plots(tmp_path, capsys):
+    # issue 22, bad 6: a phase failed in every run left its log-scale panel without one
+    # positive value; matplotlib's "Data cannot be log-scaled" became one vague line and
+    # no report was written
+    samples = [s for s in seed_samples() if s["metadata"]["phase"] != "read_only"]
+    for step in plan.plan():
+        samples.append(sweep_samples.failure_sample(step, plan.PHASES[1], "YCSB exited"))
+    f = write_results(tmp_path / "f.json", samples, "rf", {"machine_type": "m5.large"})
+    out = tmp_path / "r.md"
+    assert cli.main(["compare", "--pkb-results", f, "--out", str(out)]) == 0
+    assert "wrote" in capsys.readouterr().err
+    assert table_rows(out.read_text(), "### Read-only")[1][1] == "failed"
+    pngs = sorted(p.name for p in (tmp_path / "r-plots").iterdir())
+    assert "sweep_throughput_log.png" in pngs and "sweep_p99.png" in pngs
+    for png in pngs:
+        assert (tmp_path / "r-plots" / png).read_bytes().startswith(PNG_SIGNATURE)
