@@ -114,7 +114,17 @@ class Workload:
         return {}
 
     def worker(self, idx: int, nthreads: int, stats: ThreadStats, stop: threading.Event):
+        """One client thread's timed phase. It sets up what it needs (collections,
+        documents, templates, connections), then calls `self.ready()`, which returns
+        when every client thread is ready: only what follows is timed."""
         raise NotImplementedError
+
+    def ready(self) -> None:
+        """Called by each client thread once its set-up is done; returns at the common
+        start (the runner's gate; nothing outside a timed phase)."""
+        gate = getattr(self, "gate", None)
+        if gate is not None:
+            gate()
 
     def finish(self) -> dict:
         """Untimed measurements after the timed phase (e.g. storage size)."""
@@ -190,6 +200,7 @@ class TimedLoop(Workload):
         quota = self.s.get("total_ops")
         quota = share(int(quota), nthreads, idx) if quota else None
         duration = self.s.get("duration_s")
+        self.ready()
         t_end = time.perf_counter() + float(duration) if duration else None
         if quota is None and t_end is None:
             raise ValueError(f"workload {self.name} needs total_ops or duration_s")

@@ -60,7 +60,11 @@ class InsertWorkload(Workload):
 
     def worker(self, idx, nthreads, stats, stop):
         quota = share(self.total_docs, nthreads, idx)
-        self._insert(self.collection(), self.factory(seed=idx + 1), quota, stats, stop)
+        coll, factory = self.collection(), self.factory(seed=idx + 1)
+        batch = int(self.s["batch_size"])
+        factory.prepare(min(batch, quota), quota % batch)  # the batch writers, untimed
+        self.ready()
+        self._insert(coll, factory, quota, stats, stop)
 
     def _insert(self, coll, factory, quota, stats, stop):
         batch = int(self.s["batch_size"])

@@ -343,6 +343,40 @@ class Loop:
             self.ep.close()
 
 
+def prepare_clients(
+    uri: str | connection.Options,
+    source: Source,
+    indices: range,
+    clients: int,
+    total=None,
+    stop=None,
+    timeout: float = 30.0,
+    socks: list | None = None,
+) -> Loop:
+    """The loop of the clients `indices` (of `clients` in all) with their connections
+    open and their sources set up (documents, templates, pools: for large documents
+    seconds): everything before the timed phase. `run_prepared` times it."""
+    socks = socks if socks is not None else open_sockets(uri, len(indices), timeout)
+    run, stats = Run(), ThreadStats()
+    members = [Client(i, clients, run, stats, total) for i in indices]
+    return Loop(socks, members, source, run, stats, None, stop, timeout)
+
+
+def run_prepared(
+    loop: Loop, duration: float | None = None, start_at: Callable[[], None] | None = None
+) -> tuple[ThreadStats, float, float]:
+    """Waits for the start (`start_at()` returns when the timed phase starts), runs the
+    prepared loop for at most `duration` seconds, and returns (stats, seconds of this
+    process's CPU, wall seconds) of the timed phase alone."""
+    if start_at is not None:
+        start_at()
+    t0 = time.perf_counter()
+    loop.deadline = t0 + duration if duration else None
+    cpu0 = time.process_time()
+    loop.run_all()
+    return loop.stats, time.process_time() - cpu0, time.perf_counter() - t0
+
+
 def run_clients(
     uri: str | connection.Options,
     source: Source,
@@ -355,23 +389,7 @@ def run_clients(
     start_at: Callable[[], None] | None = None,
     socks: list | None = None,
 ) -> tuple[ThreadStats, float, float]:
-    """Runs the clients `indices` (of `clients` in all) in this process.
-
-    `total`: the variant's operation count, split over all clients; `duration`:
-    seconds from the start. `start_at` is called after the connections are open
-    and the sources set up, and returns when the timed phase starts (procs uses it to start every
-    process together). Returns (stats, seconds of this process's CPU, wall
-    seconds) of the timed phase.
-    """
-    socks = socks if socks is not None else open_sockets(uri, len(indices), timeout)
-    run, stats = Run(), ThreadStats()
-    members = [Client(i, clients, run, stats, total) for i in indices]
-    # Built before the start: the sources' per-client set-up is not timed.
-    loop = Loop(socks, members, source, run, stats, None, stop, timeout)
-    if start_at is not None:
-        start_at()
-    t0 = time.perf_counter()
-    loop.deadline = t0 + duration if duration else None
-    cpu0 = time.process_time()
-    loop.run_all()
-    return stats, time.process_time() - cpu0, time.perf_counter() - t0
+    """Runs the clients `indices` (of `clients` in all) in this process: prepare_clients,
+    then run_prepared (`start_at` is called between them)."""
+    loop = prepare_clients(uri, source, indices, clients, total, stop, timeout, socks)
+    return run_prepared(loop, duration, start_at)

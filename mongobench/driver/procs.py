@@ -2,11 +2,13 @@
 
 One Python process runs on one core (the GIL), so the N virtual clients of a
 variant are split over P worker processes (default: the machine's CPUs), each
-running its share on its own event loop (multiplex.run_clients). The workers
-are forked where the platform allows it (the source factory is inherited;
-with spawn it must be picklable). Every worker opens its connections, says it
-is ready, and waits for the start time the parent hands to all of them, so
-the timed phases start together and connection set-up is not timed. Each
+running its share on its own event loop (multiplex.prepare_clients and
+run_prepared). The workers are forked where the platform allows it (the source
+factory is inherited; with spawn it must be picklable). Every worker opens its
+connections and sets up its clients (templates, documents, the document pool:
+seconds for large documents), then says it is ready, and waits for the start
+time the parent hands out once all of them (and, with several client VMs, every
+VM's) are ready, so the timed phases start together and hold only operations. Each
 returns its statistics (encoded histograms, counters, errors) and its own CPU
 time over the timed phase; the parent merges them exactly once.
 """
@@ -38,10 +40,15 @@ READY_TIMEOUT_S = 120.0
 class Result:
     stats: ThreadStats
     cpu_s: float  # CPU of the workers over their timed phases (user + system)
-    wall_s: float  # from the common start to the last worker's end
+    wall_s: float  # from the common start to the last worker's end (the timed window)
     processes: int
     start: float = 0.0  # time.time() of the common start
     per_process: list[dict] = field(default_factory=list)  # ops, cpu_s, wall_s of each
+    worker_wall_s: float = 0.0  # the slowest worker's own timed wall time
+
+    def __post_init__(self):
+        if self.per_process and not self.worker_wall_s:
+            self.worker_wall_s = max(p["wall_s"] for p in self.per_process)
 
 
 def default_processes() -> int:
@@ -67,7 +74,8 @@ def _cpu() -> float:
 
 
 def _worker(conn, uri, make_source, indices, clients, total, duration, stop, timeout, parent):
-    """One process: connect, report ready, wait for the start, run, send the stats."""
+    """One process: connect and set up every client (sources, documents, pools), report
+    ready, wait for the start, run, send the stats."""
     interrupt.worker_defaults(parent)
     try:
         source = make_source()
@@ -79,6 +87,11 @@ def _worker(conn, uri, make_source, indices, clients, total, duration, stop, tim
             # A server that cannot be reached: the first operation of each client
             # is counted as an error, as pymongo counts its server selection failures.
             socks, refused = None, e
+        loop = None
+        if socks is not None:
+            loop = multiplex.prepare_clients(
+                uri, source, indices, clients, total, stop, timeout, socks=socks
+            )
         conn.send(("ready", None))
         start = conn.recv()  # time.time() of the common start
 
@@ -90,16 +103,14 @@ def _worker(conn, uri, make_source, indices, clients, total, duration, stop, tim
                 time.sleep(delay)
             mark["cpu0"] = _cpu()  # the timed phase's CPU starts here
 
-        if socks is None:
+        if loop is None:
             wait_start()
             stats, wall = multiplex.unreached(source, indices, clients, total, refused), 0.0
         else:
-            stats, _, wall = multiplex.run_clients(
-                uri, source, indices, clients, total, duration, stop, timeout,
-                start_at=wait_start, socks=socks,
-            )  # fmt: skip
+            stats, _, wall = multiplex.run_prepared(loop, duration, start_at=wait_start)
+        end = time.time()
         cpu = _cpu() - mark["cpu0"]
-        part = dict(encode_stats(stats), cpu_s=cpu, wall_s=wall, clients=len(indices))
+        part = dict(encode_stats(stats), cpu_s=cpu, wall_s=wall, end=end, clients=len(indices))
         conn.send(("done", part))
     except BaseException:  # noqa: BLE001 - reported to the parent, which fails the run
         try:
@@ -217,7 +228,9 @@ def run(
                 parts[i] = what
             else:
                 failures.append(what)
-        wall = time.time() - start
+        # From the common start to the last worker's end: not the results' transfer
+        ends = [p["end"] for p in parts if p is not None]
+        wall = (max(ends) if ends else time.time()) - start
     except KeyboardInterrupt:  # SIGTERM or SIGINT (core.interrupt): end the workers now
         stop.set()
         for w in workers:

@@ -236,6 +236,7 @@ class BucketWorkload(Workload):
         coll = self.collection(self.coll_name)
         size = int(self.s["bucket_size"])
         n = int(self.s["records"])
+        self.ready()
         for rec in part(n, nthreads, idx):
             if stop.is_set():
                 break

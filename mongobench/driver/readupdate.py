@@ -132,9 +132,6 @@ class ReadUpdateWorkload(TimedLoop):
         depth = int(self.s.get("depth") or 8)
         quota = self.s.get("total_ops")
         quota = share(int(quota), nthreads, idx) if quota else None
-        t_end = (
-            time.perf_counter() + float(self.s["duration_s"]) if self.s.get("duration_s") else None
-        )
         rng = random.Random(idx + 1)
         key_s, value_s = sentinel(0), sentinel(1)  # patched per op
         read_t = find_tmpl(db, coll, {"_id": key_s}, [key_s], limit=1, single=True)
@@ -192,6 +189,10 @@ class ReadUpdateWorkload(TimedLoop):
 
         in_flight = None  # (first id, checks, sent_at) of the batch whose replies are pending
         nxt = None
+        self.ready()
+        t_end = (
+            time.perf_counter() + float(self.s["duration_s"]) if self.s.get("duration_s") else None
+        )
         try:
             while True:
                 more = not stop.is_set() and (quota is None or done < quota)

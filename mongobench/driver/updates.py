@@ -321,6 +321,7 @@ class DeleteWorkload(TimedLoop):
         per = int(self.s["docs_per_delete"])
         mine = part(n, nthreads, idx)
         end = mine.stop
+        self.ready()
         for lo in range(mine.start, end, per):
             if stop.is_set():
                 break

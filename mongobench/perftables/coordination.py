@@ -110,6 +110,7 @@ class Leader:
             mine.stats.merge(stats)
             mine.cpu_s += d["cpu_s"]
             mine.wall_s = max(mine.wall_s, d["wall_s"])  # both from the common start
+            mine.worker_wall_s = max(mine.worker_wall_s, d.get("worker_wall_s", 0.0))
             mine.processes += d["processes"]
             cores += d["cores"]
             per_vm.append(_summary(i, stats, d["cpu_s"], d["wall_s"], d["processes"], d["late_s"]))
@@ -183,7 +184,8 @@ def follow(client, uri: str, run_id: str, index: int, processes: int | None, log
             )  # fmt: skip
             doc = {
                 "stats": procs.encode_stats(res.stats), "cpu_s": res.cpu_s,
-                "wall_s": res.wall_s, "processes": res.processes,
+                "wall_s": res.wall_s, "worker_wall_s": res.worker_wall_s,
+                "processes": res.processes,
                 "cores": min(res.processes, procs.default_processes()),
                 "late_s": late.get("s", 0.0),
                 "clients": len(mine),

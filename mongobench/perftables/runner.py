@@ -294,27 +294,53 @@ def run_variant(
 
 
 def _timed_threads(workload, nthreads: int, sampler, max_seconds) -> dict:
-    """The timed phase in `nthreads` threads of this process (pymongo, pipelined)."""
+    """The timed phase in `nthreads` threads of this process (pymongo, pipelined). Each
+    thread sets up its collection handles, documents and connections, then waits at the
+    workload's gate (Workload.ready); the window starts when the last one is ready."""
     stop = threading.Event()
     stats = [ThreadStats() for _ in range(nthreads)]
     failures = []
+    mark, opened = {}, threading.Event()
+
+    def start():  # the barrier's action: run by the last thread to arrive, before any goes
+        if sampler:
+            sampler.start()
+        mark.update(started=time.time(), cpu0=time.process_time(), t0=time.perf_counter())
+        opened.set()
+
+    gate, local, walls = threading.Barrier(nthreads, action=start), threading.local(), {}
+
+    def ready():
+        if getattr(local, "t0", None) is None:
+            gate.wait()  # BrokenBarrierError: a thread failed before it was ready
+            local.t0 = time.perf_counter()
 
     def body(i):
+        local.t0 = None
         try:
             workload.worker(i, nthreads, stats[i], stop)
+            ready()  # a worker that never called it: its whole run was timed (not silent)
+            walls[i] = time.perf_counter() - local.t0
+        except threading.BrokenBarrierError:
+            pass  # another thread failed before the start: its failure is reported
         except Exception:  # noqa: BLE001 - a crashed thread fails the variant, loudly
             failures.append(traceback.format_exc())
             stop.set()
+            gate.abort()
 
     threads = [threading.Thread(target=body, args=(i,), daemon=True) for i in range(nthreads)]
-    if sampler:
-        sampler.start()
-    started = time.time()
-    cpu0 = time.process_time()
-    t0 = time.perf_counter()
+    workload.gate = ready
     try:
         for t in threads:
             t.start()
+        while not opened.wait(0.05):
+            if gate.broken or not any(t.is_alive() for t in threads):
+                break
+        if not opened.is_set():  # failed before the start: nothing was timed
+            for t in threads:
+                t.join()
+            start()
+        t0 = mark["t0"]
         deadline = None if max_seconds is None else t0 + max_seconds
         for t in threads:
             t.join(None if deadline is None else max(0.0, deadline - time.perf_counter()))
@@ -322,22 +348,26 @@ def _timed_threads(workload, nthreads: int, sampler, max_seconds) -> dict:
                 stop.set()
         for t in threads:
             t.join()
+        duration = time.perf_counter() - t0
     except KeyboardInterrupt:  # SIGTERM or SIGINT: the client threads stop with the variant
         stop.set()
+        gate.abort()
         raise
-    duration = time.perf_counter() - t0
+    finally:
+        workload.gate = None
     total = ThreadStats()
     for s in stats:
         total.merge(s)
     return {
         "stats": total,
         "failures": failures,
-        "start": started,
+        "start": mark["started"],
         "duration_s": duration,
         "stopped_early": stop.is_set(),
-        "client_process_cpu_s": time.process_time() - cpu0,
+        "client_process_cpu_s": time.process_time() - mark["cpu0"],
         "client_processes": 1,
         "client_cores": 1,  # one Python process: one core (the GIL)
+        "client_worker_wall_s": max(walls.values(), default=0.0),
     }
 
 
@@ -384,6 +414,7 @@ def _timed_multiplexed(
         "client_processes": res.processes,
         "client_cores": cores,
         "client_per_process": res.per_process,
+        "client_worker_wall_s": res.worker_wall_s,
         "client_vms": vms,
         **({"client_per_vm": per_vm} if per_vm else {}),
     }
