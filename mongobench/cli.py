@@ -44,6 +44,7 @@ from mongobench.sweep.runner import (
 )
 from mongobench.sweep.samples import failed, table_text, yes_no
 from mongobench.testbed import bed as testbed
+from mongobench.testbed import fresh
 
 
 def _overrides(pairs: list[str] | None) -> dict:
@@ -269,9 +270,14 @@ def cmd_testbed(args) -> int:
     if args.action == "up":
         try:
             state = testbed.up(
-                args.dir, with_ssh=not args.no_ssh, server=args.server, client_vms=args.client_vms
+                args.dir,
+                with_ssh=not args.no_ssh,
+                server=args.server,
+                client_vms=args.client_vms,
+                fresh_machines=args.fresh,
+                cache_dir=args.cache_dir,
             )
-        except testbed.PreflightError as e:
+        except (testbed.PreflightError, fresh.FreshBedError) as e:
             raise SystemExit(f"mongobench: {e}") from None
         print(json.dumps(testbed.public_state(state), indent=1))
     elif args.action == "down":
@@ -403,6 +409,18 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive_int,
         default=1,
         help="static client VMs in the perftables config (this host, separate work dirs)",
+    )
+    tb.add_argument(
+        "--fresh",
+        action="store_true",
+        help="a fresh Debian machine (network namespace, own root and sshd) per PKB VM: a"
+        " server VM and the client VMs; needs root (see docs/testbed.md)",
+    )
+    tb.add_argument(
+        "--cache-dir",
+        default=None,
+        help="--fresh: where the Debian root tarball and the package cache are kept"
+        " (default: ~/.cache/mongobench-testbed)",
     )
     tb.set_defaults(func=cmd_testbed)
     tp = sub.add_parser("topology", help="initiate replica sets and shards from a plan (JSON)")

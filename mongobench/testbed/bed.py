@@ -29,6 +29,7 @@ import yaml
 from mongobench.core.files import write_private
 from mongobench.core.poll import PollTimeout, poll_until
 from mongobench.remote import javabuild
+from mongobench.testbed import fresh
 
 STATE_FILE = "state.json"
 
@@ -342,6 +343,24 @@ def static_vm(sshd: Sshd, scratch: str) -> dict:
 STANDIN_UNSUPPORTED = "update_fields/50, 500000, validation;update_fields/50, 500000, pipeline"
 
 
+# mongodb_stress at its smallest: stand-in servers in place of mongod, 3 s steps at a low
+# rate, no stress-ng memory hold and no host settings (they would change this machine, or
+# on the fresh bed the shared kernel, for every process on it).
+STRESS_SMOKE_FLAGS = {
+    "mongobench_mongod_server": "standin",
+    "mongodb_stress_max_instances": 3,
+    "mongodb_stress_records_per_instance": 1000,
+    "mongodb_stress_cache_gb": 0.25,
+    "mongodb_stress_step_seconds": 3,
+    "mongodb_stress_target_ops_per_client": 200,
+    "mongodb_stress_run_threads": 2,
+    "mongodb_stress_load_threads": 2,
+    "mongodb_stress_hold_memory": False,
+    "mongodb_stress_host_settings": False,
+    "mongodb_stress_drop_caches": False,
+}
+
+
 def pkb_configs(
     workdir: str, sshd: Sshd, uri_file: str, server_kind: str = "standin", client_vms: int = 1
 ) -> dict[str, str]:
@@ -379,20 +398,7 @@ def pkb_configs(
                 "servers": {"static_vms": [json.loads(json.dumps(vm))]},
                 "clients": {"static_vms": [json.loads(json.dumps(vm))]},
             },
-            "flags": {
-                "mongobench_mongod_server": "standin",
-                "mongodb_stress_first_port": free_port_block(3),
-                "mongodb_stress_max_instances": 3,
-                "mongodb_stress_records_per_instance": 1000,
-                "mongodb_stress_cache_gb": 0.25,
-                "mongodb_stress_step_seconds": 3,
-                "mongodb_stress_target_ops_per_client": 200,
-                "mongodb_stress_run_threads": 2,
-                "mongodb_stress_load_threads": 2,
-                "mongodb_stress_hold_memory": False,
-                "mongodb_stress_host_settings": False,
-                "mongodb_stress_drop_caches": False,
-            },
+            "flags": dict(STRESS_SMOKE_FLAGS, mongodb_stress_first_port=free_port_block(3)),
         }
     }
     paths = {}
@@ -404,13 +410,132 @@ def pkb_configs(
     return paths
 
 
+def fresh_vm(machine: dict, key: str) -> dict:
+    """A PKB static VM entry for a fresh machine (fresh.up_machines): root over ssh on its
+    own address, packages installed by PKB (install_packages true: the image lacks them, and
+    PKB's dpkg snapshot and restore at teardown touch only the machine's own root)."""
+    return {
+        "ip_address": machine["address"],
+        "internal_ip": machine["address"],
+        "user_name": "root",
+        "ssh_port": 22,
+        "ssh_private_key": key,
+        "os_type": "debian12",
+        "install_packages": True,
+        "disk_specs": [{"mount_point": fresh.SCRATCH}],
+    }
+
+
+# The plugin installs OS packages on the fresh machines (its own install steps are what the
+# fresh bed tests). Run PKB with FRESH_RUN_STAGES: PKB's teardown of a static Debian VM that
+# installed packages fails on a PKB bug (PackageCleanup: "Set changed size during
+# iteration"); the bed's `down` discards the machines instead.
+FRESH_FLAGS = {"mongobench_static_package_changes": True}
+FRESH_RUN_STAGES = "--run_stage=provision,prepare,run,cleanup"
+
+
+def fresh_machine_names(client_vms: int = 1) -> list[str]:
+    return ["server", "client"] + [f"client{i}" for i in range(1, client_vms)]
+
+
+def fresh_configs(workdir: str, state: dict, client_vms: int = 1) -> dict[str, str]:
+    """PKB configs on the fresh machines: the server VM runs the stand-in in place of mongod
+    (--mongobench_mongod_server=standin), the client VMs the engine."""
+    key = state["ssh_key"]
+    machines = state["machines"]
+    server = [fresh_vm(machines["server"], key)]
+    clients = [fresh_vm(machines[n], key) for n in fresh_machine_names(client_vms)[1:]]
+    perftables = {
+        "mongodb_perftables": {
+            "vm_groups": {
+                "clients": {"vm_count": client_vms, "static_vms": clients},
+                "servers": {"static_vms": server},
+            },
+            "flags": {
+                "mongodb_perftables_deployment": "standalone",
+                "mongobench_mongod_server": "standin",
+                "mongodb_perftables_scale": "smoke",
+                "mongodb_perftables_experiments": "all",
+                "mongodb_perftables_skip": STANDIN_UNSUPPORTED,
+                **FRESH_FLAGS,
+            },
+        }
+    }
+    stress = {
+        "mongodb_stress": {
+            "vm_groups": {
+                "servers": {"static_vms": server},
+                "clients": {"static_vms": clients[:1]},
+            },
+            "flags": dict(
+                STRESS_SMOKE_FLAGS,
+                **FRESH_FLAGS,
+                mongodb_stress_first_port=27017,
+                # 3 s steps saw single-digit operations on a loaded 2-core host: YCSB and the
+                # stand-in start cold on each machine
+                mongodb_stress_step_seconds=10,
+            ),
+        }
+    }
+    paths = {}
+    for name, cfg in (("mongodb_perftables", perftables), ("mongodb_stress", stress)):
+        path = os.path.join(workdir, f"{name}.yaml")
+        with open(path, "w") as f:
+            yaml.safe_dump(json.loads(json.dumps(cfg)), f, sort_keys=False)
+        paths[name] = path
+    return paths
+
+
+def _up_fresh(directory: str, client_vms: int, cache_dir: str | None) -> dict:
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    state = {"dir": directory, "pids": {}, "fresh": {}}
+    try:
+        key = _client_key(directory)
+        state.update(ssh_key=key, ssh_user="root", server_kind="standin")
+        with open(key + ".pub") as f:
+            pub = f.read()
+        fresh.up_machines(
+            directory, fresh_machine_names(client_vms), pub, cache_dir, state["fresh"]
+        )
+        state["machines"] = state["fresh"]["machines"]
+        state["configs"] = fresh_configs(directory, state, client_vms)
+    except BaseException:
+        _save(directory, state)
+        down(directory)
+        raise
+    _save(directory, state)
+    return state
+
+
+def _client_key(directory: str) -> str:
+    d = os.path.join(directory, "ssh")
+    os.makedirs(d, mode=0o700, exist_ok=True)
+    key = os.path.join(d, "id_ed25519")
+    if not os.path.exists(key):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key], check=True)
+    return key
+
+
 def up(
-    directory: str | None = None, with_ssh: bool = True, server: str = "auto", client_vms: int = 1
+    directory: str | None = None,
+    with_ssh: bool = True,
+    server: str = "auto",
+    client_vms: int = 1,
+    fresh_machines: bool = False,
+    cache_dir: str | None = None,
 ) -> dict:
+    """The test bed. fresh_machines: a network namespace, Debian root and sshd per PKB VM
+    (see mongobench.testbed.fresh), no server on this host; else the stand-in (or mongod)
+    and one sshd on this host's loopback."""
     directory = os.path.abspath(directory or default_dir())
     existing = _load(directory)
-    if existing and any(alive(p) for p in existing.get("pids", {}).values()):
+    if existing and (
+        any(alive(p) for p in existing.get("pids", {}).values()) or existing.get("fresh")
+    ):
         raise RuntimeError(f"test bed already up in {directory}; run 'mongobench testbed down'")
+    if fresh_machines:
+        fresh.preflight()
+        return _up_fresh(directory, client_vms, cache_dir)
     if with_ssh:
         preflight()  # before anything starts: a PKB run would die deep in its log instead
     os.makedirs(directory, mode=0o700, exist_ok=True)
@@ -443,6 +568,8 @@ def down(directory: str | None = None) -> None:
         return
     for pid in state.get("pids", {}).values():
         stop_pid(pid)
+    if state.get("fresh"):
+        fresh.down_machines(directory, state["fresh"])  # raises, keeping the dir, on a mount
     shutil.rmtree(directory, ignore_errors=True)
 
 

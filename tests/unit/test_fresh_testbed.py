@@ -1,0 +1,57 @@
+"""The fresh test bed's pure parts: mirror detection, PKB configs, one-line preflight."""
+
+import pytest
+import yaml
+
+from mongobench.testbed import bed as testbed
+from mongobench.testbed import fresh
+
+
+def test_host_mirror_from_deb822_and_one_line_sources(tmp_path):
+    deb822 = tmp_path / "debian.sources"
+    deb822.write_text(
+        "Types: deb\nURIs: http://mirror.example/debian\nSuites: bookworm bookworm-updates\n"
+        "Components: main\n\nTypes: deb\nURIs: http://mirror.example/debian-security\n"
+        "Suites: bookworm-security\n"
+    )
+    assert fresh.host_mirror((str(deb822),)) == "http://mirror.example/debian"
+    one = tmp_path / "sources.list"
+    one.write_text("# x\ndeb https://tls.example/debian bookworm main\n"
+                   "deb [arch=amd64] http://plain.example/debian/ bookworm main\n")  # fmt: skip
+    assert fresh.host_mirror((str(one),)) == "http://plain.example/debian"
+
+
+def test_fresh_configs_put_server_and_clients_on_their_own_machines(tmp_path):
+    machines = {
+        n: {"address": f"169.254.100.{10 + i}", "ns": f"mb100-{i}"}
+        for i, n in enumerate(testbed.fresh_machine_names(2))
+    }
+    state = {"ssh_key": "/k", "machines": machines}
+    paths = testbed.fresh_configs(str(tmp_path), state, client_vms=2)
+    perf = yaml.safe_load(open(paths["mongodb_perftables"]))["mongodb_perftables"]
+    groups = perf["vm_groups"]
+    assert [vm["ip_address"] for vm in groups["servers"]["static_vms"]] == ["169.254.100.10"]
+    assert [vm["ip_address"] for vm in groups["clients"]["static_vms"]] == [
+        "169.254.100.11",
+        "169.254.100.12",
+    ]
+    for vm in groups["servers"]["static_vms"] + groups["clients"]["static_vms"]:
+        assert vm["install_packages"] is True and vm["user_name"] == "root"
+        assert vm["internal_ip"] == vm["ip_address"]
+    assert perf["flags"]["mongobench_static_package_changes"] is True
+    assert perf["flags"]["mongobench_mongod_server"] == "standin"
+    stress = yaml.safe_load(open(paths["mongodb_stress"]))["mongodb_stress"]
+    assert stress["vm_groups"]["servers"]["static_vms"][0]["ip_address"] == "169.254.100.10"
+    assert stress["vm_groups"]["clients"]["static_vms"][0]["ip_address"] == "169.254.100.11"
+
+
+def test_preflight_names_missing_commands_and_packages(monkeypatch):
+    monkeypatch.setattr(fresh.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(fresh, "_which", lambda c: None if c == "mmdebstrap" else "/x")
+    with pytest.raises(
+        fresh.FreshBedError, match="lacks mmdebstrap; install: apt-get install mmdebstrap"
+    ):
+        fresh.preflight()
+    monkeypatch.setattr(fresh.os, "geteuid", lambda: 1000)
+    with pytest.raises(fresh.FreshBedError, match="needs root"):
+        fresh.preflight()
