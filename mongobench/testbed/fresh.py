@@ -57,7 +57,6 @@ HOST_COMMANDS = {
     "ssh-keygen": "openssh-client",
     "zstd": "zstd",
 }
-PROXY_PORT = 3142
 # pip on the machines reaches PyPI through the proxy's CONNECT tunnel, nothing else.
 PASS_THROUGH = r"^(pypi\.org|files\.pythonhosted\.org):443$"
 SCRATCH = "/scratch"
@@ -341,8 +340,11 @@ def wait_ssh(addr: str, proc: subprocess.Popen, timeout: float = 30.0) -> None:
 # ----------------------------------------------------------------------------- proxy
 
 
-def start_proxy(net: int, workdir: str, cache_dir: str) -> subprocess.Popen:
-    """The bed's apt-cacher-ng on the host side of the link (its cache kept in `cache_dir`)."""
+def start_proxy(net: int, workdir: str, cache_dir: str) -> tuple[subprocess.Popen, int]:
+    """The bed's apt-cacher-ng on the host side of the link (its cache kept in `cache_dir`),
+    on a free port of that address (a system apt-cacher-ng may hold 3142 on every address);
+    returns (process, port)."""
+    port = _free_port(host_address(net))
     cache = os.path.join(cache_dir, "apt-cacher-ng")
     logs = os.path.join(workdir, "apt-cacher-ng")
     os.makedirs(cache, exist_ok=True)
@@ -354,7 +356,7 @@ def start_proxy(net: int, workdir: str, cache_dir: str) -> subprocess.Popen:
     with open(os.path.join(conf, "acng.conf"), "w") as f:
         f.write(
             f"CacheDir: {cache}\nLogDir: {logs}\nSupportDir: /usr/lib/apt-cacher-ng\n"
-            f"BindAddress: {host_address(net)}\nPort: {PROXY_PORT}\n"
+            f"BindAddress: {host_address(net)}\nPort: {port}\n"
             f"SocketPath: {os.path.join(logs, 'socket')}\nPidFile: {os.path.join(logs, 'pid')}\n"
             f"PassThroughPattern: {PASS_THROUGH}\nExThreshold: 0\nForeGround: 1\n"
         )
@@ -366,7 +368,7 @@ def start_proxy(net: int, workdir: str, cache_dir: str) -> subprocess.Popen:
         if proc.poll() is not None:
             raise FreshBedError(f"apt-cacher-ng exited with {proc.returncode}")
         try:
-            with socket.create_connection((host_address(net), PROXY_PORT), timeout=0.5):
+            with socket.create_connection((host_address(net), port), timeout=0.5):
                 return True, None
         except OSError:
             return False, None
@@ -375,7 +377,20 @@ def start_proxy(net: int, workdir: str, cache_dir: str) -> subprocess.Popen:
         poll_until(check, timeout=30, interval=0.2)
     except PollTimeout:
         raise FreshBedError("apt-cacher-ng does not listen after 30s") from None
-    return proc
+    return proc, port
+
+
+def _free_port(addr: str, first: int = 3142, count: int = 200) -> int:
+    """A free port of `addr` from 3142 up: apt-cacher-ng cannot bind ports >= 32768
+    ("Error resolving address for binding"), so never an ephemeral one."""
+    for port in range(first, first + count):
+        with socket.socket() as s:
+            try:
+                s.bind((addr, port))
+            except OSError:
+                continue
+            return port
+    raise FreshBedError(f"no free port on {addr} in {first}..{first + count - 1}")
 
 
 # ----------------------------------------------------------------------------- up/down
@@ -393,10 +408,11 @@ def up_machines(
     log = open(os.path.join(workdir, "fresh.log"), "ab")
     tarball = root_tarball(cache_dir, log=log)
     net = pick_net()
-    state.update(net=net, machines={}, proxy=f"http://{host_address(net)}:{PROXY_PORT}")
+    state.update(net=net, machines={})
     make_bridge(net)
     state["bridge"] = bridge_name(net)
-    state["proxy_pid"] = start_proxy(net, workdir, cache_dir).pid
+    proxy, port = start_proxy(net, workdir, cache_dir)
+    state.update(proxy_pid=proxy.pid, proxy=f"http://{host_address(net)}:{port}")
     hosts = "".join(f"{address(net, i)} {n}\n" for i, n in enumerate(names))
     for i, name in enumerate(names):
         ns, addr = ns_name(net, i), address(net, i)
