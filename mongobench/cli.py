@@ -142,8 +142,9 @@ def cmd_perftables_follow(args) -> int:
     try:
         with runner.connect(uri) as client:
             n = coordination.follow(
-                client, uri, args.run_id, args.client_index, args.processes, log=_log
-            )
+                client, uri, args.run_id, args.client_index, args.processes, log=_log,
+                leader_wait_s=args.leader_wait_s,
+            )  # fmt: skip
     except (PyMongoError, coordination.CoordinationError) as e:
         raise SystemExit(f"mongobench: {redact.text(str(e), uri)}") from None
     _log(f"client VM {args.client_index}: the leader is done after {n} timed phase(s)")
@@ -374,6 +375,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--client-index", type=_positive_int, required=True, help="this VM's index, 1..K-1"
     )
     _add_processes(fol)
+    fol.add_argument(
+        "--leader-wait-s",
+        type=_positive_seconds,
+        default=coordination.LEADER_WAIT_S,
+        help="give up when no leader with --run-id has started within this many seconds"
+        " (default: %(default)g)",
+    )
     fol.set_defaults(func=cmd_perftables_follow)
 
     rp = sub.add_parser("report", help="markdown tables from PKB results files")

@@ -31,6 +31,7 @@ from mongobench.driver import connection, ops, procs, sources
 COORD_DB = "mongobench_coord"
 START_MARGIN_S = 1.0  # from the last VM's "ready" to the common start
 READY_TIMEOUT_S = 180.0  # every follower connected (it may be busy with the last job)
+LEADER_WAIT_S = 300.0  # a follower's wait for its leader's first word (a wrong run id)
 POLL_S = 0.05
 
 
@@ -63,17 +64,24 @@ def _wait(
 class Leader:
     """Client VM 0's side: announces each timed phase, starts it on every VM, merges."""
 
-    def __init__(self, client, run_id: str, vms: int):
+    def __init__(self, client, run_id: str, vms: int, on_phase=None):
         self.coll = client[COORD_DB][f"run_{run_id}"]
         self.vms = vms
         self.seq = 0
+        # told what the leader waits for (the run's heartbeat says it): on_phase(what, limit_s)
+        self.on_phase = on_phase or (lambda name, planned_s=None: None)
+        self.lost: str | None = None  # followers that missed a start: the rest fail at once
         self.coll.drop()  # a crashed earlier run with this id left its documents
+        # the followers' first word: they give up when it does not come (a wrong run id)
+        self.coll.insert_one({"_id": "leader", "at": time.time()})
 
     def timed(self, uri, workload, settings, database, nthreads, processes, total, duration,
               on_ready):  # fmt: skip
         """The timed phase of `nthreads` clients over every VM. Returns the leader's
         procs.Result with the followers' statistics, CPU and processes merged in, the client
         cores of all VMs, and one summary per VM."""
+        if self.lost:
+            raise CoordinationError(f"not run: {self.lost}")
         seq, self.seq = self.seq, self.seq + 1
         followers = range(1, self.vms)
         self.coll.insert_one({
@@ -84,9 +92,19 @@ class Leader:
 
         def ready():
             ids = [f"ready-{seq}-{i}" for i in followers]
-            _wait(self.coll, ids, READY_TIMEOUT_S, "client VMs ready")
+            self.on_phase(
+                f"waiting for client VM(s) {', '.join(map(str, followers))} to be ready",
+                READY_TIMEOUT_S,
+            )
+            try:
+                _wait(self.coll, ids, READY_TIMEOUT_S, "client VMs ready")
+            except CoordinationError as e:
+                # a follower that missed one start misses the next ones: no 3 minutes each
+                self.lost = str(e)
+                raise
             start = time.time() + START_MARGIN_S
             self.coll.insert_one({"_id": f"start-{seq}", "at": start})
+            self.on_phase("timed", duration)
             on_ready()
             return start
 
@@ -97,7 +115,13 @@ class Leader:
         )  # fmt: skip
         ids = [f"result-{seq}-{i}" for i in followers]
         # A follower's share takes about as long as the leader's; a lost one fails the variant.
-        got = _wait(self.coll, ids, max(600.0, 10 * mine.wall_s), "client VM results")
+        limit = max(600.0, 10 * mine.wall_s)
+        self.on_phase("waiting for the client VMs' results", limit)
+        try:
+            got = _wait(self.coll, ids, limit, "client VM results")
+        except CoordinationError as e:
+            self.lost = str(e)
+            raise
         failed = [f"client VM {i}: {got[k]['failed']}" for i, k in zip(followers, ids, strict=True)
                   if "failed" in got[k]]  # fmt: skip
         if failed:
@@ -118,7 +142,9 @@ class Leader:
 
     def finish(self, timeout: float = 30.0) -> None:
         """Tells the followers the run is over; drops the collection once they said bye
-        (`timeout` 0: says it within a second, and waits for nobody)."""
+        (`timeout` 0, or a follower lost: says it within a second, and waits for nobody)."""
+        if self.lost:
+            timeout = 0.0
         try:
             with pymongo.timeout(timeout or 1.0):
                 self.coll.insert_one({"_id": "done"})
@@ -148,10 +174,27 @@ def _wc(settings: dict, uri: str):
     return ops.write_concern(settings.get("write_concern"), connection.options(uri).write_concern)
 
 
-def follow(client, uri: str, run_id: str, index: int, processes: int | None, log=print) -> int:
+def follow(
+    client,
+    uri: str,
+    run_id: str,
+    index: int,
+    processes: int | None,
+    log=print,
+    leader_wait_s: float = LEADER_WAIT_S,
+) -> int:
     """Client VM `index`'s side: runs its share of every announced timed phase until the
-    leader says done; returns how many it ran."""
+    leader says done; returns how many it ran. A CoordinationError when no leader with
+    `run_id` said a word within `leader_wait_s` (a wrong run id, or no leader started)."""
     coll = client[COORD_DB][f"run_{run_id}"]
+    try:
+        _wait(coll, ["leader", "job-0", "done"], leader_wait_s, "leader", every=False,
+              interval=0.2)  # fmt: skip
+    except CoordinationError:
+        raise CoordinationError(
+            f"no leader with run id {run_id!r} within {leader_wait_s:g} s: is"
+            f" `perftables run --client-vms K --run-id {run_id}` running on client VM 0?"
+        ) from None
     seq = 0
     while True:
         # The leader may prepare for hours between timed phases: no deadline here (PKB's

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from tqdm import tqdm
 
 HEARTBEAT_S = 30.0
+PHASES = ("prepare", "timed", "finish")  # a variant's phases; any other phase is a wait
 
 
 def write(msg: str) -> None:
@@ -135,9 +136,13 @@ class Progress:
             in_variant = now - self.current_started
             what = f"running, {duration(in_variant)} in"
             if self.current_phase:
-                what += f", {self.current_phase} phase {duration(now - self.phase_started)}"
+                # "timed phase 1m00s of 2m00s"; a wait says what for, and its limit
+                phase = self.current_phase
+                phase += " phase" if phase in PHASES else ","
+                what += f", {phase} {duration(now - self.phase_started)}"
                 if self.phase_planned:
                     what += f" of {duration(self.phase_planned)}"
+                    what += " at most" if self.current_phase not in PHASES else ""
             return f"{self._prefix()}: {what}, {self._times(in_variant)}"
 
     def _beat(self) -> None:

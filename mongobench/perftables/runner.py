@@ -492,7 +492,11 @@ def run(
         order = schedule(plans, repeats)
         bar_ = progress.terminal_bar(len(order)) if bar else None
         track = progress.Progress(len(order), log, bar=bar_)
-        leader = coordination.Leader(client, run_id, client_vms) if client_vms > 1 else None
+        leader = (
+            coordination.Leader(client, run_id, client_vms, on_phase=track.phase)
+            if client_vms > 1
+            else None
+        )
         interrupted = False
         try:
             _run_plans(

@@ -92,6 +92,45 @@ def test_a_follower_that_never_comes_fails_the_variant_not_the_run(
     assert "client VMs ready: nothing from ready-0-1 within 2 s" in r["error"]
 
 
+def test_a_lonely_leader_says_what_it_waits_for_and_waits_once(server_uri, tmp_path, monkeypatch):
+    # issue 22: a leader without followers took the ready timeout (180 s) per variant while
+    # its heartbeat said "timed phase 2m00s"
+    monkeypatch.setattr(coordination, "READY_TIMEOUT_S", 2.0)
+    phases = []
+    real = coordination.Leader
+
+    def leader(client, run_id, vms, on_phase=None):
+        return real(client, run_id, vms, on_phase=lambda *a: (phases.append(a), on_phase(*a)))
+
+    monkeypatch.setattr(coordination, "Leader", leader)
+    t0 = time.monotonic()
+    run = perftables.run(
+        server_uri, ["concurrency"], "smoke", str(tmp_path / "r.json"), database="mb_vms3",
+        variants=["10, False", "20, True"], os_path=False, processes=1, client_vms=2,
+        run_id=f"lonely{int(time.time() * 1000)}", log=lambda _: None,
+    )  # fmt: skip
+    first, second = run["results"]
+    assert "client VMs ready: nothing from ready-0-1 within 2 s" in first["error"]
+    assert second["error"].endswith("not run: client VMs ready: nothing from ready-0-1 within 2 s")
+    assert phases == [("waiting for client VM(s) 1 to be ready", 2.0)]  # once, not per variant
+    assert time.monotonic() - t0 < 30
+
+
+def test_a_follower_with_a_wrong_run_id_gives_up_in_one_line(uri_file):
+    # issue 22: `perftables follow` with a run id no leader uses waited forever
+    p = subprocess.run(
+        [sys.executable, "-m", "mongobench", "perftables", "follow", "--uri-file", uri_file,
+         "--run-id", "nobody-runs-this", "--client-index", "1", "--processes", "1",
+         "--leader-wait-s", "2"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert p.returncode == 1 and "Traceback" not in p.stderr
+    assert p.stderr.strip().splitlines()[-1] == (
+        "mongobench: no leader with run id 'nobody-runs-this' within 2 s: is `perftables run"
+        " --client-vms K --run-id nobody-runs-this` running on client VM 0?"
+    )
+
+
 def test_client_ranges_cover_every_client_once():
     for clients in (1, 2, 5, 10, 401):
         for vms in (1, 2, 3, 4):

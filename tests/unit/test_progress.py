@@ -79,3 +79,16 @@ def test_durations_read_short():
     assert [progress.duration(s) for s in (None, 0.4, 59, 61, 3599, 3600, 7322)] == [
         "?", "0s", "59s", "1m01s", "59m59s", "1h00m", "2h02m",
     ]  # fmt: skip
+
+
+def test_a_wait_says_what_it_waits_for_and_its_limit():
+    # issue 22: a leader waiting 3 minutes for followers that never came said "timed phase"
+    clock = Clock()
+    p = progress.Progress(2, [].append, heartbeat_s=0, clock=clock)
+    p.begin("concurrency/10, False")
+    p.phase("waiting for client VM(s) 1 to be ready", 180)
+    clock.t += 65
+    assert p.heartbeat() == (
+        "[1/2] concurrency/10, False: running, 1m05s in, waiting for client VM(s) 1 to be"
+        " ready, 1m05s of 3m00s at most, elapsed 1m05s, time left unknown"
+    )
