@@ -61,6 +61,9 @@ mongodb_perftables:
       vm_spec: *default_dual_core
       disk_spec: *default_500_gb
       vm_count: 1
+  flags:
+    # MongoDB's production notes: XFS for WiredTiger data (PKB formats the data disk)
+    disk_fs_type: xfs
 """
 
 DEPLOYMENTS = ("auto", "uri", "standalone", "replset", "sharded", "atlas")

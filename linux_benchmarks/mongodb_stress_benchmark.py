@@ -60,6 +60,9 @@ mongodb_stress:
     clients:
       vm_spec: *default_dual_core
       vm_count: 1
+  flags:
+    # MongoDB's production notes: XFS for WiredTiger data (PKB formats the data disk)
+    disk_fs_type: xfs
 """
 
 _TARGET_OPS = flags.DEFINE_integer(

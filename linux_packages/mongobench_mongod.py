@@ -341,29 +341,26 @@ def _Marker(server):
     return server.workdir
 
 
-def _Argv(server, inst, numactl):
-    if server.kind == "standin":
-        # the stand-in binds one address: all of them when several are asked for
-        bind = inst.bind_ip if "," not in inst.bind_ip else "0.0.0.0"
-        argv = [
-            mongobench_ycsb.Java(),
-            "-cp",
-            posixpath.join(server.workdir, "standin", "lib", "*"),
-            javabuild.STANDIN_MAIN_CLASS,
-            "--host",
-            bind,
-            "--port",
-            str(inst.port),
-        ]
-        if inst.role == "mongos":  # a router that keeps the data itself (no distribution)
-            argv += ["--mongos"]
-        elif inst.replset:
-            argv += ["--replset", inst.replset]
-        if inst.tls_pem:  # the stand-in takes no config file: TLS comes as an option
-            argv += ["--tls-cert-key-file", inst.tls_pem]
-        return argv
-    binary = "mongos" if inst.role == "mongos" else "mongod"
-    return [*numactl, posixpath.join(server.bin_dir, binary), "--config", inst.paths.config]
+def _StandinArgv(server, inst):
+    # the stand-in binds one address: all of them when several are asked for
+    bind = inst.bind_ip if "," not in inst.bind_ip else "0.0.0.0"
+    argv = [
+        mongobench_ycsb.Java(),
+        "-cp",
+        posixpath.join(server.workdir, "standin", "lib", "*"),
+        javabuild.STANDIN_MAIN_CLASS,
+        "--host",
+        bind,
+        "--port",
+        str(inst.port),
+    ]
+    if inst.role == "mongos":  # a router that keeps the data itself (no distribution)
+        argv += ["--mongos"]
+    elif inst.replset:
+        argv += ["--replset", inst.replset]
+    if inst.tls_pem:  # the stand-in takes no config file: TLS comes as an option
+        argv += ["--tls-cert-key-file", inst.tls_pem]
+    return argv
 
 
 def Start(vm, server, inst, config_text, *, numactl=(), timeout_s=None):
@@ -374,19 +371,17 @@ def Start(vm, server, inst, config_text, *, numactl=(), timeout_s=None):
     p = inst.paths
     vm.RemoteCommand(f"mkdir -p {q(p.dbpath)}")
     mongobench_ycsb.WriteRemoteFile(vm, p.config, config_text)
-    argv = _Argv(server, inst, list(numactl))
     if server.kind == "standin":
+        argv = _StandinArgv(server, inst)
         cmd = processes.background_command(argv, pid_file=p.pid_file, stdout=p.stdout)
     else:
-        # root only to raise the limits of this process (production notes), then the ssh user
-        cmd = processes.background_command(
-            argv,
-            pid_file=p.pid_file,
-            stdout=p.stdout,
-            sudo=True,
+        binary = "mongos" if inst.role == "mongos" else "mongod"
+        cmd = mongod.start_command(
+            posixpath.join(server.bin_dir, binary),
+            p,
+            version=server.config_version,
+            numactl=list(numactl),
             run_as=server.run_as,
-            nofile=64000,
-            nproc=64000,
         )
     stdout, stderr = vm.RemoteCommand(cmd)
     pid = int(stdout.split()[-1])
@@ -422,6 +417,24 @@ def Limits(vm, inst):
         probes.process_limits_command(inst.paths.pid_file), ignore_failure=True
     )
     return probes.parse_process_limits(out) if not rc else {}
+
+
+def CheckAllocator(vm, server, inst, metadata):
+    """Verifies what the running instance's allocator got (MongoDB 8.0+: GLIBC_TUNABLES with
+    glibc.pthread.rseq=0 on glibc >= 2.35, read from its /proc environment) and records it
+    in `metadata`; a missing tunable makes host_settings_as_recommended False."""
+    if server.kind != "mongod":
+        return metadata
+    out, _, rc = vm.RemoteCommandWithReturnCode(
+        hostsettings.tcmalloc_readings_command(inst.paths.pid_file), ignore_failure=True
+    )
+    readings = hostsettings.parse_settings(out) if not rc else {}
+    tcmalloc = hostsettings.tcmalloc_metadata(readings, server.config_version)
+    if tcmalloc.get("tcmalloc_deviation"):
+        logging.warning(
+            "%s: %s %s: %s", vm.name, server.kind, inst.name, tcmalloc["tcmalloc_deviation"]
+        )
+    return hostsettings.merge_tcmalloc(metadata, tcmalloc)
 
 
 def _Tail(vm, inst, lines=20):
@@ -521,6 +534,20 @@ def ApplyHostSettings(vm, server, data_dir):
         hostsettings.parse_settings(now), server.config_version
     )
     meta["host_settings_applied"] = True
+    return meta
+
+
+def DataFilesystem(vm, server, data_dir):
+    """The filesystem under `data_dir` as sample metadata (data_fs_type, and a warning that
+    is also logged when it is not XFS)."""
+    if server.kind != "mongod":
+        return {}
+    out, _, rc = vm.RemoteCommandWithReturnCode(
+        hostsettings.data_filesystem_command(data_dir), ignore_failure=True
+    )
+    meta = hostsettings.data_filesystem_metadata(out if not rc else "")
+    if "data_fs_warning" in meta:
+        logging.warning("%s: %s", vm.name, meta["data_fs_warning"])
     return meta
 
 

@@ -210,6 +210,7 @@ def Prepare(server_vm, clients, settings):
         tls=settings.tls,
         tls_meta=tls_meta,
     )
+    meta.update(mongobench_mongod.DataFilesystem(server_vm, server, server.instances_dir))
     if settings.host_settings:
         meta.update(mongobench_mongod.ApplyHostSettings(server_vm, server, server.instances_dir))
     else:
@@ -255,6 +256,9 @@ def _EnsureInstances(vm, st, settings, n):
         if st.server.kind == "mongod" and "mongod_ulimit_nofile" not in st.metadata:
             limits = mongobench_mongod.Limits(vm, _Instance(st, settings, todo[0]))
             st.metadata.update({f"mongod_ulimit_{k}": v for k, v in limits.items()})
+            mongobench_mongod.CheckAllocator(
+                vm, st.server, _Instance(st, settings, todo[0]), st.metadata
+            )
 
 
 def _TlsCa(st, vm):

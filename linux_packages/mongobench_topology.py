@@ -40,6 +40,10 @@ def _DeployServers(vms, state, settings):
     for vm in vms:
         vm.Install("mongobench_mongod")
         server = mongobench_mongod.Deploy(vm)
+        if vm in state["server_vms"]:
+            state["metadata"].update(
+                mongobench_mongod.DataFilesystem(vm, server, server.instances_dir)
+            )
         if settings.host_settings and server.kind == "mongod" and vm in state["server_vms"]:
             state["metadata"].update(
                 mongobench_mongod.ApplyHostSettings(vm, server, server.instances_dir)
@@ -72,6 +76,13 @@ def _Start(
     return inst
 
 
+def _CheckAllocator(vm, server, inst, state):
+    """The first data-bearing mongod's allocator, verified and recorded once per run."""
+    if "tcmalloc_checked" not in state and inst.role != "mongos":
+        mongobench_mongod.CheckAllocator(vm, server, inst, state["metadata"])
+        state["tcmalloc_checked"] = True
+
+
 def StartStandalone(servers_vms, state, settings):
     """One mongod (or the stand-in) on the servers VM; returns its URI."""
     if len(servers_vms) != 1:
@@ -81,6 +92,7 @@ def StartStandalone(servers_vms, state, settings):
     vm = servers_vms[0]
     server = _DeployServers([vm], state, settings)[vm.name]
     inst = _Start(vm, server, settings, 0, 1)
+    _CheckAllocator(vm, server, inst, state)
     state["data_paths"] = {vm.name: inst.paths.dbpath}
     state["metadata"].update(topology="standalone")
     return inst.uri(database="")
@@ -98,6 +110,7 @@ def _StartPlanned(instances, servers_vms, client, servers, state, settings, conf
         )  # fmt: skip
         if inst.role in ("mongod", "shardsvr"):
             state["data_paths"].setdefault(vm.name, started.paths.dbpath)
+            _CheckAllocator(vm, servers[vm.name], started, state)
 
 
 def StartReplicaSet(servers_vms, state, client, settings):

@@ -157,6 +157,102 @@ def host_settings_commands(
     )
 
 
+# ---- the data disk's filesystem ------------------------------------------------------
+# The production notes strongly recommend XFS for WiredTiger data (ext4 stalls under its
+# checkpoints); the shipped PKB configs format data disks with disk_fs_type: xfs.
+RECOMMENDED_FS = "xfs"
+
+
+def data_filesystem_command(data_dir: str) -> str:
+    """Prints the filesystem type and device of the mount holding `data_dir`."""
+    return f"findmnt -n -o FSTYPE,SOURCE --target {shlex.quote(data_dir)}"
+
+
+def data_filesystem_metadata(output: str) -> dict:
+    """Sample metadata from data_filesystem_command's output: `data_fs_type`, and
+    `data_fs_warning` when it is not XFS (or unknown)."""
+    fields = output.split()
+    fs = fields[0] if fields else "unknown"
+    meta = {"data_fs_type": fs}
+    if len(fields) > 1:
+        meta["data_fs_device"] = fields[1]
+    if fs != RECOMMENDED_FS:
+        meta["data_fs_warning"] = (
+            f"data directory on {fs}, not {RECOMMENDED_FS}: the production notes strongly"
+            " recommend XFS for WiredTiger (PKB: --disk_fs_type=xfs or disk_fs_type: xfs in"
+            " the config's flags)"
+        )
+    return meta
+
+
+# ---- TCMalloc per-CPU caches (MongoDB 8.0+) ---------------------------------------
+# MongoDB 8.0 ships an upgraded TCMalloc whose per-CPU caches need the kernel's restartable
+# sequences (rseq). glibc 2.35 and later register rseq for every thread themselves, and then
+# TCMalloc falls back to its per-thread caches: slower, with more memory held per thread.
+# The production notes ("TCMalloc performance") ask for GLIBC_TUNABLES=glibc.pthread.rseq=0
+# in mongod's environment; MongoDB's own packaged service unit sets it, a mongod started by
+# hand does not. serverStatus().tcmalloc.usingPerCPUCaches (8.0+) says which one runs.
+RSEQ_TUNABLE = "glibc.pthread.rseq=0"
+RSEQ_GLIBC = (2, 35)
+PER_CPU_SINCE = (8, 0)
+
+
+def mongod_environment(mongodb_version: str) -> dict[str, str]:
+    """Variables a mongod of `mongodb_version` is started with (GLIBC_TUNABLES on 8.0+)."""
+    if parse_version(mongodb_version)[:2] >= PER_CPU_SINCE:
+        return {"GLIBC_TUNABLES": RSEQ_TUNABLE}
+    return {}
+
+
+def tcmalloc_readings_command(pid_file: str, sudo: bool = True) -> str:
+    """Prints glibc_version=X.Y and mongod_glibc_tunables=<value or empty> of the process
+    whose PID is in `pid_file` (its /proc/PID/environ: what it really runs with)."""
+    q = shlex.quote(pid_file)
+    script = (
+        "printf 'glibc_version=%s\\n' \"$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')\"; "
+        f'p=$(cat {q} 2>/dev/null) && [ -n "$p" ] && '
+        f"{_sudo(sudo)}cat /proc/$p/environ >/dev/null 2>&1 && printf 'mongod_glibc_tunables=%s\\n'"
+        f" \"$({_sudo(sudo)}cat /proc/$p/environ | tr '\\0' '\\n' | sed -n 's/^GLIBC_TUNABLES=//p')\";"
+        " true"
+    )
+    return "sh -c " + shlex.quote(script)
+
+
+def tcmalloc_metadata(readings: dict, mongodb_version: str) -> dict:
+    """Sample metadata of a running 8.0+ mongod's allocator: the glibc version, the
+    GLIBC_TUNABLES it runs with, and `tcmalloc_rseq_ok` False (with a deviation) when
+    glibc >= 2.35 registers rseq itself, so per-CPU caches are off."""
+    if parse_version(mongodb_version)[:2] < PER_CPU_SINCE:
+        return {}
+    glibc = str(readings.get("glibc_version") or "")
+    known = "mongod_glibc_tunables" in readings  # the process' environment was readable
+    tunables = str(readings.get("mongod_glibc_tunables") or "") if known else "unknown"
+    meta = {"host_glibc_version": glibc or "unknown", "mongod_glibc_tunables": tunables}
+    m = re.match(r"(\d+)\.(\d+)", glibc)
+    rseq_off = RSEQ_TUNABLE in tunables.split(":")
+    if known and m and (int(m.group(1)), int(m.group(2))) >= RSEQ_GLIBC:
+        meta["tcmalloc_rseq_ok"] = rseq_off
+        if not rseq_off:
+            meta["tcmalloc_deviation"] = (
+                f"glibc {glibc} registers rseq and GLIBC_TUNABLES lacks {RSEQ_TUNABLE}:"
+                " TCMalloc runs without per-CPU caches"
+            )
+    return meta
+
+
+def merge_tcmalloc(meta: dict, tcmalloc: dict) -> dict:
+    """Adds tcmalloc_metadata to host-settings metadata: a missing rseq tunable is a
+    deviation, so host_settings_as_recommended turns False."""
+    meta.update(tcmalloc)
+    if tcmalloc.get("tcmalloc_rseq_ok") is False:
+        meta["host_settings_as_recommended"] = False
+        off = [d for d in str(meta.get("host_settings_deviations") or "").split(",") if d]
+        meta["host_settings_deviations"] = ",".join(
+            [*off, f"GLIBC_TUNABLES={tcmalloc.get('mongod_glibc_tunables')}(want {RSEQ_TUNABLE})"]
+        )
+    return meta
+
+
 def host_settings_metadata(
     readings: dict, mongodb_version: str | None = None, limits: dict | None = None
 ) -> dict:

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 
 import yaml
 
+from mongobench.deploy.hostsettings import mongod_environment
 from mongobench.deploy.install import parse_version, series
+from mongobench.remote import processes
 
 # Config-file settings removed from mongod, with the version that removed them
 # (configuration-file-settings-command-line-options-mapping, "ChangeLog").
@@ -244,3 +246,28 @@ def instance_config(
             tls=tls,
         )
     return render_config(config, index)
+
+
+def start_command(
+    binary: str,
+    paths: InstancePaths,
+    *,
+    version: str,
+    numactl: tuple[str, ...] | list[str] = (),
+    run_as: str | None = None,
+) -> str:
+    """Starts mongod or mongos (`binary`) detached with its config and PID file: root only
+    to raise its limits (production notes: 64000 open files and processes), then `run_as`;
+    its environment has what the production notes ask for on `version`
+    (hostsettings.mongod_environment: GLIBC_TUNABLES=glibc.pthread.rseq=0 on 8.0+, or
+    TCMalloc's per-CPU caches stay off on glibc >= 2.35)."""
+    return processes.background_command(
+        [*numactl, binary, "--config", paths.config],
+        pid_file=paths.pid_file,
+        stdout=paths.stdout,
+        sudo=True,
+        run_as=run_as,
+        nofile=64000,
+        nproc=64000,
+        env=mongod_environment(version),
+    )

@@ -101,8 +101,14 @@ def server_info(status: dict | None) -> dict:
     if not engine:
         # The stand-in says process "java" and has no storageEngine section.
         engine = STANDIN_ENGINE if status.get("process") == "java" else "unknown"
-    return {
+    info = {
         "server_version": status.get("version", "unknown"),
         "server_process": status.get("process", "unknown"),
         "storage_engine": engine,
     }
+    # 8.0+: whether TCMalloc runs with per-CPU caches (off when glibc registers rseq and
+    # mongod lacks GLIBC_TUNABLES=glibc.pthread.rseq=0); absent on older servers.
+    per_cpu = (status.get("tcmalloc") or {}).get("usingPerCPUCaches")
+    if isinstance(per_cpu, bool):
+        info["tcmalloc_per_cpu_caches"] = per_cpu
+    return info

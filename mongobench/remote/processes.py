@@ -34,6 +34,7 @@ def background_command(
     run_as: str | None = None,
     nofile: int | None = None,
     nproc: int | None = None,
+    env: dict[str, str] | None = None,
     wait_s: int = 30,
 ) -> str:
     """Starts `argv` detached and returns once its PID is in `pid_file` (and prints it).
@@ -45,10 +46,13 @@ def background_command(
     root cannot, the hard limit is used and stderr says so. With `rc_file`, a shell in the
     same session waits for it and writes its exit status there (so a finished process can be
     told from a killed or vanished one). `run_as` drops to that user. Stale PID and
-    exit-status files are removed first.
+    exit-status files are removed first. `env` adds variables to the process's environment
+    (through `env`, which execs: the PID stays the process's own).
     """
     q = shlex.quote
     cmd = " ".join(q(str(a)) for a in argv)
+    if env:
+        cmd = "env " + " ".join(q(f"{k}={v}") for k, v in env.items()) + " " + cmd
     if run_as:
         cmd = f"setpriv --reuid={q(run_as)} --regid={q(run_as)} --init-groups {cmd}"
     err = f"2>{q(stderr)}" if stderr else "2>&1"

@@ -207,6 +207,8 @@ def metadata(run: dict, res: dict) -> dict:
         "topology": run.get("topology"),
         "threads": res.get("threads"),
     }
+    if "tcmalloc_per_cpu_caches" in info:
+        md["tcmalloc_per_cpu_caches"] = info["tcmalloc_per_cpu_caches"]
     md.update(engine_metadata(run))
     # The client that ran the timed phase: its path, processes and VMs.
     for key in ("client_path", "client_processes", "client_vms"):

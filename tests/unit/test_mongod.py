@@ -27,6 +27,7 @@ import pytest
 import yaml
 
 from mongobench.deploy import hostsettings, install, mongod
+from mongobench.perftables import serverstats
 from mongobench.remote import probes, processes
 
 PLATFORMS = [
@@ -601,3 +602,142 @@ def test_read_settings_runs_on_this_host():
     if os.path.exists("/sys/kernel/mm/transparent_hugepage/enabled"):
         assert out["thp_enabled"] in ("always", "madvise", "never")
     assert isinstance(out["swappiness"], int)
+
+
+# ---- defect 4: MongoDB 8.0 needs GLIBC_TUNABLES=glibc.pthread.rseq=0 (per-CPU TCMalloc)
+
+
+def _start_fake_mongod(tmp_path, version):
+    """Starts a stand-in 'mongod' binary (a shell script that sleeps) with the project's start
+    command for `version`; returns the PID file and the PID."""
+    binary = tmp_path / "mongod"
+    binary.write_text("#!/bin/sh\nexec sleep 60\n")
+    binary.chmod(0o755)
+    paths = mongod.instance_paths(0, str(tmp_path / f"v{version}"))
+    os.makedirs(paths.root)
+    out = subprocess.run(
+        ["bash", "-c", mongod.start_command(str(binary), paths, version=version)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return paths.pid_file, int(out.split()[-1])
+
+
+def _environ(pid):
+    for _ in range(50):  # just after the fork the environment may still be the shell's
+        env = dict(
+            kv.split("=", 1) for kv in open(f"/proc/{pid}/environ").read().split("\0") if "=" in kv
+        )
+        if "sleep" in open(f"/proc/{pid}/cmdline").read():
+            return env
+        time.sleep(0.05)
+    return env
+
+
+@pytest.mark.parametrize("version,expected", [("8.0", "glibc.pthread.rseq=0"), ("7.0", None)])
+def test_mongod_8_runs_with_rseq_off_and_it_is_verified(tmp_path, version, expected):
+    pid_file, pid = _start_fake_mongod(tmp_path, version)
+    try:
+        assert _environ(pid).get("GLIBC_TUNABLES") == expected
+        readings = hostsettings.parse_settings(
+            subprocess.run(
+                ["bash", "-c", hostsettings.tcmalloc_readings_command(pid_file, sudo=False)],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+        )
+        # the verification reads what the process really got, judged as an 8.0 server
+        meta = hostsettings.merge_tcmalloc(
+            {"host_settings_as_recommended": True},
+            hostsettings.tcmalloc_metadata(readings, "8.0"),
+        )
+    finally:
+        os.kill(pid, 15)
+    assert meta["mongod_glibc_tunables"] == (expected or "")
+    glibc = tuple(map(int, os.confstr("CS_GNU_LIBC_VERSION").split()[1].split(".")[:2]))
+    assert glibc >= (2, 35)  # Debian 12: 2.36, where glibc registers rseq itself
+    assert meta["tcmalloc_rseq_ok"] is (expected is not None)
+    assert meta["host_settings_as_recommended"] is (expected is not None)
+    if expected is None:
+        assert "GLIBC_TUNABLES=(want glibc.pthread.rseq=0)" in meta["host_settings_deviations"]
+
+
+def test_tcmalloc_metadata_by_glibc_and_version():
+    rseq = {
+        "glibc_version": "2.35",
+        "mongod_glibc_tunables": "glibc.malloc.x=1:glibc.pthread.rseq=0",
+    }
+    assert hostsettings.tcmalloc_metadata(rseq, "8.0.4")["tcmalloc_rseq_ok"] is True
+    # glibc before 2.35 does not register rseq: nothing to judge
+    old = {"glibc_version": "2.31", "mongod_glibc_tunables": ""}
+    assert "tcmalloc_rseq_ok" not in hostsettings.tcmalloc_metadata(old, "8.0")
+    # an unreadable environment is unknown, not a deviation
+    unknown = hostsettings.tcmalloc_metadata({"glibc_version": "2.39"}, "8.0")
+    assert unknown["mongod_glibc_tunables"] == "unknown" and "tcmalloc_rseq_ok" not in unknown
+    assert hostsettings.tcmalloc_metadata(rseq, "7.0") == {}  # legacy TCMalloc before 8.0
+    assert hostsettings.mongod_environment("7.0.12") == {}
+
+
+def test_server_info_records_per_cpu_caches():
+    on = serverstats.server_info({"version": "8.0.4", "tcmalloc": {"usingPerCPUCaches": True}})
+    assert on["tcmalloc_per_cpu_caches"] is True
+    assert "tcmalloc_per_cpu_caches" not in serverstats.server_info({"version": "7.0.2"})
+
+
+# ---- defect 6: data disks are XFS (PKB formats them), recorded and warned about
+
+
+def _benchmark_configs():
+    """(name, config) of every shipped config file and every benchmark's BENCHMARK_CONFIG
+    (read from the module's source: importing it needs PKB; YAML aliases of PKB's default
+    specs left out)."""
+    import ast
+    import pathlib
+    import re
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    out = []
+    for path in sorted((root / "configs").glob("*.yaml")):
+        for name, cfg in yaml.safe_load(path.read_text()).items():
+            out.append((f"{path.name}:{name}", cfg))
+    for path in sorted((root / "linux_benchmarks").glob("*_benchmark.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.Assign) and node.targets[0].id == "BENCHMARK_CONFIG":
+                text = re.sub(r"\*\w+", "{}", node.value.value)
+                for name, cfg in yaml.safe_load(text).items():
+                    out.append((f"{path.name}:{name}", cfg))
+    return out
+
+
+def test_configs_with_a_data_disk_format_it_as_xfs():
+    checked = []
+    for name, cfg in _benchmark_configs():
+        groups = cfg.get("vm_groups") or {}
+        formatted = any(
+            g.get("disk_spec") is not None and "static_vms" not in g for g in groups.values()
+        )
+        if formatted:  # PKB makes the filesystem on a cloud data disk (FormatDisk)
+            assert (cfg.get("flags") or {}).get("disk_fs_type") == "xfs", name
+            checked.append(name)
+    assert len(checked) >= 3, checked  # stress cloud config, stress and perftables defaults
+
+
+def test_data_filesystem_is_recorded_and_a_non_xfs_one_warned_about(tmp_path):
+    out = subprocess.run(
+        ["bash", "-c", hostsettings.data_filesystem_command(str(tmp_path))],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    meta = hostsettings.data_filesystem_metadata(out)
+    mounts = [line.split() for line in open("/proc/self/mounts")]
+    best = max((m for m in mounts if str(tmp_path).startswith(m[1])), key=lambda m: len(m[1]))
+    assert meta["data_fs_type"] == best[2]
+    assert ("data_fs_warning" in meta) is (best[2] != "xfs")
+    ext4 = hostsettings.data_filesystem_metadata("ext4 /dev/nvme1n1\n")
+    assert ext4["data_fs_type"] == "ext4" and ext4["data_fs_device"] == "/dev/nvme1n1"
+    assert "not xfs" in ext4["data_fs_warning"] and "--disk_fs_type=xfs" in ext4["data_fs_warning"]
+    assert "data_fs_warning" not in hostsettings.data_filesystem_metadata("xfs /dev/sdb")
+    assert hostsettings.data_filesystem_metadata("")["data_fs_type"] == "unknown"
