@@ -298,7 +298,7 @@ def CheckPrerequisites(benchmark_config):
     if kind == "uri":
         _ReadUri()
     elif kind == "atlas":
-        mongobench_atlas.CheckPrerequisites()
+        mongobench_atlas.CheckPrerequisites(benchmark_config)
     elif kind == "sharded":
         try:
             topology.parse_shard_key(_SHARD_KEY.value)
@@ -419,6 +419,8 @@ def _RunStep(benchmark_spec, step_index, overrides, extra_metadata):
         repeats=_REPEATS.value,
         client_vms=len(clients),
         run_id=run_id,
+        # belt and braces after Provision's wait: a new Atlas user may reach a member late
+        auth_retry_s=mongobench_atlas.AUTH_RETRY_S if "atlas" in state else None,
     )
     followers = mongobench_client.StartFollowers(
         clients[1:], state["follower_workdirs"], run_id, _CLIENT_PROCESSES.value

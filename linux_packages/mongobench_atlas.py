@@ -14,12 +14,19 @@ command line, in a log line or in a sample.
         metadata = mongobench_atlas.Apply(deployment, step)
     mongobench_atlas.AttachMeasurements(deployment, run)  # each variant's Resource Usage
     mongobench_atlas.Teardown(deployment)          # raises after trying every step
+
+Leaks: the benchmark's Cleanup tears the deployment down; PKB skips Cleanup with
+--run_stage=...,teardown (no cleanup), so this module also tears down whatever is left
+when PKB's Teardown stage begins (events.before_phase, also for a spec unpickled by a
+later `--run_stage=teardown`). The user and the access-list entries are temporary
+(deleteAfterDate): Atlas deletes them itself if neither ever runs. A cluster has no such
+date: a PKB process killed outright (SIGKILL, a lost host) leaves it billing.
 """
 
 import logging
 
 from absl import flags
-from perfkitbenchmarker import errors
+from perfkitbenchmarker import errors, events, stages
 
 from mongobench.deploy.atlas import api, cluster, measurements
 from mongobench.deploy.atlas import deployment as atlas_deployment
@@ -96,6 +103,31 @@ _TIMEOUT = flags.DEFINE_integer(
 _POLL = flags.DEFINE_float(
     "mongobench_atlas_poll_s", 30, "Seconds between cluster state polls.", lower_bound=0
 )
+_TEMPORARY_H = flags.DEFINE_float(
+    "mongobench_atlas_temporary_hours",
+    48,
+    "The run's database user and access-list entries are temporary: Atlas deletes them"
+    " this many hours after Prepare even if no cleanup or teardown ever runs (Atlas allows"
+    " at most one week). Make it longer than the run.",
+    lower_bound=0.1,
+    upper_bound=cluster.TEMPORARY_MAX_S / 3600,
+)
+_APPLY_TIMEOUT = flags.DEFINE_integer(
+    "mongobench_atlas_apply_timeout_s",
+    900,
+    "Seconds to wait until Atlas has applied the new database user and access-list entries"
+    " (cluster changeStatus APPLIED, entries ACTIVE) before the run connects.",
+    lower_bound=1,
+)
+_ALLOW_REMOTE = flags.DEFINE_bool(
+    "mongobench_atlas_allow_remote_clients",
+    False,
+    "Run although the client VMs are in another cloud or region than the Atlas cluster"
+    " (--mongobench_atlas_provider/_region): the latency then includes that distance.",
+)
+# After Provision's wait: how long the engine retries an authentication failure on its
+# first connection (a new user may reach the last member a little later).
+AUTH_RETRY_S = 120
 _GRANULARITY = flags.DEFINE_enum(
     "mongobench_atlas_metrics_granularity",
     "PT1M",
@@ -120,9 +152,12 @@ def Steps():
         raise errors.Config.InvalidValue(f"--mongobench_atlas_hardware: {e}") from e
 
 
-def CheckPrerequisites():
-    """API credentials present and flags valid, before anything is provisioned."""
+def CheckPrerequisites(benchmark_config=None):
+    """API credentials present, flags valid, and the client VMs in the cluster's cloud and
+    region, before anything is provisioned."""
     Steps()
+    if benchmark_config is not None and not _REUSE.value:
+        _CheckClientLocation(benchmark_config)
     if _REUSE.value and not _CLUSTER.value:
         raise errors.Config.InvalidValue(
             "--mongobench_atlas_reuse needs --mongobench_atlas_cluster"
@@ -137,6 +172,36 @@ def CheckPrerequisites():
             cluster.cluster_body(_Spec("pkb-check"))
     except ValueError as e:
         raise errors.Config.InvalidValue(f"Atlas: {e}") from e
+
+
+def _CheckClientLocation(benchmark_config):
+    """Refuses (or, with --mongobench_atlas_allow_remote_clients, warns about) client VMs
+    outside the created cluster's provider and region. Static VMs are not located."""
+    groups = getattr(benchmark_config, "vm_groups", None) or {}
+    located = [
+        (g.cloud, getattr(g.vm_spec, "zone", None) or "")
+        for g in groups.values()
+        if not getattr(g, "static_vms", None)
+    ]
+    remote = cluster.remote_clients(_PROVIDER.value, _REGION.value, located)
+    if not remote:
+        return
+    cloud, zone = located[0]
+    region = cluster.atlas_region_of(cloud, zone)
+    hint = (
+        f"; --mongobench_atlas_provider={cluster.PKB_CLOUDS[cloud]}"
+        f" --mongobench_atlas_region={region} puts the cluster there"
+        if region and cloud in cluster.PKB_CLOUDS
+        else ""
+    )
+    message = (
+        f"the Atlas cluster would be in --mongobench_atlas_provider={_PROVIDER.value}"
+        f" --mongobench_atlas_region={_REGION.value} but {', '.join(remote)}: the latency"
+        f" would cross clouds or regions{hint}, or set --mongobench_atlas_allow_remote_clients"
+    )
+    if not _ALLOW_REMOTE.value:
+        raise errors.Config.InvalidValue(message)
+    logging.warning("mongobench: %s", message)
 
 
 def _Spec(name):
@@ -167,6 +232,8 @@ def NewDeployment(run_uri, client_vms):
         srv=_CONNECTION.value == "srv",
         timeout=_TIMEOUT.value,
         poll=_POLL.value,
+        temporary_s=_TEMPORARY_H.value * 3600,
+        apply_timeout=_APPLY_TIMEOUT.value,
     )
 
 
@@ -222,3 +289,26 @@ def AttachMeasurements(deployment, run):
         granularity=_GRANULARITY.value,
         settle_s=_METRICS_DELAY.value,
     )
+
+
+def _TeardownLeftovers(sender, benchmark_spec=None, **_):
+    """PKB's Teardown stage: tears down what the benchmark's Cleanup did not (skipped by
+    --run_stage without cleanup, or failed). Never raises: PKB must go on deleting VMs."""
+    del sender
+    state = getattr(benchmark_spec, "mongobench", None)
+    deployment = state.get("atlas") if isinstance(state, dict) else None
+    if deployment is None or not deployment.leftovers():
+        return
+    logging.warning(
+        "mongobench: Atlas resources left at teardown: %s", ", ".join(deployment.leftovers())
+    )
+    failures = deployment.teardown()
+    if failures:
+        logging.error(
+            "mongobench: Atlas teardown incomplete (check the Atlas UI, a cluster keeps"
+            " billing): %s",
+            "; ".join(failures),
+        )
+
+
+events.before_phase.connect(_TeardownLeftovers, stages.TEARDOWN, weak=False)

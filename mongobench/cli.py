@@ -198,6 +198,7 @@ def cmd_perftables_run(args) -> int:
             repeats=args.repeats,
             client_vms=args.client_vms,
             run_id=args.run_id,
+            auth_retry_s=args.auth_retry_s,
         )
     except (exp_mod.ExperimentError, redact.TargetError) as e:
         # One last line on stderr: PKB's module makes it the run's status detail.
@@ -363,6 +364,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=1,
         help="run each variant N times, interleaved across variants (rounds alternate"
         " direction); samples carry the mean, stdev and 95%% interval (t-distribution)",
+    )
+    run.add_argument(
+        "--auth-retry-s",
+        type=float,
+        default=0.0,
+        help="retry an authentication failure on the first connection for this many seconds"
+        " (a database user created just before, e.g. on Atlas, may not be applied yet)",
     )
     run.set_defaults(func=cmd_perftables_run)
     fol = pts.add_parser(

@@ -12,7 +12,13 @@ https://www.mongodb.com/docs/api/doc/atlas-admin-api-v2/ documents for clusters:
 - duplicate name -> 409 DUPLICATE_CLUSTER_NAME; errors as {error, errorCode, detail, reason}
 - POST .../databaseUsers -> 201 (409 USER_ALREADY_EXISTS), GET and DELETE
   .../databaseUsers/{db}/{user} -> 200 / 204 (404 USERNAME_NOT_FOUND)
-- POST .../accessList (a list) -> 201, DELETE .../accessList/{entryValue} -> 204
+- POST .../accessList (a list) -> 201, GET and DELETE .../accessList/{entryValue} -> 200 /
+  204 (404 ATLAS_NETWORK_PERMISSION_ENTRY_NOT_FOUND)
+- changes apply asynchronously, as in Atlas: a new database user reaches the cluster
+  (`on_user`) and an access-list entry turns ACTIVE only `apply_delay_s` after the POST;
+  until then GET .../clusters/{name}/status says changeStatus PENDING (then APPLIED) and
+  GET .../accessList/{entryValue}/status says STATUS PENDING (then ACTIVE). A
+  deleteAfterDate must lie in the future and at most a week ahead (400 otherwise)
 - GET .../processes (paged: pageNum, itemsPerPage): a cluster's three replica-set members
   once it is IDLE (REPLICA_PRIMARY first); .../processes/{processId}/disks (partition
   "data"); .../processes/{processId}/measurements and .../disks/{partitionName}/measurements
@@ -32,6 +38,7 @@ import json
 import re
 import secrets
 import threading
+import time
 import urllib.parse
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -87,7 +94,10 @@ def md5(s):
 class FakeAtlas:
     """State shared by the handler threads."""
 
-    def __init__(self, polls_to_idle=2, polls_to_gone=2):
+    def __init__(self, polls_to_idle=2, polls_to_gone=2, apply_delay_s=0.5):
+        self.apply_delay_s = apply_delay_s
+        self.pending = []  # (due monotonic time, what, callable) of changes not yet applied
+        self.entry_status = {}  # access-list entry value -> PENDING | ACTIVE
         self.clusters = {}
         self.polls = {}
         self.polls_to_idle = polls_to_idle
@@ -113,6 +123,19 @@ class FakeAtlas:
             return DEFAULT_VALUES[name][0 if primary else 1]
 
         self.measure = measure  # (process id, metric name, interval start) -> value
+
+    def later(self, what, apply):
+        """A change Atlas applies asynchronously, `apply_delay_s` from now."""
+        self.pending.append((time.monotonic() + self.apply_delay_s, what, apply))
+
+    def settle(self):
+        """Applies the changes that are due (called by the fake's own thread and before
+        every request)."""
+        now = time.monotonic()
+        due = [p for p in self.pending if p[0] <= now]
+        self.pending = [p for p in self.pending if p[0] > now]
+        for _, _, apply in due:
+            apply()
 
     def process_types(self):
         return {p["id"]: p["typeName"] for ps in self.processes.values() for p in ps}
@@ -185,6 +208,24 @@ class FakeAtlas:
         return doc
 
 
+def node_types_apart(replication_specs):
+    """What the Admin API (2024-08-05) refuses in a cluster body: electable and read-only
+    nodes of a region with different instance sizes, or node types (and shards) with
+    different storage (diskSizeGB, diskIOPS, ebsVolumeType). None when it is fine."""
+    disks = {}
+    for rs in replication_specs:
+        for rc in rs.get("regionConfigs", []):
+            e, r = rc.get("electableSpecs") or {}, rc.get("readOnlySpecs") or {}
+            if e and r and e.get("instanceSize") != r.get("instanceSize"):
+                return "electableSpecs and readOnlySpecs need the same instanceSize"
+            for kind in ("electableSpecs", "readOnlySpecs", "analyticsSpecs"):
+                for key in ("diskSizeGB", "diskIOPS", "ebsVolumeType"):
+                    if key in (rc.get(kind) or {}):
+                        disks.setdefault(key, set()).add(rc[kind][key])
+    apart = sorted(k for k, v in disks.items() if len(v) > 1)
+    return f"storage must be the same for every node type and shard: {apart}" if apart else None
+
+
 def make_handler(fake):
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args):  # keep test output quiet
@@ -226,6 +267,7 @@ def make_handler(fake):
             n = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(n) if n else b""
             with fake.lock:
+                fake.settle()
                 fake.requests.append((method, self.path, dict(self.headers), raw))
                 if self.path == "/api/oauth/token":
                     return self.token(raw)
@@ -295,6 +337,12 @@ def make_handler(fake):
             if not self.path.startswith(base):
                 return self.error(404, "RESOURCE_NOT_FOUND", self.path)
             name = self.path[len(base) + 1 :] or None
+            if method == "GET" and name and name.endswith("/status"):
+                name = name[: -len("/status")]
+                if name not in fake.clusters:
+                    return self.error(404, "CLUSTER_NOT_FOUND", name)
+                change = "PENDING" if fake.pending else "APPLIED"
+                return self.reply(200, {"changeStatus": change})
             if method == "POST" and name is None:
                 body = json.loads(raw)
                 if "diskSizeGB" in body:  # top-level in 2023-02-01, per regionConfig in 2024-08-05
@@ -318,6 +366,10 @@ def make_handler(fake):
                     rs["id"] = f"spec{i}"
                     rs["zoneId"] = "zone0"
                     for rc in rs["regionConfigs"]:
+                        # GET shows every node type, those without nodes with the
+                        # electable nodes' size and storage
+                        for kind in ("readOnlySpecs", "analyticsSpecs"):
+                            rc.setdefault(kind, dict(rc["electableSpecs"], nodeCount=0))
                         rc["effectiveElectableSpecs"] = dict(rc["electableSpecs"])
                 fake.clusters[doc["name"]] = doc
                 fake.polls[doc["name"]] = 0
@@ -345,6 +397,9 @@ def make_handler(fake):
                         return self.error(
                             400, "INVALID_ATTRIBUTE", "read-only attribute in request"
                         )
+                mixed = node_types_apart(body.get("replicationSpecs", []))
+                if mixed:
+                    return self.error(400, "INVALID_ATTRIBUTE", mixed)
                 doc.update(body)
                 doc["stateName"] = "UPDATING"
                 fake.polls[name] = 0
@@ -368,9 +423,15 @@ def make_handler(fake):
                 for scope in body.get("scopes", []):
                     if scope.get("type") == "CLUSTER" and scope.get("name") not in fake.clusters:
                         return self.error(400, "INVALID_CLUSTER_SCOPE", scope.get("name"))
+                if not self.valid_delete_after(body):
+                    return self.error(400, "INVALID_ATTRIBUTE", "deleteAfterDate")
                 fake.users[body["username"]] = body
                 if fake.on_user:
-                    fake.on_user("create", body["username"], body["password"])
+                    user, password = body["username"], body["password"]
+                    fake.later(
+                        f"user {user}",
+                        lambda: user in fake.users and fake.on_user("create", user, password),
+                    )
                 shown = {k: v for k, v in body.items() if k != "password"}
                 return self.reply(201, shown)
             parts = [urllib.parse.unquote(p) for p in rest.strip("/").split("/")]
@@ -396,15 +457,40 @@ def make_handler(fake):
                     value = e.get("cidrBlock") or e.get("ipAddress")
                     if not value:
                         return self.error(400, "INVALID_ATTRIBUTE", "ipAddress or cidrBlock")
+                    if not self.valid_delete_after(e):
+                        return self.error(400, "INVALID_ATTRIBUTE", "deleteAfterDate")
+                for e in entries:
+                    value = e.get("cidrBlock") or e.get("ipAddress")
                     fake.access_list[value] = e
+                    fake.entry_status[value] = "PENDING"
+                    fake.later(
+                        f"entry {value}", lambda v=value: fake.entry_status.update({v: "ACTIVE"})
+                    )
                 return self.reply(201, {"results": list(fake.access_list.values())})
             value = urllib.parse.unquote(rest.strip("/"))
-            if method == "DELETE" and value:
-                if value not in fake.access_list:
-                    return self.error(404, "ACCESS_LIST_ENTRY_NOT_FOUND", value)
+            status = value.endswith("/status")
+            value = value.removesuffix("/status")
+            if value and value not in fake.access_list and method in ("GET", "DELETE"):
+                return self.error(404, "ATLAS_NETWORK_PERMISSION_ENTRY_NOT_FOUND", value)
+            if method == "GET" and value:
+                if status:
+                    return self.reply(200, {"STATUS": fake.entry_status.get(value, "ACTIVE")})
+                return self.reply(200, fake.access_list[value])
+            if method == "DELETE" and value and not status:
                 del fake.access_list[value]
+                fake.entry_status.pop(value, None)
                 return self.reply(204)
             return self.error(405, "METHOD_NOT_ALLOWED", method)
+
+        def valid_delete_after(self, body):
+            """A deleteAfterDate, when given, lies in the future and at most a week ahead."""
+            if "deleteAfterDate" not in body:
+                return True
+            try:
+                t = iso_time(body["deleteAfterDate"])
+            except (TypeError, ValueError):
+                return False
+            return time.time() < t <= time.time() + 7 * 24 * 3600
 
         def monitoring(self, method, rest):
             """GET /processes, .../{processId}/disks, .../measurements (process or disk)."""
@@ -504,9 +590,18 @@ def serve(**kwargs):
     srv = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(state))
     thread = threading.Thread(target=srv.serve_forever, daemon=True)
     thread.start()
+    stop = threading.Event()
+
+    def settle():  # Atlas applies changes whether or not anyone asks
+        while not stop.wait(0.05):
+            with state.lock:
+                state.settle()
+
+    threading.Thread(target=settle, daemon=True).start()
     state.base = f"http://127.0.0.1:{srv.server_address[1]}/api/atlas/v2"
     try:
         yield state
     finally:
+        stop.set()
         srv.shutdown()
         srv.server_close()

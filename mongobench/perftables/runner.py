@@ -131,6 +131,23 @@ def _first_contact(client, timeout_s: float = 10.0) -> None:
         )
 
 
+def first_use(client, auth_retry_s: float = 0.0, log=print, sleep=time.sleep, clock=time.monotonic):
+    """The deployment's topology and version, on the first connection. With `auth_retry_s`,
+    an authentication failure (code 18) is retried for that long: a database user that was
+    just created (Atlas applies users asynchronously) may not be known to every member yet."""
+    deadline = clock() + auth_retry_s
+    while True:
+        try:
+            return topology(client), client.server_info().get("version", "unknown")
+        except OperationFailure as e:
+            left = deadline - clock()
+            if e.code != 18 or left <= 0:
+                raise
+            log(f"authentication failed; retrying for up to {left:.0f} s more (a new user"
+                " may not be applied yet)")  # fmt: skip
+            sleep(min(5.0, left))
+
+
 def check_access(client, database: str, uri: str) -> None:
     """Fails once, before the first variant, when the server needs credentials the URI
     lacks (or the user may not use `database`), instead of every variant failing alone."""
@@ -439,6 +456,7 @@ def run(
     repeats: int = 1,
     client_vms: int = 1,
     run_id: str | None = None,
+    auth_retry_s: float = 0.0,
 ) -> dict:
     """Every selected variant; results go to `out_path` after each variant.
 
@@ -447,7 +465,7 @@ def run(
     logged as each variant ends, and a heartbeat every 30 s while one runs
     (`bar`: a progress bar too, for a terminal). `repeats`: each variant runs
     that many times, interleaved (see schedule); the samples fold them into a
-    mean with its 95 % interval (core.repeats).
+    mean with its 95 % interval (core.repeats). `auth_retry_s`: see first_use.
     """
     if int(repeats) < 1:
         raise exp_mod.ExperimentError(f"repeats must be 1 or more, not {repeats}")
@@ -468,8 +486,7 @@ def run(
         raise redact.TargetError(f"{target}: {reason(e, uri)}") from None
     try:
         try:
-            kind = topology(client)
-            version = client.server_info().get("version", "unknown")
+            kind, version = first_use(client, auth_retry_s, log)
             check_access(client, database, uri)
         except PyMongoError as e:
             raise redact.TargetError(f"{target}: {reason(e, uri)}") from None

@@ -88,6 +88,7 @@ def perftables_command(
     repeats: int = 1,
     client_vms: int = 1,
     run_id: str | None = None,
+    auth_retry_s: float | None = None,
 ) -> str:
     """The client command for one perftables run (no secret: the URI is in a file)."""
     q = shlex.quote
@@ -114,6 +115,8 @@ def perftables_command(
         args += ["--repeats", str(repeats)]
     if client_vms > 1:
         args += ["--client-vms", str(client_vms), "--run-id", str(run_id)]
+    if auth_retry_s:
+        args += ["--auth-retry-s", f"{auth_retry_s:g}"]
     return f"cd {q(workdir)} && " + " ".join(q(a) for a in args)
 
 

@@ -88,7 +88,8 @@ def test_atlas_hardware_matrix_and_no_secret_in_any_output(pkb_python, tmp_path,
         ATLAS_PRIVATE_KEY=PRIVATE,
     )
     try:
-        with serve() as fake:
+        # Atlas applies a new user some seconds after the POST: the run must wait for it
+        with serve(apply_delay_s=5) as fake:
             fake.connection_strings = {
                 "standard": f"mongodb://127.0.0.1:{srv.port}/",
                 "standardSrv": "mongodb+srv://not-used.example.net",
@@ -138,3 +139,57 @@ def test_atlas_hardware_matrix_and_no_secret_in_any_output(pkb_python, tmp_path,
         assert not [n for n in needles if n in text]
     # the client VM's work directory (with the 0600 URI file) was removed at cleanup
     assert not glob.glob(str(scratch / "mongobench*" / "target.uri"))
+
+
+def test_teardown_stage_without_cleanup_leaves_nothing_in_atlas(pkb_python, tmp_path, pkb_temp):
+    # A teardown without cleanup skips the benchmark's Cleanup: PKB's Teardown stage must
+    # still remove the cluster, the database user and the access-list entry the run made,
+    # and keep the entry that existed before the run.
+    srv = testbed.start_server(str(tmp_path / "server"), kind="standin")
+    sshd = testbed.start_sshd(str(tmp_path / "tb"))
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    vm = testbed.static_vm(sshd, str(scratch))
+    cfg = {
+        "mongodb_perftables": {
+            "vm_groups": {"clients": {"static_vms": [vm]}},
+            "flags": {
+                "mongodb_perftables_deployment": "atlas",
+                "mongodb_perftables_scale": "smoke",
+                "mongobench_atlas_connection": "standard",
+                "mongobench_atlas_poll_s": 0,
+            },
+        }
+    }
+    path = tmp_path / "atlas.yaml"
+    env = dict(
+        os.environ, ATLAS_PROJECT_ID=PROJECT, ATLAS_PUBLIC_KEY=PUBLIC, ATLAS_PRIVATE_KEY=PRIVATE
+    )
+    office = {"ipAddress": vm["ip_address"], "comment": "there before the run"}
+    try:
+        with serve(apply_delay_s=0.5) as fake:
+            fake.connection_strings = {
+                "standard": f"mongodb://127.0.0.1:{srv.port}/",
+                "standardSrv": "mongodb+srv://not-used.example.net",
+            }
+            fake.access_list[vm["ip_address"]] = dict(office)
+            cfg["mongodb_perftables"]["flags"]["mongobench_atlas_api_base"] = fake.base
+            path.write_text(yaml.safe_dump(cfg))
+            # PKB allows no teardown right after prepare in one invocation: a later one
+            # tears the run down from its pickled spec (the user's --run_stage=teardown)
+            first = run_pkb(pkb_python, "mongodb_perftables", path, pkb_temp,
+                            "--run_stage=provision,prepare", "--run_uri=cloudtd1", env=env)  # fmt: skip
+            assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+            assert fake.clusters and fake.users  # Prepare made them; no Cleanup ran
+            p = run_pkb(pkb_python, "mongodb_perftables", path, pkb_temp,
+                        "--run_stage=teardown", "--run_uri=cloudtd1", env=env)  # fmt: skip
+            made = [r for r in fake.requests if r[0] == "POST"]
+            leftovers = (dict(fake.clusters), dict(fake.users), dict(fake.access_list))
+    finally:
+        srv.stop()
+        testbed.stop_pid(sshd.pid)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert {m[1].rsplit("/", 1)[-1] for m in made} >= {"clusters", "databaseUsers"}
+    assert "Atlas resources left at teardown" in p.stderr
+    # the client's entry was there before the run: used, neither changed nor deleted
+    assert leftovers == ({}, {}, {vm["ip_address"]: office})

@@ -86,3 +86,31 @@ def test_sweep_rejects_empty_sizes(pkb_python, tmp_path, pkb_temp):
     out = p.stdout + p.stderr
     assert p.returncode != 0
     assert "--mongodb_ycsb_sweep_sizes_mb: no dataset sizes given" in out, out[-3000:]
+
+
+def test_atlas_cluster_in_another_region_than_the_clients_is_refused_up_front(
+    pkb_python, tmp_path, pkb_temp
+):
+    # Cloud client VMs in GCP us-central1 against the default Atlas cluster (AWS US_EAST_1):
+    # refused in CheckPrerequisites, naming the flags and where the cluster should go.
+    path = tmp_path / "c.yaml"
+    groups = {
+        "clients": {
+            "cloud": "GCP",
+            "vm_spec": {"GCP": {"machine_type": "n2-standard-2", "zone": "us-central1-b"}},
+        }
+    }
+    flags = {"mongodb_perftables_deployment": "atlas"}
+    path.write_text(yaml.safe_dump({"mongodb_perftables": {"vm_groups": groups, "flags": flags}}))
+    p = run_pkb(pkb_python, "mongodb_perftables", path, pkb_temp, "--ignore_package_requirements",
+                timeout=300)  # fmt: skip
+    out = p.stdout + p.stderr
+    assert p.returncode != 0
+    assert (
+        "the Atlas cluster would be in --mongobench_atlas_provider=AWS"
+        " --mongobench_atlas_region=US_EAST_1 but clients in GCP us-central1-b"
+        " (Atlas GCP CENTRAL_US)"
+    ) in out, out[-3000:]
+    assert "--mongobench_atlas_provider=GCP --mongobench_atlas_region=CENTRAL_US" in out
+    assert "--mongobench_atlas_allow_remote_clients" in out
+    assert "Provisioning" not in out and "gcloud compute" not in out

@@ -1,9 +1,11 @@
 """Atlas Admin API client and AtlasDeployment against the local fake (tests/atlas_fake.py)."""
 
+import copy
 import json
 import logging
 import re
 import socket
+import time
 
 import pytest
 from atlas_fake import CLIENT_ID, CLIENT_SECRET, CLOSE, PRIVATE, PROJECT, PUBLIC, serve
@@ -337,10 +339,8 @@ def test_resize_body_keeps_the_rest_and_needs_a_change():
     body = atlas_cluster.resize_body(cluster, disk_size_gb=80)
     rc = body["replicationSpecs"][0]["regionConfigs"][0]
     assert rc["electableSpecs"] == {"instanceSize": "M30", "nodeCount": 3, "diskSizeGB": 80.0}
-    assert rc["readOnlySpecs"] == {
-        "instanceSize": "M30",
-        "nodeCount": 0,
-    }  # no read-only nodes: untouched
+    # one storage for every node type, also for read-only nodes that do not exist yet
+    assert rc["readOnlySpecs"] == {"instanceSize": "M30", "nodeCount": 0, "diskSizeGB": 80.0}
     assert "effectiveElectableSpecs" not in rc and "zoneId" not in body["replicationSpecs"][0]
     assert (
         cluster["replicationSpecs"][0]["regionConfigs"][0]["electableSpecs"]["diskSizeGB"] == 40.0
@@ -349,6 +349,79 @@ def test_resize_body_keeps_the_rest_and_needs_a_change():
         atlas_cluster.resize_body(cluster)
     with pytest.raises(ValueError, match="ebsVolumeType"):
         atlas_cluster.resize_body(cluster, ebs_volume_type="gp3")
+
+
+def _three_node_types(provider="AWS"):
+    """A cluster document as GET returns it: electable, read-only (none) and analytics
+    nodes in one region, storage in every spec (2024-08-05)."""
+    disk = {"diskSizeGB": 100.0, "diskIOPS": 3000, "ebsVolumeType": "STANDARD"}
+    if provider != "AWS":
+        disk = {"diskSizeGB": 100.0}
+    return {
+        "name": "c",
+        "replicationSpecs": [
+            {
+                "id": "s0",
+                "zoneId": "z0",
+                "regionConfigs": [
+                    {
+                        "providerName": provider,
+                        "regionName": "US_EAST_1",
+                        "priority": 7,
+                        "electableSpecs": {"instanceSize": "M30", "nodeCount": 3, **disk},
+                        "readOnlySpecs": {"instanceSize": "M30", "nodeCount": 0, **disk},
+                        "analyticsSpecs": {"instanceSize": "M30", "nodeCount": 1, **disk},
+                        "effectiveReadOnlySpecs": {"instanceSize": "M30", "nodeCount": 0},
+                    }
+                ],
+            }
+        ],
+    }
+
+
+def test_resize_moves_every_node_type_to_one_size_and_one_disk():
+    # A hardware-matrix step changes tier and disk class: every node type follows, as the
+    # Admin API wants (base nodes share an instance size, all nodes share the storage).
+    body = atlas_cluster.resize_body(
+        _three_node_types(), "M40", disk_iops=6000, ebs_volume_type="PROVISIONED"
+    )
+    rc = body["replicationSpecs"][0]["regionConfigs"][0]
+    want = {"instanceSize": "M40", "diskSizeGB": 100.0, "diskIOPS": 6000}
+    for kind, nodes in (("electableSpecs", 3), ("readOnlySpecs", 0), ("analyticsSpecs", 1)):
+        assert rc[kind] == {**want, "ebsVolumeType": "PROVISIONED", "nodeCount": nodes}, kind
+    atlas_cluster.check_uniform(body["replicationSpecs"])
+    assert not [k for k in rc if k.startswith("effective")]
+    # a spec that lagged behind (an earlier body changed electable nodes only) is evened out
+    lagging = _three_node_types()
+    lagging["replicationSpecs"][0]["regionConfigs"][0]["analyticsSpecs"]["diskSizeGB"] = 40.0
+    with pytest.raises(ValueError, match="node types differ"):
+        atlas_cluster.check_uniform(lagging["replicationSpecs"])
+    evened = atlas_cluster.resize_body(lagging, "M50")
+    atlas_cluster.check_uniform(evened["replicationSpecs"])
+    # provider rules: EBS volume types on AWS only, no diskIOPS on GCP
+    with pytest.raises(ValueError, match="AWS regions only"):
+        atlas_cluster.resize_body(_three_node_types("AZURE"), ebs_volume_type="PROVISIONED")
+    with pytest.raises(ValueError, match="GCP"):
+        atlas_cluster.resize_body(_three_node_types("GCP"), disk_iops=5000)
+
+
+def test_fake_refuses_a_resize_that_mixes_node_types(fake):
+    # the fake checks what the API checks: a PATCH leaving node types apart is a 400
+    c = client(fake)
+    c.create_cluster(SPEC)
+    c.wait_for_idle("bench-m30", poll=1, sleep=no_sleep)
+    doc = c.get_cluster("bench-m30")
+    mixed = copy.deepcopy(doc["replicationSpecs"])
+    for rs in mixed:
+        rs.pop("zoneId")
+        for rc in rs["regionConfigs"]:
+            for k in [k for k in rc if k.startswith("effective")]:
+                rc.pop(k)
+            rc["readOnlySpecs"] = {"instanceSize": "M30", "nodeCount": 0, "diskSizeGB": 100.0}
+            rc["electableSpecs"]["instanceSize"] = "M40"
+    with pytest.raises(api.AtlasError, match="HTTP 400"):
+        c.update_cluster("bench-m30", {"replicationSpecs": mixed})
+    c.resize("bench-m30", "M40")  # the project's body passes
 
 
 def test_prices():
@@ -653,10 +726,15 @@ def test_409_after_a_refusal_is_someone_elses_cluster(fake):
     c = client(fake)
     c.create_cluster(SPEC)
     fake.faults.append(("POST", "/clusters", 429, False))
+    with pytest.raises(api.AtlasConflict, match="already present") as exc:
+        c.create_cluster(SPEC)
+    assert not exc.value.after_unknown
+    # A deployment looks before it creates: an existing cluster is refused up front.
     d = deployment(fake)
-    with pytest.raises(api.AtlasConflict, match="already present"):
+    posts = len(sent(fake, "POST", "/clusters"))
+    with pytest.raises(api.AtlasConflict, match="exists already and was not made by this run"):
         d.provision()
-    assert not d.created
+    assert not d.created and len(sent(fake, "POST", "/clusters")) == posts
     assert d.teardown() == [] and "bench-m30" in fake.clusters
 
 
@@ -688,3 +766,134 @@ def test_polls_go_on_through_failures_until_the_deadline(fake):
 
     with pytest.raises(api.AtlasTimeout, match=r"still unknown \(.*HTTP 503.*\) after 3s"):
         c.wait_for_idle("bench-m30", timeout=3, poll=1, sleep=sleep, clock=lambda: now[0])
+
+
+# ---- defect 2: wait until the new user and access-list entries are applied
+
+
+def test_provision_returns_only_once_the_user_and_entries_are_applied():
+    # Atlas applies a new database user and access-list entries asynchronously: the fake
+    # keeps them PENDING for a while, and only then does the user reach the cluster.
+    reached = []
+    with serve(apply_delay_s=1.0) as fake:
+        fake.on_user = lambda action, user, password: reached.append((action, user))
+        d = atlas_deployment.AtlasDeployment(
+            client(fake), SPEC, username="pkb-run1", access_list=["203.0.113.7"], poll=0.05
+        )
+        d.provision()
+        # a client connecting now authenticates: the cluster knows the user
+        assert reached == [("create", "pkb-run1")]
+        assert fake.entry_status["203.0.113.7"] == "ACTIVE"
+        polled = [r[1] for r in fake.requests if r[0] == "GET"]
+        assert any(p.endswith("/clusters/bench-m30/status") for p in polled)
+        assert any(p.endswith("/accessList/203.0.113.7/status") for p in polled)
+        assert d.teardown() == []
+
+
+def test_waiting_for_apply_is_bounded_and_says_what_is_pending():
+    with serve(apply_delay_s=3600) as fake:
+        now = [0.0]
+
+        def sleep(s):
+            now[0] += s
+
+        c = client(fake)
+        c.create_cluster(SPEC)
+        c.wait_for_idle("bench-m30", poll=1, sleep=no_sleep)
+        c.request("POST", f"/groups/{PROJECT}/accessList", [{"ipAddress": "203.0.113.7"}])
+        with pytest.raises(api.AtlasTimeout, match="access-list entry 203.0.113.7 PENDING"):
+            c.wait_until_applied(
+                "bench-m30", ["203.0.113.7"], timeout=60, poll=5, sleep=sleep,
+                clock=lambda: now[0],
+            )  # fmt: skip
+        assert now[0] == 60
+        fake.entry_status["203.0.113.7"] = "FAILED"
+        with pytest.raises(api.AtlasError, match="FAILED"):
+            c.wait_until_applied("bench-m30", ["203.0.113.7"], timeout=60, sleep=sleep)
+
+
+def test_first_use_retries_authentication_failures_for_a_bounded_time():
+    from pymongo.errors import OperationFailure
+
+    from mongobench.perftables import runner
+
+    class Client:
+        def __init__(self, failures):
+            self.failures = failures
+
+        def server_info(self):
+            return {"version": "8.0.4"}
+
+    calls, now, lines = [], [0.0], []
+
+    def topology(client):
+        calls.append(now[0])
+        if client.failures:
+            client.failures -= 1
+            raise OperationFailure("Authentication failed.", code=18)
+        return "ReplicaSetWithPrimary"
+
+    orig = runner.topology
+    runner.topology = topology
+    try:
+
+        def sleep(s):
+            now[0] += s
+
+        got = runner.first_use(Client(2), 60, lines.append, sleep, lambda: now[0])
+        assert got == ("ReplicaSetWithPrimary", "8.0.4") and calls == [0.0, 5.0, 10.0]
+        assert "authentication failed; retrying" in lines[0]
+        with pytest.raises(OperationFailure):  # bounded: gives up at the deadline
+            runner.first_use(Client(100), 12, lines.append, sleep, lambda: now[0])
+        with pytest.raises(OperationFailure):  # without a retry time: at once
+            runner.first_use(Client(1), 0, lines.append, sleep, lambda: now[0])
+    finally:
+        runner.topology = orig
+
+
+# ---- defect 8: nothing leaks, nothing that existed before is deleted
+
+
+def test_an_interrupt_during_create_still_leaves_the_cluster_to_teardown(fake, monkeypatch):
+    # Ctrl-C while the create request is out: Atlas made the cluster, the reply is lost.
+    c = client(fake)
+    real = c._send
+
+    def send(method, url, body, headers):
+        out = real(method, url, body, headers)
+        if method == "POST" and url.endswith("/clusters") and out[0] == 201:
+            raise KeyboardInterrupt
+        return out
+
+    monkeypatch.setattr(c, "_send", send)
+    d = atlas_deployment.AtlasDeployment(c, SPEC, username="pkb-run1", poll=1, sleep=no_sleep)
+    with pytest.raises(KeyboardInterrupt):
+        d.provision()
+    assert "bench-m30" in fake.clusters and d.leftovers() == ["cluster bench-m30"]
+    assert d.teardown() == [] and fake.clusters == {}
+
+
+def test_temporary_user_and_entries_and_entries_that_existed_stay(fake):
+    # An entry that was there before the run (e.g. the office's permanent address) is used
+    # as it is: not posted again, not given a deleteAfterDate, not deleted at teardown.
+    fake.access_list["203.0.113.7"] = {"ipAddress": "203.0.113.7", "comment": "office"}
+    d = deployment(fake, access_list=["203.0.113.7", "198.51.100.9"], temporary_s=6 * 3600)
+    d.provision()
+    assert d.entries_preexisting == ["203.0.113.7"] and d.entries_added == ["198.51.100.9"]
+    assert fake.access_list["203.0.113.7"] == {"ipAddress": "203.0.113.7", "comment": "office"}
+    for doc in (fake.access_list["198.51.100.9"], fake.users["pkb-run1"]):
+        left = iso_seconds(doc["deleteAfterDate"]) - time.time()
+        assert 6 * 3600 - 120 < left <= 6 * 3600  # Atlas removes it even if no teardown runs
+    assert sorted(d.leftovers()) == [
+        "access-list entry 198.51.100.9", "cluster bench-m30", "database user pkb-run1",
+    ]  # fmt: skip
+    assert d.teardown() == [] and d.leftovers() == []
+    assert fake.access_list == {"203.0.113.7": {"ipAddress": "203.0.113.7", "comment": "office"}}
+    with pytest.raises(ValueError, match="one week"):
+        deployment(fake, temporary_s=8 * 24 * 3600)
+
+
+def iso_seconds(text):
+    from datetime import datetime
+
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()

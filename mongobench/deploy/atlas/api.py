@@ -18,7 +18,12 @@ import urllib.parse
 import urllib.request
 
 from mongobench.core.poll import PollTimeout, poll_until
-from mongobench.deploy.atlas.cluster import ClusterSpec, cluster_body, resize_body
+from mongobench.deploy.atlas.cluster import (
+    ClusterSpec,
+    access_list_value,
+    cluster_body,
+    resize_body,
+)
 
 API_BASE = "https://cloud.mongodb.com/api/atlas/v2"
 API_VERSION = "2024-08-05"
@@ -503,6 +508,57 @@ class AtlasClient:
         what = "IDLE; check the Atlas UI (it keeps billing while it exists)"
         return self._poll(name, settled, what, timeout, poll, sleep, clock)
 
+    def change_status(self, name: str) -> str:
+        """changeStatus of every change made to cluster `name` (database users, access
+        list, configuration): PENDING until Atlas has applied them all, then APPLIED
+        (GET /groups/{groupId}/clusters/{name}/status)."""
+        doc = self.request("GET", f"{self._clusters(name)}/status") or {}
+        return str(doc.get("changeStatus") or "unknown")
+
+    def access_list_entry(self, address: str) -> dict | None:
+        """The project's access-list entry for `address` (an IP or CIDR block), or None."""
+        try:
+            return self.request("GET", _access_list(self, address))
+        except AtlasNotFound:
+            return None
+
+    def access_list_status(self, address: str) -> str:
+        """PENDING, ACTIVE or FAILED (GET /groups/{groupId}/accessList/{entryValue}/status)."""
+        doc = self.request("GET", f"{_access_list(self, address)}/status") or {}
+        return str(doc.get("STATUS") or doc.get("status") or "unknown")
+
+    def wait_until_applied(
+        self,
+        name: str,
+        addresses: list[str] = (),
+        timeout: float = 600,
+        poll: float = 5,
+        sleep=time.sleep,
+        clock=time.monotonic,
+    ) -> None:
+        """Polls until the cluster's changes (a new database user) are APPLIED and every
+        access-list entry of `addresses` is ACTIVE: both apply asynchronously, and a client
+        that connects before gets "authentication failed" or no connection at all. A FAILED
+        entry raises at once; AtlasTimeout names what was still pending."""
+
+        def check():
+            pending = []
+            for address in addresses:
+                status = self.access_list_status(address)
+                if status == "FAILED":
+                    raise AtlasError(f"access-list entry {address}: Atlas reports FAILED")
+                if status != "ACTIVE":
+                    pending.append(f"access-list entry {address} {status}")
+            change = self.change_status(name)
+            if change != "APPLIED":
+                pending.append(f"cluster {name} changes {change}")
+            return not pending, "; ".join(pending)
+
+        try:
+            poll_until(check, timeout=timeout, interval=poll, sleep=sleep, clock=clock)
+        except PollTimeout as t:
+            raise AtlasTimeout(f"still pending after {timeout:.0f}s: {t.last}") from None
+
     def wait_until_deleted(
         self,
         name: str,
@@ -517,6 +573,10 @@ class AtlasClient:
 # ---- database users and the IP access list ----------------------------------------
 # POST /groups/{groupId}/databaseUsers, DELETE .../databaseUsers/{databaseName}/{username}
 # POST /groups/{groupId}/accessList (a list), DELETE .../accessList/{entryValue}
+
+
+def _access_list(client: AtlasClient, address: str) -> str:
+    return f"/groups/{client.project_id}/accessList/{access_list_value(address)}"
 
 
 def _users(client: AtlasClient, db: str | None = None, user: str | None = None) -> str:

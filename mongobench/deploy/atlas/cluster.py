@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import re
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -109,6 +110,10 @@ def cluster_body(spec: ClusterSpec) -> dict:
     return body
 
 
+NODE_SPECS = ("electableSpecs", "readOnlySpecs", "analyticsSpecs")
+DISK_KEYS = ("diskSizeGB", "diskIOPS", "ebsVolumeType")
+
+
 def resize_body(
     cluster: dict,
     instance_size: str | None = None,
@@ -116,10 +121,16 @@ def resize_body(
     disk_iops: int | None = None,
     ebs_volume_type: str | None = None,
 ) -> dict:
-    """PATCH body that changes tier/disk/IOPS of every region of every shard.
+    """PATCH body (resource version 2024-08-05) that moves the whole cluster to one tier
+    and one disk: every region of every shard, and in each every node type present
+    (electableSpecs, readOnlySpecs, analyticsSpecs, also those with nodeCount 0).
 
-    Starts from the cluster's current replicationSpecs (ids kept, read-only
-    effective*Specs dropped) so that nothing else changes.
+    The Admin API wants it so: electable and read-only nodes of a shard share one
+    instance size, and the storage (diskSizeGB, and diskIOPS/ebsVolumeType on AWS) is the
+    same for every node type and shard; a body that changes the electable nodes alone
+    leaves the others on the old size and disk. Starts from the cluster's current
+    replicationSpecs (ids and node counts kept, read-only zoneId and effective*Specs
+    dropped) so that nothing else changes.
     """
     change = _hardware(instance_size, disk_size_gb, disk_iops, ebs_volume_type)
     if not change:
@@ -134,11 +145,38 @@ def resize_body(
         for rc in rs.get("regionConfigs", []):
             for k in [k for k in rc if k.startswith("effective")]:
                 rc.pop(k)
-            for kind in ("electableSpecs", "readOnlySpecs", "analyticsSpecs"):
+            provider = str(rc.get("providerName", "")).upper()
+            if "ebsVolumeType" in change and provider != "AWS":
+                raise ValueError(f"ebsVolumeType applies to AWS regions only, not {provider}")
+            if "diskIOPS" in change and provider == "GCP":
+                raise ValueError("diskIOPS cannot be set on GCP (Atlas sizes it with the disk)")
+            base = rc.get("electableSpecs") or {}
+            for kind in NODE_SPECS:
                 hw = rc.get(kind)
-                if hw and (kind == "electableSpecs" or hw.get("nodeCount")):
-                    hw.update(change)
+                if hw is None:
+                    continue
+                hw.update(change)
+                # a node type whose settings lag behind the electable nodes' (left by
+                # an earlier resize) gets theirs: one storage for all node types
+                for key in ("instanceSize", *DISK_KEYS):
+                    if key not in change and key in base:
+                        hw[key] = base[key]
     return {"replicationSpecs": specs}
+
+
+def check_uniform(replication_specs: list) -> None:
+    """ValueError unless every node type of every region and shard has the electable
+    nodes' instance size and storage (what resize_body produces and the API wants)."""
+    seen: dict[str, set] = {}
+    for rs in replication_specs:
+        for rc in rs.get("regionConfigs", []):
+            for kind in NODE_SPECS:
+                for key, value in (rc.get(kind) or {}).items():
+                    if key in ("instanceSize", *DISK_KEYS):
+                        seen.setdefault(key, set()).add(value)
+    mixed = {k: sorted(map(str, v)) for k, v in seen.items() if len(v) > 1}
+    if mixed:
+        raise ValueError(f"node types differ in {mixed}")
 
 
 def cluster_hardware(cluster: dict) -> dict:
@@ -166,7 +204,9 @@ def cluster_hardware(cluster: dict) -> dict:
     return out
 
 
-def database_user_body(username: str, password: str, cluster: str | None) -> dict:
+def database_user_body(
+    username: str, password: str, cluster: str | None, delete_after: str | None = None
+) -> dict:
     """A SCRAM user in admin that can read and write every database (the benchmark drops
     and creates its own) and run serverStatus (clusterMonitor: the WiredTiger counters and
     opLatencies of the seed's figures), scoped to the benchmark's cluster when one is named."""
@@ -181,14 +221,31 @@ def database_user_body(username: str, password: str, cluster: str | None) -> dic
     }
     if cluster:
         body["scopes"] = [{"name": cluster, "type": "CLUSTER"}]
+    if delete_after:  # a temporary user: Atlas deletes it then, even if the run never does
+        body["deleteAfterDate"] = delete_after
     return body
 
 
-def access_list_entry(address: str, comment: str) -> dict:
-    """An IP (as /32 or /128) or a CIDR block."""
-    if "/" in address:
-        return {"cidrBlock": address, "comment": comment}
-    return {"ipAddress": address, "comment": comment}
+def access_list_entry(address: str, comment: str, delete_after: str | None = None) -> dict:
+    """An IP (as /32 or /128) or a CIDR block; with `delete_after` (ISO 8601 UTC) a
+    temporary entry that Atlas deletes itself then."""
+    entry = {"cidrBlock" if "/" in address else "ipAddress": address, "comment": comment}
+    if delete_after:
+        entry["deleteAfterDate"] = delete_after
+    return entry
+
+
+# Atlas accepts a deleteAfterDate in the future and at most one week ahead.
+TEMPORARY_MAX_S = 7 * 24 * 3600
+
+
+def delete_after_date(seconds: float, now: float) -> str:
+    """The ISO 8601 UTC deleteAfterDate `seconds` after `now` (epoch seconds)."""
+    if not 0 < seconds <= TEMPORARY_MAX_S:
+        raise ValueError(
+            f"Atlas deletes temporary entries between now and one week ahead, not in {seconds:g} s"
+        )
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now + seconds))
 
 
 def access_list_value(address: str) -> str:
@@ -276,4 +333,90 @@ def step_labels(hardware: dict) -> dict:
         out["disk_iops"] = hardware["atlas_disk_iops"]
     if hardware.get("atlas_price_per_hour_usd") is not None:
         out["price_per_hour"] = hardware["atlas_price_per_hour_usd"]
+    return out
+
+
+# ---- where the clients are: the Atlas region of a PKB cloud and zone ------------------
+# Atlas names regions its own way (Admin API regionName; "Cloud Providers and Regions"
+# pages of the Atlas docs): AWS us-east-1 -> US_EAST_1; GCP's older regions have names
+# of their own (us-central1 -> CENTRAL_US), newer ones follow us-east4 -> US_EAST_4;
+# Azure's are reordered (eastus2 -> US_EAST_2, westeurope -> EUROPE_WEST).
+PKB_CLOUDS = {"AWS": "AWS", "GCP": "GCP", "Azure": "AZURE"}
+_GCP_NAMED = {
+    "us-central1": "CENTRAL_US",
+    "us-east1": "EASTERN_US",
+    "us-west1": "WESTERN_US",
+    "europe-west1": "WESTERN_EUROPE",
+    "asia-east1": "EASTERN_ASIA_PACIFIC",
+    "asia-northeast1": "NORTHEASTERN_ASIA_PACIFIC",
+    "asia-southeast1": "SOUTHEASTERN_ASIA_PACIFIC",
+}
+_AZURE = {
+    "eastus": "US_EAST",
+    "eastus2": "US_EAST_2",
+    "centralus": "US_CENTRAL",
+    "northcentralus": "US_NORTH_CENTRAL",
+    "southcentralus": "US_SOUTH_CENTRAL",
+    "westus": "US_WEST",
+    "westus2": "US_WEST_2",
+    "westus3": "US_WEST_3",
+    "westcentralus": "US_WEST_CENTRAL",
+    "canadacentral": "CANADA_CENTRAL",
+    "canadaeast": "CANADA_EAST",
+    "brazilsouth": "BRAZIL_SOUTH",
+    "northeurope": "EUROPE_NORTH",
+    "westeurope": "EUROPE_WEST",
+    "uksouth": "UK_SOUTH",
+    "ukwest": "UK_WEST",
+    "francecentral": "FRANCE_CENTRAL",
+    "germanywestcentral": "GERMANY_WEST_CENTRAL",
+    "swedencentral": "SWEDEN_CENTRAL",
+    "switzerlandnorth": "SWITZERLAND_NORTH",
+    "norwayeast": "NORWAY_EAST",
+    "eastasia": "ASIA_EAST",
+    "southeastasia": "ASIA_SOUTH_EAST",
+    "japaneast": "JAPAN_EAST",
+    "koreacentral": "KOREA_CENTRAL",
+    "centralindia": "INDIA_CENTRAL",
+    "australiaeast": "AUSTRALIA_EAST",
+}
+
+
+def atlas_region_of(cloud: str, zone: str) -> str | None:
+    """The Atlas regionName of PKB's `cloud` and `zone` (us-east-1a, us-central1-b,
+    eastus-1), or None when it cannot be told."""
+    zone = (zone or "").strip().lower()
+    if not zone:
+        return None
+    if cloud == "AWS":
+        m = re.fullmatch(r"([a-z]+(?:-gov)?-[a-z]+-\d+)[a-z]?", zone)
+        return m.group(1).upper().replace("-", "_") if m else None
+    if cloud == "GCP":
+        m = re.fullmatch(r"([a-z]+-[a-z]+\d+)(?:-[a-z])?", zone)
+        if not m:
+            return None
+        region = m.group(1)
+        if region in _GCP_NAMED:
+            return _GCP_NAMED[region]
+        return re.sub(r"(\d+)$", r"_\1", region).upper().replace("-", "_")
+    if cloud == "Azure":
+        return _AZURE.get(zone.split("-")[0])
+    return None
+
+
+def remote_clients(provider: str, region: str, clients: list[tuple[str, str]]) -> list[str]:
+    """One line per client VM group ((PKB cloud, zone)) that is not in the cluster's
+    provider and region: its latency to the cluster would cross clouds or regions."""
+    want = (provider.upper(), region.upper().replace("-", "_"))
+    out = []
+    for cloud, zone in clients:
+        where = (PKB_CLOUDS.get(cloud), atlas_region_of(cloud, zone))
+        if where == want:
+            continue
+        if where[0] is None:
+            out.append(f"clients on {cloud} (not an Atlas provider)")
+        elif where[1] is None:
+            out.append(f"clients in {cloud} zone {zone or '(none)'}: Atlas region unknown")
+        else:
+            out.append(f"clients in {cloud} {zone} (Atlas {where[0]} {where[1]})")
     return out

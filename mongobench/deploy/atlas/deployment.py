@@ -10,14 +10,22 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from mongobench.deploy.atlas.api import AtlasClient, AtlasError, AtlasNotFound, _users
+from mongobench.deploy.atlas.api import (
+    AtlasClient,
+    AtlasConflict,
+    AtlasError,
+    AtlasNotFound,
+    _access_list,
+    _users,
+    log,
+)
 from mongobench.deploy.atlas.cluster import (
     ClusterSpec,
     Hardware,
     access_list_entry,
-    access_list_value,
     cluster_hardware,
     database_user_body,
+    delete_after_date,
 )
 
 _USERINFO = re.compile(r"^(mongodb(?:\+srv)?://)[^@/]*@", re.IGNORECASE)
@@ -64,6 +72,14 @@ class AtlasDeployment:
     one fails: the user, the access-list entries, then the cluster (deleted when
     created here unless `keep`; an existing cluster gets its original hardware
     back). Returns the list of what failed, so the caller can report it.
+
+    Leaks: what a request is about to create is recorded before the request goes out
+    (a Ctrl-C or a lost reply during it still leaves it to teardown; a 4xx refusal
+    clears it again), and what already existed (a cluster of that name, an access-list
+    entry for a client address) is never created, so never deleted. The database user
+    and the access-list entries are temporary (deleteAfterDate `temporary_s` ahead):
+    Atlas removes them itself if no teardown ever runs. A cluster has no such date.
+    Provision waits (`apply_timeout`) until Atlas has applied the user and the entries.
     """
 
     def __init__(
@@ -80,8 +96,14 @@ class AtlasDeployment:
         timeout: float = 3600,
         poll: float = 30,
         sleep=time.sleep,
+        temporary_s: float = 48 * 3600,
+        apply_timeout: float = 900,
+        clock=time.time,
     ):
         self.client, self.spec = client, spec
+        self.temporary_s, self.apply_timeout, self.clock = temporary_s, apply_timeout, clock
+        delete_after_date(temporary_s, 0)  # ValueError now, not after the cluster exists
+        self.entries_preexisting: list[str] = []
         self.reuse, self.keep = reuse, keep
         self.username, self.comment, self.srv = username, comment, srv
         self.access_list = list(dict.fromkeys(access_list))
@@ -104,7 +126,15 @@ class AtlasDeployment:
         if self.reuse:
             self.client.get_cluster(name)  # AtlasNotFound names it when it is missing
         else:
-            with self._undo_if_done("created"):
+            if self._exists(name):
+                # never ours to delete: refused before anything is recorded for teardown
+                raise AtlasConflict(
+                    f"cluster {name} exists already and was not made by this run (benchmark"
+                    " it with --mongobench_atlas_reuse, or choose another name)",
+                    409,
+                    "DUPLICATE_CLUSTER_NAME",
+                )
+            with self._intent("created"):
                 self.client.create_cluster(self.spec)
         cluster = self._wait()
         hw = cluster_hardware(cluster)
@@ -114,27 +144,66 @@ class AtlasDeployment:
             hw.get("atlas_disk_iops"),
             hw.get("atlas_ebs_volume_type"),
         )
-        if self.access_list:
-            entries = [access_list_entry(a, self.comment) for a in self.access_list]
-            with self._undo_if_done("entries_added", list(self.access_list)):
+        delete_after = delete_after_date(self.temporary_s, self.clock())
+        new = []
+        for address in self.access_list:
+            if self.client.access_list_entry(address) is not None:
+                # someone else's entry (or a permanent one): used, never changed or deleted
+                log.info("atlas: access-list entry %s exists already: kept as it is", address)
+                self.entries_preexisting.append(address)
+            else:
+                new.append(address)
+        if new:
+            entries = [access_list_entry(a, self.comment, delete_after) for a in new]
+            with self._intent("entries_added", [*self.entries_added, *new]):
                 self.client.request("POST", f"/groups/{self.client.project_id}/accessList", entries)
         password = secrets.token_urlsafe(24)
-        with self._undo_if_done("user_created"):
-            self.client.create_database_user(database_user_body(self.username, password, name))
+        body = database_user_body(self.username, password, name, delete_after)
+        with self._intent("user_created"):
+            self.client.create_database_user(body)
+        log.info("atlas: waiting until the database user and access list are applied")
+        self.client.wait_until_applied(
+            name,
+            new,
+            timeout=self.apply_timeout,
+            poll=min(self.poll, 5),
+            sleep=self.sleep,
+        )
         return with_credentials(connection_string(cluster, srv=self.srv), self.username, password)
 
+    def _exists(self, name: str) -> bool:
+        try:
+            self.client.get_cluster(name)
+        except AtlasNotFound:
+            return False
+        return True
+
     @contextlib.contextmanager
-    def _undo_if_done(self, attribute: str, value=True):
-        """Marks `attribute` for teardown when the request succeeded, and also when its
-        outcome is unknown (network error, 5xx: Atlas may have done it); a 4xx refusal
-        did nothing, and undoing it could delete what another run owns."""
+    def _intent(self, attribute: str, value=True):
+        """Records `attribute` for teardown before the request goes out, so that an
+        interrupt (Ctrl-C) or a lost reply during it still leaves it to teardown (which
+        counts a 404 as undone). A 4xx refusal did nothing, and undoing it could delete what
+        another run owns: the record is cleared again."""
+        before = getattr(self, attribute)
+        setattr(self, attribute, value)
         try:
             yield
         except AtlasError as e:
-            if e.status is None or e.status >= 500:
-                setattr(self, attribute, value)
+            if e.status is not None and e.status < 500 and not getattr(e, "after_unknown", False):
+                setattr(self, attribute, before)
             raise
-        setattr(self, attribute, value)
+
+    def leftovers(self) -> list[str]:
+        """What teardown still has to undo (empty when nothing is left)."""
+        out = []
+        if self.user_created:
+            out.append(f"database user {self.username}")
+        out += [f"access-list entry {a}" for a in self.entries_added]
+        if self.created and not self.keep:
+            out.append(f"cluster {self.spec.name}")
+        elif self.original and self.current != self.original:
+            out.append(f"cluster {self.spec.name} resized to {self.current.label()}")
+        return out
 
     def apply(self, step: Hardware | None) -> dict:
         """Resizes to `step` when it differs from the current hardware; returns metadata."""
@@ -177,7 +246,7 @@ class AtlasDeployment:
                 f"delete access-list entry {address}",
                 self.client.request,
                 "DELETE",
-                f"/groups/{self.client.project_id}/accessList/{access_list_value(address)}",
+                _access_list(self.client, address),
             ):
                 self.entries_added.remove(address)
         name = self.spec.name
