@@ -44,6 +44,11 @@ RESULT_SCHEMA = 1
 # remaining variants are failed without running (each would wait for server
 # selection, 30 s by default, for a server that is gone).
 PING_TIMEOUT_S = 5.0
+# After the first contact (which gets the URI's, or pymongo's 30 s, server selection), the
+# run's client waits this long for a server to select: a server that died mid-variant
+# costs seconds, not 30 s per operation and again for the finish. A URI that sets
+# serverSelectionTimeoutMS keeps its own.
+RUN_SELECTION_MS = 5000
 
 
 def reason(e: BaseException, uri: str = "", gone: bool = False) -> str:
@@ -267,8 +272,11 @@ def run_variant(
             )
     on_phase("finish")
     failures = timed.pop("failures")
-    finished = workload.finish() if not failures else {}
-    status_after = server_status(client)
+    # Failed operations: is the server still there? A lost one has nothing to finish or to
+    # report (each call would wait for server selection); the caller marks the fragment.
+    lost = reachable(client) if sum(timed["stats"].errors.values()) else None
+    finished = workload.finish() if not failures and not lost else {}
+    status_after = server_status(client) if not lost else None
     after = serverstats.extract(status_after)
     if failures:
         raise RuntimeError(
@@ -297,6 +305,7 @@ def run_variant(
         "bytes": total.bytes,
         "errors": dict(total.errors),
         "had_errors": bool(sum(total.errors.values())),
+        **({"server_lost": lost} if lost else {}),
         "counters": dict(total.counters),
         "finished": finished,
         "error_samples": total.error_samples,
@@ -490,6 +499,13 @@ def run(
             check_access(client, database, uri)
         except PyMongoError as e:
             raise redact.TargetError(f"{target}: {reason(e, uri)}") from None
+        if "serverselectiontimeoutms=" not in uri.partition("?")[2].lower():
+            client.close()
+            client = connect(
+                uri,
+                maxPoolSize=max(100, max_threads + 10),
+                serverSelectionTimeoutMS=RUN_SELECTION_MS,
+            )
         doc = {
             "schema": RESULT_SCHEMA,
             "tool": "mongobench perftables",
@@ -590,7 +606,7 @@ def _run_plans(client, order, repeats, doc, out_path, target, track, log, **kw) 
         doc["results"].append(res)
         write_json_atomic(out_path, doc)
         if not gone and (res["status"] != "ok" or res.get("had_errors")):
-            why = reachable(client)
+            why = res.get("server_lost") or reachable(client)
             if why:
                 gone = f"{target}: {why} (after {experiment.name} [{v.label}])"
                 doc["unreachable"] = gone

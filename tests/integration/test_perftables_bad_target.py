@@ -93,25 +93,25 @@ def test_server_dying_in_the_last_variant_fails_it(tmp_path, workdir, monkeypatc
     assert {s["metadata"]["variant"] for s in samples} == {"1000"}  # no figures of "2000"
 
 
-def test_server_dying_mid_run_flags_the_variant_and_fails_the_rest_fast(tmp_path, workdir):
+def test_server_dying_mid_run_flags_the_variant_and_fails_the_rest_fast(
+    tmp_path, workdir, monkeypatch
+):
     srv = testbed.start_server(str(workdir / "mid"))
     uri = f"{srv.uri}?{QUICK}"
-    started = threading.Event()
+    real = perftables._timed_multiplexed
 
-    def log(msg):
-        if msg.endswith("] replace/500000: running"):
-            started.set()
+    def killed_in_the_first_timed_phase(*args, **kwargs):
+        # a second into the timed phase (not a fixed time after "running": a loaded
+        # machine may still be preparing then)
+        threading.Timer(1.0, srv.stop).start()
+        monkeypatch.setattr(perftables, "_timed_multiplexed", real)
+        return real(*args, **kwargs)
 
-    def killer():
-        started.wait(60)
-        time.sleep(2.0)  # preparation (200 documents) is done; the timed phase runs
-        srv.stop()
-
-    threading.Thread(target=killer, daemon=True).start()
+    monkeypatch.setattr(perftables, "_timed_multiplexed", killed_in_the_first_timed_phase)
     t0 = time.monotonic()
     run = perftables.run(
         uri, ["replace", "update_indexed"], "full", str(tmp_path / "r.json"),
-        overrides={"preload_docs": 200, "duration_s": 4, "threads": 2}, log=log,
+        overrides={"preload_docs": 200, "duration_s": 4, "threads": 2}, log=lambda m: None,
     )  # fmt: skip
     elapsed = time.monotonic() - t0
     assert run == json.loads((tmp_path / "r.json").read_text())
@@ -129,3 +129,32 @@ def test_server_dying_mid_run_flags_the_variant_and_fails_the_rest_fast(tmp_path
     assert all(s["metadata"]["had_errors"] is True for s in samples)
     text = report.render(samples)
     assert "| 500000 (errors) |" in text
+
+
+def test_a_server_lost_mid_variant_costs_seconds_not_server_selection(
+    tmp_path, workdir, monkeypatch
+):
+    # issue 22, slow failure: each client thread's next operation, then the variant's
+    # finish, waited pymongo's 30 s server selection for a server that was gone
+    srv = testbed.start_server(str(workdir / "lost"))
+    real, killed = perftables._timed_threads, {}
+
+    def killed_soon(*args, **kwargs):
+        def kill():
+            srv.stop()
+            killed["at"] = time.monotonic()
+
+        threading.Timer(0.5, kill).start()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(perftables, "_timed_threads", killed_soon)
+    run = perftables.run(
+        srv.uri, ["update_fields"], "smoke", str(tmp_path / "r.json"),
+        variants=["1, 500000, plain"], overrides={"duration_s": 2}, client_path="pymongo",
+        os_path=False, log=lambda m: None,
+    )  # fmt: skip
+    after_kill = time.monotonic() - killed["at"]
+    (res,) = run["results"]
+    assert res["server_lost"].startswith("server unreachable")
+    assert res["fails_run"].startswith("the server was lost during this variant")
+    assert after_kill < 15, after_kill  # was 60 s: 30 in the timed phase, 30 in the finish
