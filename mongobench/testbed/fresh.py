@@ -375,8 +375,13 @@ def start_proxy(net: int, workdir: str, cache_dir: str) -> tuple[subprocess.Pope
 
     try:
         poll_until(check, timeout=30, interval=0.2)
-    except PollTimeout:
-        raise FreshBedError("apt-cacher-ng does not listen after 30s") from None
+    except BaseException as e:
+        from mongobench.testbed.bed import stop_pid
+
+        stop_pid(proc.pid)  # not yet in the bed's state: down would not find it
+        if isinstance(e, PollTimeout):
+            raise FreshBedError(f"apt-cacher-ng does not listen on port {port} after 30s") from None
+        raise
     return proc, port
 
 

@@ -1,5 +1,7 @@
 """The fresh test bed's pure parts: mirror detection, PKB configs, one-line preflight."""
 
+import os
+
 import pytest
 import yaml
 
@@ -55,3 +57,21 @@ def test_preflight_names_missing_commands_and_packages(monkeypatch):
     monkeypatch.setattr(fresh.os, "geteuid", lambda: 1000)
     with pytest.raises(fresh.FreshBedError, match="needs root"):
         fresh.preflight()
+
+
+def test_a_proxy_that_never_listens_is_stopped(tmp_path, monkeypatch):
+    # It is not in the bed's state yet, so `down` could not find it: start_proxy stops it.
+    script = tmp_path / "acng"
+    script.write_text(f"#!/bin/sh\necho $$ > {tmp_path}/pid\nexec sleep 60\n")
+    script.chmod(0o755)
+    monkeypatch.setattr(fresh, "_which", lambda c: str(script))
+    monkeypatch.setattr(fresh, "host_address", lambda net: "127.0.0.1")
+
+    def never(*a, **k):
+        raise fresh.PollTimeout("never")
+
+    monkeypatch.setattr(fresh, "poll_until", never)
+    with pytest.raises(fresh.FreshBedError, match="does not listen"):
+        fresh.start_proxy(100, str(tmp_path), str(tmp_path / "cache"))
+    pid = int((tmp_path / "pid").read_text())
+    assert not os.path.exists(f"/proc/{pid}") or "Z" in open(f"/proc/{pid}/stat").read().split()[2]
