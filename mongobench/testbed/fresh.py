@@ -506,4 +506,30 @@ def leftovers(state: dict) -> list[str]:
         pid = state.get(key)
         if pid and os.path.exists(f"/proc/{pid}"):
             out.append(f"process {pid} ({key})")
+    addresses = [m["address"] for m in state.get("machines", {}).values()]
+    out += [f"process {pid} ({cmd})" for pid, cmd in processes_naming(addresses)]
     return out
+
+
+def processes_naming(addresses: list[str], wait: float = 10.0) -> list[tuple[int, str]]:
+    """Processes on this host whose command line names a machine's address (PKB's ssh
+    ControlMaster processes), after up to `wait` seconds for them to end (their sessions
+    closed when the machine's sshd stopped)."""
+    alternatives = "|".join(re.escape(a) for a in addresses)
+    pattern = re.compile(rf"@({alternatives})\b")
+    deadline = time.time() + wait
+    while True:
+        found = []
+        for entry in os.listdir("/proc") if addresses else []:
+            if not entry.isdigit() or int(entry) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+            except OSError:
+                continue
+            if pattern.search(cmd) and not cmd.startswith("ps "):
+                found.append((int(entry), cmd[:120]))
+        if not found or time.time() >= deadline:
+            return found
+        time.sleep(0.5)

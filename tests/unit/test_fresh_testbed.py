@@ -1,6 +1,7 @@
 """The fresh test bed's pure parts: mirror detection, PKB configs, one-line preflight."""
 
 import os
+import subprocess
 
 import pytest
 import yaml
@@ -75,3 +76,19 @@ def test_a_proxy_that_never_listens_is_stopped(tmp_path, monkeypatch):
         fresh.start_proxy(100, str(tmp_path), str(tmp_path / "cache"))
     pid = int((tmp_path / "pid").read_text())
     assert not os.path.exists(f"/proc/{pid}") or "Z" in open(f"/proc/{pid}/stat").read().split()[2]
+
+
+def test_host_processes_naming_a_machine_are_leftovers():
+    # PKB's ssh ControlMaster processes name root@<address> on their command line.
+    p = subprocess.Popen(["sh", "-c", "sleep 30", "root@169.254.199.10"])
+    other = subprocess.Popen(["sh", "-c", "sleep 30", "root@169.254.199.100"])
+    try:
+        found = fresh.processes_naming(["169.254.199.10"], wait=0)
+        assert [pid for pid, _ in found] == [p.pid]
+        state = {"machines": {"server": {"ns": "mb199-0", "address": "169.254.199.10"}}}
+        assert f"process {p.pid} (sh -c sleep 30 root@169.254.199.10)" in fresh.leftovers(state)
+    finally:
+        for proc in (p, other):
+            proc.kill()
+            proc.wait()
+    assert fresh.processes_naming(["169.254.199.10"], wait=0) == []
