@@ -27,3 +27,22 @@ ensure_setup() {
   fi
   "$root/scripts/setup"
 }
+
+# A Python 3.12 (PKB's: it imports typing.override, absent from 3.11): $PYTHON312,
+# python3.12 on PATH (a pyenv shim counts only if it runs), else pyenv's newest 3.12.x.
+python312() {
+  local p root
+  local is312='import sys; sys.exit(sys.version_info[:2] != (3, 12))'
+  for p in "${PYTHON312:-}" python3.12; do
+    if [ -n "$p" ] && "$p" -c "$is312" 2>/dev/null; then
+      "$p" -c 'import sys; print(sys.executable)'; return
+    fi
+  done
+  root="$(pyenv root 2>/dev/null || echo "${PYENV_ROOT:-$HOME/.pyenv}")"
+  for p in $(ls -d "$root"/versions/3.12*/bin/python3.12 2>/dev/null | sort -rV); do
+    if "$p" -c "$is312" 2>/dev/null; then echo "$p"; return; fi
+  done
+  echo "no Python 3.12 found (PKB needs it): put python3.12 on PATH, install it with pyenv" \
+    "(pyenv install 3.12) or set PYTHON312=/path/to/python3.12" >&2
+  return 1
+}

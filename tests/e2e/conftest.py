@@ -1,8 +1,9 @@
 """Shared pieces of the end-to-end tests that run the unmodified ./pkb.py.
 
 They run when PKB_DIR names a PKB checkout; PKB_PYTHON is the Python of an
-environment with PKB's requirements (default: python3.12). The plugin is
-`pip install -e`'d into it when it is missing.
+environment with PKB's requirements (default: python3.12; scripts/pkbvenv makes one).
+The plugin is `pip install -e`'d into it when it is missing. With
+MONGOBENCH_REQUIRE_PKB=1 (CI) a missing PKB fails every test instead of skipping it.
 """
 
 import os
@@ -18,10 +19,13 @@ from pkb_helpers import PKB_DIR, REPO
 @pytest.fixture(scope="session")
 def pkb_python():
     if not PKB_DIR or not os.path.exists(os.path.join(PKB_DIR, "pkb.py")):
-        pytest.skip(
-            "PKB_DIR does not name a PerfKitBenchmarker checkout: set PKB_DIR (and PKB_PYTHON)"
-            " to run the end-to-end tests (see README: Tests)"
+        why = (
+            f"PKB_DIR ({PKB_DIR or 'unset'}) does not name a PerfKitBenchmarker checkout: set"
+            " PKB_DIR (and PKB_PYTHON) to run the end-to-end tests (see README: Tests)"
         )
+        if os.environ.get("MONGOBENCH_REQUIRE_PKB") == "1":
+            pytest.fail(why, pytrace=False)
+        pytest.skip(why)
     py = os.environ.get("PKB_PYTHON", "python3.12")
     # Asked from outside the repo: from inside it, the checkout's own mongobench_pkb/ folder
     # would answer although PKB's environment lacks the plugin.
