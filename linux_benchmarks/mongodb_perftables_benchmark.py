@@ -304,6 +304,8 @@ def CheckPrerequisites(benchmark_config):
             topology.parse_shard_key(_SHARD_KEY.value)
         except ValueError as e:
             raise errors.Config.InvalidValue(f"--mongodb_perftables_shard_key: {e}") from e
+    if kind in ("standalone", "replset", "sharded"):
+        mongobench_mongod.CheckPrerequisites()
 
 
 def _ReadUri():

@@ -281,6 +281,7 @@ def CheckPrerequisites(benchmark_config) -> None:
         raise errors.Config.InvalidValue(
             "--mongodb_stress_stress_ng_per_numa_node needs --mongodb_stress_hold_memory"
         )
+    mongobench_stress.CheckPrerequisites()
 
 
 def _Settings():

@@ -145,6 +145,7 @@ def CheckPrerequisites(benchmark_config):
     except ValueError as e:  # SweepError too
         raise errors.Config.InvalidValue(f"mongodb_ycsb_sweep: {e}") from None
     _ReadUri()
+    mongobench_ycsb.CheckPrerequisites()
 
 
 def _ReadUri():

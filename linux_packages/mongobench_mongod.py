@@ -53,12 +53,14 @@ WORKDIR_NAME = "mongobench-mongod"
 ROLES = ("mongod", "shardsvr", "configsvr", "mongos")
 STANDIN_DESCRIPTION = "stand-in (mongo-java-server 1.47.0), not MongoDB"
 SERVER_KINDS = ("mongod", "standin")
+FLAGS = flags.FLAGS
 
-_VERSION = flags.DEFINE_string(
+flags.DEFINE_string(
     "mongobench_mongodb_version",
     "8.0",
     "MongoDB series (8.0, 7.0, 6.0) or full version (8.0.4, pins the packages) to install"
-    " from MongoDB's repositories; also the version mongod configs are validated for.",
+    " from MongoDB's repositories; also the version mongod configs are validated for. When"
+    " only PKB's own --mongodb_version is set, that one is used; both set must agree.",
 )
 _SERVER = flags.DEFINE_enum(
     "mongobench_mongod_server",
@@ -97,6 +99,31 @@ _READAHEAD = flags.DEFINE_integer(
 # ----------------------------------------------------------------------------- install
 
 
+def MongodbVersion():
+    """The MongoDB version to install: --mongobench_mongodb_version, or PKB's own
+    --mongodb_version when only that one was set (on the command line or in the config's
+    flags); both set to different versions: InvalidValue. CheckPrerequisites calls it."""
+    ours = FLAGS["mongobench_mongodb_version"]
+    pkbs = FLAGS["mongodb_version"] if "mongodb_version" in FLAGS else None
+    try:
+        return install.chosen_version(
+            ours.value,
+            bool(ours.present),
+            None if pkbs is None else pkbs.value,
+            pkbs is not None and bool(pkbs.present),
+        )
+    except ValueError as e:
+        raise errors.Config.InvalidValue(str(e)) from None
+
+
+def CheckPrerequisites():
+    """Before any VM exists: the version flags agree (MongodbVersion); for the stand-in, the
+    PKB host can build it."""
+    MongodbVersion()
+    if _SERVER.value == "standin":
+        mongobench_ycsb.CheckPrerequisites()
+
+
 def _Platform(vm):
     out, _ = vm.RemoteCommand("cat /etc/os-release; echo ---; uname -m")
     os_release, _, arch = out.partition("---")
@@ -110,8 +137,10 @@ def _InstallFromRepository(vm):
     plat = _Platform(vm)
     try:
         cmds = install.repo_setup_commands(
-            plat.family, plat.release, plat.arch, _VERSION.value
-        ) + install.install_packages_commands(plat.family, plat.release, plat.arch, _VERSION.value)
+            plat.family, plat.release, plat.arch, MongodbVersion()
+        ) + install.install_packages_commands(
+            plat.family, plat.release, plat.arch, MongodbVersion()
+        )
     except install.UnsupportedPlatform as e:
         raise errors.Setup.InvalidSetupError(
             f"{vm.name}: {e}; use --mongobench_mongod_tarball_url or --mongobench_mongod_bin_dir"
@@ -216,7 +245,7 @@ def _DeployTarball(vm):
     if url == "auto":
         plat = _Platform(vm)
         try:
-            url = install.tarball_url(_VERSION.value, plat.family, plat.release, plat.arch)
+            url = install.tarball_url(MongodbVersion(), plat.family, plat.release, plat.arch)
         except (ValueError, install.UnsupportedPlatform) as e:
             raise errors.Setup.InvalidSetupError(f"{vm.name}: {e}") from e
     _, _, rc = vm.RemoteCommandWithReturnCode(
@@ -255,7 +284,7 @@ def Deploy(vm):
         if _TARBALL_URL.value:
             _DeployTarball(vm)
         bin_dir, version = _BinDir(vm), Version(vm)
-    config_version = version if _SERVER.value == "mongod" else _VERSION.value
+    config_version = version if _SERVER.value == "mongod" else MongodbVersion()
     server = Server(vm.name, _SERVER.value, workdir, bin_dir, version, config_version, vm.user_name)
     vm.RemoteCommand(f"mkdir -p {shlex.quote(server.instances_dir)}")
     logging.info("mongobench: %s %s ready on %s in %s", server.kind, version, vm.name, workdir)

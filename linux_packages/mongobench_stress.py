@@ -90,6 +90,13 @@ class State:
 # ----------------------------------------------------------------------------- prepare
 
 
+def CheckPrerequisites():
+    """Before any VM exists: the MongoDB version flags agree and the PKB host can build the
+    YCSB client (and the stand-in)."""
+    mongobench_mongod.CheckPrerequisites()
+    mongobench_ycsb.CheckPrerequisites()
+
+
 def _ServerFacts(vm, server, settings):
     """Memory, vCPUs, free disk under the instances directory, NUMA nodes, cores, online CPUs
     and network addresses of the server (the flags win where given)."""

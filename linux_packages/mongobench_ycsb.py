@@ -173,6 +173,15 @@ def ShipJars(vm, key, files, remote_dir):
     )
 
 
+def CheckPrerequisites():
+    """Before any VM exists: the PKB host can build the Java components (Maven, a JDK 17+)
+    unless they are built and up to date; the error names each missing tool."""
+    try:
+        javabuild.check_build_tools()
+    except RuntimeError as e:
+        raise errors.Setup.InvalidSetupError(f"PKB host: {e}") from None
+
+
 def _YcsbJars():
     try:
         javabuild.build()

@@ -129,6 +129,19 @@ def platform_from_os_release(os_release: str, uname_m: str) -> Platform:
     return platform(family, fields.get("VERSION_ID", ""), uname_m)
 
 
+def chosen_version(ours: str, ours_set: bool, pkbs: str | None, pkbs_set: bool) -> str:
+    """The MongoDB version to install from --mongobench_mongodb_version (`ours`) and PKB's own
+    --mongodb_version (`pkbs`), each with whether the user set it: PKB's when only it was set
+    (a config that pins 7.0 for PKB's MongoDB benchmarks keeps 7.0), ours otherwise. Both
+    set to different versions is refused (ValueError, one line)."""
+    if ours_set and pkbs_set and pkbs != ours:
+        raise ValueError(
+            f"--mongodb_version={pkbs} and --mongobench_mongodb_version={ours} disagree:"
+            " set one of them (or both to the same version)"
+        )
+    return pkbs if pkbs_set and not ours_set and pkbs else ours
+
+
 def check_supported(plat: Platform, mongodb_version: str) -> str:
     """The series for `mongodb_version` on `plat`, or UnsupportedPlatform saying why."""
     ser = series(mongodb_version)

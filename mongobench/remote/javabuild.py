@@ -168,19 +168,59 @@ def _build_lock(jdir: pathlib.Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+MIN_JDK = 17  # java/pom.xml: maven.compiler.release 17
+
+
+def _jdk_major(javac: str) -> int | None:
+    """The major version `javac -version` prints ("javac 17.0.9", "javac 1.8.0_392")."""
+    try:
+        out = subprocess.run(
+            [javac, "-version"], capture_output=True, text=True, timeout=60, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    words = (out.stdout + out.stderr).split()
+    if len(words) < 2 or words[0] != "javac":
+        return None
+    parts = words[1].split(".")
+    try:
+        return int(parts[1] if parts[0] == "1" and len(parts) > 1 else parts[0])
+    except ValueError:
+        return None
+
+
+def missing_build_tools() -> list[str]:
+    """What this host lacks to build the Java components: Maven and a JDK 17+ (javac)."""
+    missing = []
+    if shutil.which("mvn") is None:
+        missing.append("Maven ('mvn' is not on PATH; Debian: apt-get install maven)")
+    javac = shutil.which("javac")
+    major = _jdk_major(javac) if javac else None
+    if javac is None or major is None or major < MIN_JDK:
+        found = "'javac' is not on PATH" if javac is None else f"{javac}: JDK {major or '?'}"
+        missing.append(
+            f"a JDK {MIN_JDK} or newer ({found}; Debian: apt-get install openjdk-17-jdk-headless)"
+        )
+    return missing
+
+
+def check_build_tools() -> None:
+    """Raises RuntimeError (one line naming each missing tool) when the Java components are
+    not built and up to date and this host cannot build them. The benchmarks call it before
+    any VM exists (CheckPrerequisites), build() again before it builds."""
+    jdir = java_dir()
+    if _up_to_date(jdir):
+        return
+    missing = missing_build_tools()
+    if missing:
+        raise RuntimeError(f"building the Java components in {jdir} needs {' and '.join(missing)}")
+
+
 def _require_tools(jdir: pathlib.Path) -> str:
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise RuntimeError(
-            "Maven ('mvn') is not on PATH; it is needed to build the Java components in "
-            f"{jdir} (Debian: apt-get install maven)"
-        )
-    if shutil.which("java") is None:
-        raise RuntimeError(
-            "'java' is not on PATH; a JDK 17 or newer is needed to build and run them"
-            " (Debian: apt-get install openjdk-17-jdk-headless)"
-        )
-    return mvn
+    missing = missing_build_tools()
+    if missing:
+        raise RuntimeError(f"building the Java components in {jdir} needs {' and '.join(missing)}")
+    return shutil.which("mvn")
 
 
 def build(force: bool = False, *, timeout: float | None = 1800) -> None:

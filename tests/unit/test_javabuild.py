@@ -43,6 +43,7 @@ def layout(tmp_path, monkeypatch):
     tools.mkdir()
     _exe(tools / "mvn", FAKE_MVN)
     _exe(tools / "java", "#!/bin/sh\n")
+    _exe(tools / "javac", "#!/bin/sh\necho javac 17.0.2\n")
     monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("MVN_CALLS", str(tmp_path / "mvn-calls"))
     return tmp_path, shipped
@@ -110,3 +111,46 @@ def test_not_built_says_how_to_build(layout):
     _sources(shipped)
     with pytest.raises(RuntimeError, match=r"not built; build them with .*javabuild.build\(\)"):
         javabuild.ycsb_classpath()
+
+
+def _only_tools(tmp_path, monkeypatch, javac_version=None):
+    """PATH holds the fake mvn (when no javac_version: nothing else) and a fake javac."""
+    tools = tmp_path / "only"
+    tools.mkdir(parents=True)
+    if javac_version:
+        _exe(tools / "mvn", FAKE_MVN)
+        _exe(tools / "javac", f"#!/bin/sh\necho javac {javac_version} >&2\n")
+    monkeypatch.setenv("PATH", str(tools))
+
+
+def test_missing_maven_and_jdk_are_named_before_the_build(layout, monkeypatch):
+    tmp_path, shipped = layout
+    _sources(shipped)
+    _only_tools(tmp_path, monkeypatch)
+    with pytest.raises(RuntimeError) as e:
+        javabuild.check_build_tools()
+    msg = str(e.value)
+    assert "Maven ('mvn' is not on PATH" in msg and "a JDK 17 or newer ('javac' is not" in msg
+    assert "\n" not in msg
+    with pytest.raises(RuntimeError, match="needs Maven"):
+        javabuild.build()
+    assert _mvn_calls(tmp_path) == []
+
+
+def test_an_old_jdk_is_named_with_its_version(layout, monkeypatch):
+    tmp_path, shipped = layout
+    _sources(shipped)
+    _only_tools(tmp_path, monkeypatch, javac_version="11.0.21")
+    with pytest.raises(RuntimeError, match=r"needs a JDK 17 or newer \(.*javac: JDK 11;") as e:
+        javabuild.check_build_tools()
+    assert "Maven" not in str(e.value)
+    _only_tools(tmp_path / "new", monkeypatch, javac_version="21.0.5")
+    javabuild.check_build_tools()  # JDK 21 and Maven: nothing missing
+
+
+def test_built_components_need_no_build_tools(layout, monkeypatch):
+    tmp_path, shipped = layout
+    _sources(shipped)
+    javabuild.build()
+    _only_tools(tmp_path, monkeypatch)
+    javabuild.check_build_tools()  # up to date: no Maven or JDK needed
