@@ -365,8 +365,7 @@ def Prepare(benchmark_spec):
         "steps": [None],
     }
     benchmark_spec.mongobench = state
-    for vm in clients:
-        vm.Install("mongobench_client")
+    # Deploy installs the engine's prerequisites on each VM it serves, servers included.
     state["workdir"] = mongobench_client.Deploy(client)
     # Client VMs 1..K-1 run their share of every timed phase (`perftables follow`).
     state["follower_workdirs"] = {vm.name: mongobench_client.Deploy(vm) for vm in clients[1:]}

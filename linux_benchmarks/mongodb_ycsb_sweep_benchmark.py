@@ -185,7 +185,6 @@ def Prepare(benchmark_spec):
         mongobench_client.PushSecret(vm, path, uri + "\n")
         uri_files.append(path)
     first = clients[0]
-    first.Install("mongobench_client")
     engine_dir = mongobench_client.Deploy(first)
     state.update(uri_files=uri_files, engine_dir=engine_dir, engine_uri_file=uri_files[0])
     server_memory = _Drop(first, state)  # also removes what an earlier run may have left

@@ -1,10 +1,12 @@
 """The client-side driver (the `mongobench` engine) on a client VM.
 
-`Install` adds the system prerequisites (python3 and venv) through the OS
+`Install` adds the system prerequisites (python3 and venv; a C compiler and
+Python's headers where hdrhistogram has no wheel, e.g. aarch64) through the OS
 package manager; PKB skips it on VMs with install_packages: false. `Deploy`
-always runs: it puts the engine and a virtualenv in a private work directory
-(never system-wide) and checks the prerequisites, failing with a clear message
-when a static host lacks them.
+installs them first on every VM it serves (client and server VMs), then puts the
+engine and a virtualenv in a private work directory (never system-wide) and
+checks the prerequisites, failing with a clear message when a static host lacks
+them.
 """
 
 import logging
@@ -34,11 +36,11 @@ def ProgressSeconds():
 
 
 def AptInstall(vm):
-    vm.InstallPackages("python3 python3-venv python3-pip")
+    vm.InstallPackages(" ".join(shipping.system_packages("apt", vm.cpu_arch)))
 
 
 def YumInstall(vm):
-    vm.InstallPackages("python3 python3-pip")
+    vm.InstallPackages(" ".join(shipping.system_packages("yum", vm.cpu_arch)))
 
 
 def WorkDir(vm):
@@ -47,7 +49,10 @@ def WorkDir(vm):
 
 
 def Deploy(vm):
-    """Ships the engine to `vm`; returns the work directory."""
+    """Installs the engine's prerequisites (PKB's package mechanism: a no-op when done or
+    with install_packages false) and ships the engine to `vm`, client or server; returns the
+    work directory."""
+    vm.Install("mongobench_client")
     workdir = WorkDir(vm)
     vm.RemoteCommand(f"sudo mkdir -p {workdir} && sudo chown $(id -u):$(id -g) {workdir}")
     _, _, rc = vm.RemoteCommandWithReturnCode(

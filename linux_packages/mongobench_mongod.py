@@ -134,18 +134,26 @@ def _Platform(vm):
 
 
 def _InstallFromRepository(vm):
+    """MongoDB's repository, then its packages, through PKB's package mechanism (which retries,
+    e.g. while unattended-upgrades holds the dpkg lock at boot)."""
     plat = _Platform(vm)
+    version = MongodbVersion()
     try:
-        cmds = install.repo_setup_commands(
-            plat.family, plat.release, plat.arch, MongodbVersion()
-        ) + install.install_packages_commands(
-            plat.family, plat.release, plat.arch, MongodbVersion()
-        )
+        repo = install.repo_setup_commands(plat.family, plat.release, plat.arch, version)
+        packages = install.server_packages(plat.family, plat.release, plat.arch, version)
     except install.UnsupportedPlatform as e:
         raise errors.Setup.InvalidSetupError(
             f"{vm.name}: {e}; use --mongobench_mongod_tarball_url or --mongobench_mongod_bin_dir"
         ) from e
-    for cmd in cmds:
+    prerequisites = install.repo_prerequisites(plat)
+    if prerequisites:
+        vm.InstallPackages(" ".join(prerequisites))
+    for cmd in repo:
+        vm.RemoteCommand(cmd)
+    if plat.package_manager == "apt":
+        vm.AptUpdate()  # the new repository's lists (PKB's InstallPackages updates only once)
+    vm.InstallPackages(" ".join(packages))
+    for cmd in install.after_install_commands():
         vm.RemoteCommand(cmd)
 
 

@@ -168,7 +168,10 @@ def check_supported(plat: Platform, mongodb_version: str) -> str:
 def repo_setup_commands(
     os_family: str, os_version: str, arch: str, mongodb_version: str, sudo: bool = True
 ) -> list[str]:
-    """Commands that add MongoDB's own package repository (signed-by keyring on apt)."""
+    """Commands that add MongoDB's own package repository (signed-by keyring on apt). Before
+    them the caller installs repo_prerequisites() and after them, on apt, refreshes the
+    package lists, both with PKB's package mechanism (it retries, e.g. while
+    unattended-upgrades holds the dpkg lock at boot): no apt-get or dnf is run by hand."""
     plat = platform(os_family, os_version, arch)
     ser = check_supported(plat, mongodb_version)
     s = _sudo(sudo)
@@ -187,12 +190,9 @@ def repo_setup_commands(
                 f" {codename}/mongodb-org/{ser} main"
             )
         return [
-            f"{s}apt-get update -q",
-            f"{s}env DEBIAN_FRONTEND=noninteractive apt-get install -y -q gnupg curl ca-certificates",
             f"curl -fsSL {APT_KEY_URL.format(series=ser)}"
             f" | {s}gpg --batch --yes -o {keyring} --dearmor",
             f"echo {shlex.quote(entry)} | {s}tee {APT_LIST.format(series=ser)} >/dev/null",
-            f"{s}apt-get update -q",
         ]
     repo = (
         f"[mongodb-org-{ser}]\n"
@@ -205,20 +205,21 @@ def repo_setup_commands(
     return [f"printf %s {shlex.quote(repo)} | {s}tee {YUM_REPO_FILE.format(series=ser)} >/dev/null"]
 
 
-def install_packages_commands(
+def repo_prerequisites(plat: Platform) -> list[str]:
+    """OS packages repo_setup_commands needs on `plat` (curl and gpg for apt's keyring)."""
+    return ["gnupg", "curl", "ca-certificates"] if plat.package_manager == "apt" else []
+
+
+def server_packages(
     os_family: str,
     os_version: str,
     arch: str,
     mongodb_version: str,
     with_mongos: bool = True,
     with_shell: bool = False,
-    sudo: bool = True,
 ) -> list[str]:
-    """Installs mongod (and mongos/mongosh); a full version ('8.0.4') pins the server packages.
-
-    The packaged `mongod` service is stopped and disabled: instances are started
-    by `start_command` with our own configs and ports.
-    """
+    """MongoDB's packages for the VM's package manager (installed with PKB's InstallPackages);
+    a full version ('8.0.4') pins the server packages."""
     plat = platform(os_family, os_version, arch)
     check_supported(plat, mongodb_version)
     full = parse_version(mongodb_version)
@@ -228,13 +229,14 @@ def install_packages_commands(
     pkgs = [f"{n}{sep}{pin}" if pin else n for n in names]
     if with_shell:
         pkgs.append("mongodb-mongosh")  # versioned independently of the server
+    return pkgs
+
+
+def after_install_commands(sudo: bool = True) -> list[str]:
+    """After server_packages: the packaged `mongod` service is stopped and disabled (instances
+    are started by `start_command` with our own configs and ports), the binary checked."""
     s = _sudo(sudo)
-    if plat.package_manager == "apt":
-        install = f"{s}env DEBIAN_FRONTEND=noninteractive apt-get install -y -q {' '.join(pkgs)}"
-    else:
-        install = f"{s}dnf install -y {' '.join(pkgs)}"
     return [
-        install,
         f"{s}systemctl disable --now mongod >/dev/null 2>&1 || true",
         "/usr/bin/mongod --version",
     ]

@@ -24,6 +24,26 @@ def requirements() -> list[str]:
     return [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
 
 
+# What the engine's virtualenv needs from the OS, per package manager. hdrhistogram (the
+# latency histograms) publishes Linux wheels for x86_64 only: on other architectures
+# (aarch64: Graviton, Axion, Cobalt) pip builds it from its sdist, which needs a C compiler
+# and Python's headers.
+_SYSTEM_PACKAGES = {
+    "apt": ["python3", "python3-venv", "python3-pip"],
+    "yum": ["python3", "python3-pip"],
+}
+_BUILD_PACKAGES = {"apt": ["gcc", "libc6-dev", "python3-dev"], "yum": ["gcc", "python3-devel"]}
+WHEEL_ARCHES = ("x86_64",)
+
+
+def system_packages(package_manager: str, arch: str) -> list[str]:
+    """The OS packages a VM of `arch` (uname -m) needs for the engine's virtualenv."""
+    if package_manager not in _SYSTEM_PACKAGES:
+        raise ValueError(f"unknown package manager {package_manager!r} (apt, yum)")
+    build = [] if arch in WHEEL_ARCHES else _BUILD_PACKAGES[package_manager]
+    return _SYSTEM_PACKAGES[package_manager] + build
+
+
 def archive_bytes() -> bytes:
     """A tar.gz of the `mongobench` package (sources and data, no caches), with this
     host's version and commit in mongobench/_build_info.json: the copy has no .git."""

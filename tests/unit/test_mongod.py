@@ -67,7 +67,13 @@ def test_repo_commands_follow_the_documented_layout(family, release, arch, coden
         ) in cmds
         assert "sudo tee /etc/apt/sources.list.d/mongodb-org-8.0.list" in joined
         assert "apt-key" not in joined  # deprecated; the keyring is referenced by signed-by
-        assert cmds[-1] == "sudo apt-get update -q"
+        # packages and lists go through PKB's package mechanism (it retries): no apt-get here
+        assert "apt-get" not in joined
+        assert install.repo_prerequisites(install.platform(family, release, arch)) == [
+            "gnupg",
+            "curl",
+            "ca-certificates",
+        ]
     else:
         arch_dir = "x86_64" if arch == "x86_64" else "aarch64"
         (cmd,) = cmds
@@ -113,22 +119,16 @@ def test_unpublished_combinations_are_refused_clearly(family, release, arch, ver
 
 
 def test_install_pins_full_versions_per_package_manager():
-    apt = install.install_packages_commands("ubuntu", "24.04", "x86_64", "8.0.4")
-    assert apt[0] == (
-        "sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q"
-        " mongodb-org-server=8.0.4 mongodb-org-mongos=8.0.4"
-    )
-    dnf = install.install_packages_commands("rhel", "9", "x86_64", "7.0.12", with_shell=True)
-    assert dnf[0] == (
-        "sudo dnf install -y mongodb-org-server-7.0.12 mongodb-org-mongos-7.0.12 mongodb-mongosh"
-    )
-    series_only = install.install_packages_commands(
-        "debian", "12", "x86_64", "8.0", with_mongos=False
-    )
-    assert series_only[0].endswith("apt-get install -y -q mongodb-org-server")
+    apt = install.server_packages("ubuntu", "24.04", "x86_64", "8.0.4")
+    assert apt == ["mongodb-org-server=8.0.4", "mongodb-org-mongos=8.0.4"]
+    dnf = install.server_packages("rhel", "9", "x86_64", "7.0.12", with_shell=True)
+    assert dnf == ["mongodb-org-server-7.0.12", "mongodb-org-mongos-7.0.12", "mongodb-mongosh"]
+    series_only = install.server_packages("debian", "12", "x86_64", "8.0", with_mongos=False)
+    assert series_only == ["mongodb-org-server"]
     # the packaged service would occupy 27017: ours are started by background_command
-    assert "systemctl disable --now mongod" in series_only[1]
-    assert all(bash_syntax_ok(c) for c in apt + dnf)
+    after = install.after_install_commands()
+    assert "systemctl disable --now mongod" in after[0]
+    assert all(bash_syntax_ok(c) for c in after)
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,68 @@
+"""What the plugin installs on a VM, through PKB's package mechanism (issue 20): the engine's
+prerequisites on every VM the engine is deployed to, servers included (defect 1); a C
+compiler and Python's headers where hdrhistogram has no wheel (defect 3, aarch64); MongoDB's
+repository and packages with PKB's InstallPackages and AptUpdate, which retry, and no
+hand-written apt-get or dnf (defect 7)."""
+
+import pytest
+from fakevm import NEEDS_PKB, RHEL_9, FakeVm
+
+pytest.importorskip("perfkitbenchmarker.pkb", reason=NEEDS_PKB)
+
+from perfkitbenchmarker import vm_util
+from perfkitbenchmarker.linux_packages import mongobench_client, mongobench_mongod
+
+
+@pytest.fixture
+def pkb_temp(tmp_path, monkeypatch):
+    monkeypatch.setattr(vm_util, "GetTempDir", lambda: str(tmp_path))
+
+
+def test_a_server_vm_gets_the_engines_packages_before_the_engine(pkb_flags, pkb_temp):
+    server = FakeVm("server0")
+    mongobench_client.Deploy(server)
+    packages = server.calls.index(("InstallPackages", "python3 python3-venv python3-pip"))
+    venv_check = server.calls.index(("RemoteCommand", "python3 -m venv --help >/dev/null 2>&1"))
+    assert packages < venv_check
+    # PKB's Install runs a package module once per VM: a second Deploy installs nothing more
+    mongobench_client.Deploy(server)
+    assert [c for c in server.calls if c[0] == "InstallPackages"] == [server.calls[packages]]
+
+
+@pytest.mark.parametrize(
+    "os_release,arch,packages",
+    [
+        (None, "x86_64", "python3 python3-venv python3-pip"),
+        (None, "aarch64", "python3 python3-venv python3-pip gcc libc6-dev python3-dev"),
+        (RHEL_9, "x86_64", "python3 python3-pip"),
+        (RHEL_9, "aarch64", "python3 python3-pip gcc python3-devel"),
+    ],
+)
+def test_arm_vms_get_what_building_hdrhistogram_needs(pkb_flags, os_release, arch, packages):
+    vm = FakeVm("client0", arch=arch, **({"os_release": os_release} if os_release else {}))
+    vm.Install("mongobench_client")
+    assert ("InstallPackages", packages) in vm.calls
+
+
+def test_mongodb_comes_from_pkbs_package_mechanism_on_apt(pkb_flags):
+    vm = FakeVm("server0")
+    mongobench_mongod.AptInstall(vm)
+    commands = vm.commands()
+    assert not [c for c in commands if "apt-get" in c or "dpkg" in c]
+    steps = [c[0] if c[0] != "RemoteCommand" else c[1].split()[0] for c in vm.calls]
+    prereq = vm.calls.index(("InstallPackages", "gnupg curl ca-certificates"))
+    key = next(i for i, c in enumerate(vm.calls) if c[1:] and "gpg --batch" in str(c[1]))
+    listed = next(i for i, c in enumerate(vm.calls) if c[1:] and "sources.list.d" in str(c[1]))
+    update = vm.calls.index(("AptUpdate",))
+    server = vm.calls.index(("InstallPackages", "mongodb-org-server mongodb-org-mongos"))
+    assert prereq < key < listed < update < server, steps
+    assert "systemctl disable --now mongod" in commands[-2]
+
+
+def test_mongodb_comes_from_pkbs_package_mechanism_on_dnf(pkb_flags):
+    vm = FakeVm("server0", os_release=RHEL_9, arch="aarch64")
+    pkb_flags(mongobench_mongodb_version="8.0.4")
+    mongobench_mongod.YumInstall(vm)
+    assert not [c for c in vm.commands() if "dnf" in c.split() or "yum" in c.split()]
+    assert ("InstallPackages", "mongodb-org-server-8.0.4 mongodb-org-mongos-8.0.4") in vm.calls
+    assert ("AptUpdate",) not in vm.calls
