@@ -312,6 +312,15 @@ def _ReadUri():
     return mongobench_client.ReadTargetUri(BENCHMARK_NAME, _URI_FILE.value, _URI_ENV.value)
 
 
+def _SharedHost(clients, servers) -> bool:
+    """Whether a client VM runs on a server VM's kernel (same boot id: the same host)."""
+
+    def boot_ids(vms):
+        return {vm.RemoteCommand("cat /proc/sys/kernel/random/boot_id")[0].strip() for vm in vms}
+
+    return bool(servers) and bool(boot_ids(clients) & boot_ids(servers))
+
+
 def _Servers(benchmark_spec):
     return benchmark_spec.vm_groups.get("servers") or []
 
@@ -466,6 +475,8 @@ def _RunStep(benchmark_spec, step_index, overrides, extra_metadata):
         run = json.load(f)
     if readings:
         ossampler.attach_server_os(run, readings)
+    # A client VM that is a server's host (the test bed): CPU then judges nothing.
+    run["shared_host"] = bool(run.get("shared_host")) or _SharedHost(clients, servers)
     if "atlas" in state:  # the seed's Resource Usage figures, from the Admin API
         mongobench_atlas.AttachMeasurements(state["atlas"], run)
     if readings or "atlas" in state:

@@ -1,52 +1,181 @@
-"""The bottleneck of a measured window: the resource closest to its limit.
+"""The bottleneck of a measured window: which resource, if any, was saturated.
 
 One judgement for every benchmark: perftables variants (mongobench.reports.results) and
-stress steps (mongobench.stress.usage) pass the figures they measured and get the same line,
-e.g. "server CPU (93%)".
+stress steps (mongobench.stress.usage) pass the figures they measured (`readings`) and get
+the same line (`judge`):
+
+- a named resource with its source, when one is at or above SATURATED of its limit:
+  `server CPU (93%, os sampler)`, `client CPU (98% of 2 cores, driver processes)`,
+  `WiredTiger dirty cache (110% of the 20% trigger, serverStatus)`;
+- `none saturated (highest: server CPU 43%)` when none is;
+- `offered load (99% of 500 ops/s; highest: client CPU 12%)` for a rate-limited client
+  that got its rate and nothing was saturated;
+- `shared host (client and server on one machine; highest: client CPU 97%)` when the
+  highest is a CPU figure and the client runs on the server's host (the test bed): each
+  side's CPU is then the other's too, so neither can be named;
+- `unknown (no figures)`.
+
+The client's figure is the driver's own processes' CPU over the cores they may use (one
+per Python process, at most the VM's CPUs, summed over every client VM), never the client
+VM's host-wide CPU, which counts everything else that runs there.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 
-# Utilisation of each resource against its limit; the highest is the bottleneck.
-# Disk limits come from settings (disk_iops, disk_mb_s: the provisioned figures).
-# client_cpu_cores: the client's CPU use as a share of its capacity (the caller
-# divides by the cores its processes can use: one per Python process, the GIL).
-# offered_pct: throughput as a share of the load the clients offered (a rate-limited
-# client: near 100 % the offered load, not the server, set the throughput).
-def bottleneck(figs: dict, settings: dict | None = None, client_cpu_cores: float | None = None):
-    """(resource, utilisation 0..1) of the resource closest to its limit, or None."""
-    settings = settings or {}
-    ratios = {}
-    if figs.get("cpu_pct") is not None:
-        ratios["server CPU"] = figs["cpu_pct"] / 100.0
-    if figs.get("os_iops") is not None and _number(settings.get("disk_iops")):
-        ratios["disk IOPS"] = figs["os_iops"] / float(settings["disk_iops"])
-    if figs.get("os_write_mb_s") is not None and _number(settings.get("disk_mb_s")):
-        mb = figs["os_write_mb_s"] + (figs.get("os_read_mb_s") or 0.0)
-        ratios["disk MB/s"] = mb / float(settings["disk_mb_s"])
-    client = []
-    if figs.get("client_cpu_pct") is not None:
-        client.append(figs["client_cpu_pct"] / 100.0)
-    if client_cpu_cores is not None:
-        client.append(client_cpu_cores)
-    if client:
-        ratios["client"] = max(client)
-    if figs.get("offered_pct") is not None:
-        ratios["offered load"] = figs["offered_pct"] / 100.0
-    if not ratios:
-        return None
-    name = max(ratios, key=ratios.get)
-    return name, ratios[name]
+SATURATED = 0.8  # a resource at or above this share of its limit is named
+OFFERED_MET = 0.9  # a rate-limited client that got this share of its rate: offered load
+
+# WiredTiger's defaults: application threads start evicting at eviction_trigger (95 % of
+# the cache) and eviction_dirty_trigger (20 % dirty).
+CACHE_TRIGGER_PCT = 95.0
+DIRTY_TRIGGER_PCT = 20.0
+REPL_LAG_LIMIT_S = 10.0  # lag at which a secondary is saturated for this judgement
 
 
-def describe(neck: tuple[str, float] | None) -> str:
-    """The metadata line of a bottleneck() result: 'server CPU (93%)' or 'unknown'."""
-    return f"{neck[0]} ({neck[1] * 100:.0f}%)" if neck else "unknown"
+@dataclass(frozen=True)
+class Reading:
+    resource: str  # "server CPU"
+    ratio: float  # use against its limit (1.0: at the limit)
+    source: str  # where the figure comes from ("os sampler", "serverStatus", ...)
+    detail: str = ""  # how the ratio reads ("of 2 cores"), shown with a named resource
+    cpu: bool = False  # a CPU figure (void when client and server share a host)
+    text: str = ""  # replaces "<ratio>% <detail>" where a count reads better
+
+    def named(self) -> str:
+        detail = f" {self.detail}" if self.detail else ""
+        return f"{self.resource} ({self.text or f'{self.ratio * 100:.0f}%{detail}'}, {self.source})"
+
+    def short(self) -> str:
+        return f"{self.resource} {self.ratio * 100:.0f}%"
 
 
-def _number(value) -> bool:
+def positive(value) -> float | None:
     try:
-        return float(value) > 0
+        v = float(value)
     except (TypeError, ValueError):
-        return False
+        return None
+    return v if v > 0 else None
+
+
+def readings(
+    figs: dict,
+    settings: dict | None = None,
+    *,
+    client_share: float | None = None,
+    client_cores: float | None = None,
+    server_source: str = "os sampler",
+    signals: dict | None = None,
+) -> list[Reading]:
+    """Every resource the figures can judge, against its limit.
+
+    `figs`: the server VM's OS figures (cpu_pct, os_iops, os_write_mb_s, os_read_mb_s),
+    network (net_in_mb_s, net_out_mb_s) and, for a stress step, `client_host_cpu_pct`
+    (a YCSB client VM's host CPU: its only client figure). `settings`: the provisioned
+    disk_iops, disk_mb_s and network_mb_s when known. `client_share`: the driver
+    processes' CPU over the `client_cores` they may use. `signals`: serverStatus readings
+    over the phase (serverstats.SignalSampler): cache_fill_pct, cache_dirty_pct,
+    read_tickets_pct, write_tickets_pct, queue, clients, app_evictions, repl_lag_s."""
+    settings, signals = settings or {}, signals or {}
+    out = []
+    if figs.get("cpu_pct") is not None:
+        out.append(Reading("server CPU", figs["cpu_pct"] / 100.0, server_source, cpu=True))
+    iops, mb_s = positive(settings.get("disk_iops")), positive(settings.get("disk_mb_s"))
+    if figs.get("os_iops") is not None and iops:
+        out.append(Reading("disk IOPS", figs["os_iops"] / iops, server_source, f"of {iops:g}"))
+    if figs.get("os_write_mb_s") is not None and mb_s:
+        mb = figs["os_write_mb_s"] + (figs.get("os_read_mb_s") or 0.0)
+        out.append(Reading("disk MB/s", mb / mb_s, server_source, f"of {mb_s:g} MB/s"))
+    net = positive(settings.get("network_mb_s"))
+    if net and (figs.get("net_out_mb_s") is not None or figs.get("net_in_mb_s") is not None):
+        mb = max(figs.get("net_out_mb_s") or 0.0, figs.get("net_in_mb_s") or 0.0)
+        out.append(Reading("network", mb / net, "serverStatus", f"of {net:g} MB/s"))
+    out += _server_signals(signals)
+    if client_share is not None:
+        cores = f"of {client_cores:g} cores" if client_cores else ""
+        out.append(Reading("client CPU", client_share, "driver processes", cores, cpu=True))
+    elif figs.get("client_host_cpu_pct") is not None:
+        out.append(
+            Reading("client CPU", figs["client_host_cpu_pct"] / 100.0, "client VM", cpu=True)
+        )
+    return out
+
+
+def _server_signals(s: dict) -> list[Reading]:
+    out = []
+    src = "serverStatus"
+    if s.get("cache_fill_pct") is not None:
+        out.append(
+            Reading(
+                "WiredTiger cache",
+                s["cache_fill_pct"] / CACHE_TRIGGER_PCT,
+                src,
+                f"of the {CACHE_TRIGGER_PCT:g}% eviction trigger",
+            )
+        )
+    if s.get("cache_dirty_pct") is not None:
+        out.append(
+            Reading(
+                "WiredTiger dirty cache",
+                s["cache_dirty_pct"] / DIRTY_TRIGGER_PCT,
+                src,
+                f"of the {DIRTY_TRIGGER_PCT:g}% dirty trigger",
+            )
+        )
+    if s.get("app_evictions"):  # application threads evicted pages: the cache held them up
+        out.append(
+            Reading(
+                "WiredTiger eviction",
+                1.0,
+                src,
+                text=f"{s['app_evictions']:.0f} pages evicted by application threads",
+            )
+        )
+    for kind in ("read", "write"):
+        pct = s.get(f"{kind}_tickets_pct")
+        if pct is not None:
+            out.append(Reading(f"{kind} tickets", pct / 100.0, src, "in use"))
+    if s.get("queue") is not None and s.get("clients"):
+        share = min(1.0, s["queue"] / s["clients"])
+        text = f"{s['queue']:.0f} of {s['clients']:.0f} clients queued"
+        out.append(Reading("lock queue", share, src, text=text))
+    if s.get("repl_lag_s") is not None:
+        out.append(
+            Reading(
+                "replication lag",
+                s["repl_lag_s"] / REPL_LAG_LIMIT_S,
+                "replSetGetStatus",
+                text=f"{s['repl_lag_s']:.1f} s, limit {REPL_LAG_LIMIT_S:g} s",
+            )
+        )
+    return out
+
+
+def judge(
+    found: list[Reading],
+    *,
+    shared_host: bool = False,
+    offered_share: float | None = None,
+    offered_rate: float | None = None,
+) -> str:
+    """The bottleneck line of `found` (see the module's docstring)."""
+    if not found:
+        if offered_share is not None and offered_share >= OFFERED_MET:
+            return f"offered load ({offered_share * 100:.0f}% of {offered_rate:g} ops/s)"
+        return "unknown (no figures)"
+    top = max(found, key=lambda r: r.ratio)
+    if shared_host:  # CPU figures are both sides' at once: judge by the others
+        other = max((r for r in found if not r.cpu), key=lambda r: r.ratio, default=None)
+        if other is not None and other.ratio >= SATURATED:
+            return other.named()
+        if top.cpu:
+            return f"shared host (client and server on one machine; highest: {top.short()})"
+    if top.ratio >= SATURATED:
+        return top.named()
+    if offered_share is not None and offered_share >= OFFERED_MET:
+        return (
+            f"offered load ({offered_share * 100:.0f}% of {offered_rate:g} ops/s;"
+            f" highest: {top.short()})"
+        )
+    return f"none saturated (highest: {top.short()})"

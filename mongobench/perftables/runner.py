@@ -14,6 +14,7 @@ nothing. `mongobench.results` turns raw results into samples and tables.
 from __future__ import annotations
 
 import functools
+import ipaddress
 import threading
 import time
 import traceback
@@ -98,6 +99,22 @@ def reachable(client) -> str | None:
 def connect(uri: str, app_name: str = "mongobench", **kwargs) -> MongoClient:
     # One connection per client thread, plus head-room for the monitor.
     return MongoClient(uri, appname=app_name, **kwargs)
+
+
+def on_this_host(client) -> bool:
+    """Whether every server the client found listens on a loopback address: the client
+    then shares the server's host (the CLI against a local server, the test bed). PKB's
+    benchmark decides it for VMs (mongodb_perftables_benchmark: the hosts' boot ids)."""
+    hosts = [h for h, _ in client.nodes]
+    if not hosts:
+        return False
+    for h in hosts:
+        try:
+            if not (h == "localhost" or ipaddress.ip_address(h).is_loopback):
+                return False
+        except ValueError:
+            return False
+    return True
 
 
 def server_status(client) -> dict | None:
@@ -247,7 +264,11 @@ def run_variant(
     nthreads = int(variant.settings.get("threads", 1))
 
     before = serverstats.extract(server_status(client))
-    sampler = ossampler.Sampler(os_path, os_interval) if os_path is not False else None
+    os_sampler = ossampler.Sampler(os_path, os_interval) if os_path is not False else None
+    # serverStatus's saturation signals over the phase (core.bottleneck judges them)
+    rs = client.topology_description.topology_type_name == "ReplicaSetWithPrimary"
+    signals = serverstats.SignalSampler(client, os_interval, replica_set=rs)
+    sampler = _PhaseSamplers(os_sampler, signals)
     planned = variant.settings.get("duration_s")
     on_phase("timed", min(float(planned), max_seconds or float("inf")) if planned else None)
     try:
@@ -259,10 +280,9 @@ def run_variant(
         else:
             timed = _timed_threads(workload, nthreads, sampler, max_seconds)
     except BaseException:
-        if sampler and sampler.readings:  # started: its thread must end with the variant
-            sampler.stop()
+        sampler.stop()  # started: its threads must end with the variant
         raise
-    os_summary = sampler.stop() if sampler else None
+    os_summary, server_signals = sampler.stop()
     for vm in timed.get("client_per_vm") or ():
         if vm["late_s"] > 0:  # its clients missed the common start: not all ran together
             log(
@@ -314,9 +334,31 @@ def run_variant(
         "server_after": after,
         "server_info": serverstats.server_info(status_after),
         "os_client": os_summary,
-        "sampler_cpu_s": sampler.cpu_s if sampler else None,
-        "os_client_device": sampler.device_label if sampler else None,
+        "server_signals": server_signals,
+        "sampler_cpu_s": os_sampler.cpu_s if os_sampler else None,
+        "os_client_device": os_sampler.device_label if os_sampler else None,
     }
+
+
+class _PhaseSamplers:
+    """The OS sampler (or None) and the serverStatus signal sampler of one timed phase,
+    started together at its start; stop() -> (OS summary, signals), each None when the
+    phase never started."""
+
+    def __init__(self, os_sampler, signals):
+        self.os, self.signals, self.started = os_sampler, signals, False
+
+    def start(self) -> None:
+        self.started = True
+        if self.os:
+            self.os.start()
+        self.signals.start()
+
+    def stop(self) -> tuple:
+        if not self.started:
+            return None, None
+        self.started = False
+        return (self.os.stop() if self.os else None), self.signals.stop()
 
 
 def _timed_threads(workload, nthreads: int, sampler, max_seconds) -> dict:
@@ -515,6 +557,8 @@ def run(
             "topology": kind,
             "server_version": version,
             "target": target,
+            # a server on this machine: client and server CPU are one (core.bottleneck)
+            "shared_host": on_this_host(client),
             "client_path": client_path,
             "client_vms": client_vms,
             "repeats": int(repeats),

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mongobench.core import bottleneck, repeats
 from mongobench.core import latency as lat
-from mongobench.core import repeats
-from mongobench.core.bottleneck import bottleneck, describe
 from mongobench.core.samples import sample
 from mongobench.core.units import MiB
 from mongobench.perftables import serverstats
@@ -262,13 +261,9 @@ def to_samples(run: dict, extra_metadata: dict | None = None) -> list[dict]:
         stamp = res.get("start")
         md.update(extra_metadata or {})
         figs = figures(res)
-        # Client CPU against what the client can use: one core per process (the
-        # GIL), at most the VM's CPUs, on every client VM (client_cores).
-        cores = res.get("client_process_cpu_s")
-        capacity = res.get("client_cores") or 1
-        cores = cores / max(res["duration_s"], 1e-9) / capacity if cores is not None else None
-        neck = bottleneck(figs, res.get("settings"), cores)
-        md["bottleneck"] = describe(neck)
+        md["bottleneck"] = bottleneck_line(run, res, figs)
+        if run.get("shared_host"):
+            md["shared_host"] = True
         missing = sorted(k for k, v in figs.items() if v is None and k in _SERVER_FIGURES)
         md["missing_metrics"] = ",".join(missing)
         if res["errors"]:
@@ -289,6 +284,35 @@ def to_samples(run: dict, extra_metadata: dict | None = None) -> list[dict]:
     # A variant run several times (--repeats) gives one sample per figure: the mean and its
     # 95 % interval.
     return repeats.combine(out)
+
+
+def bottleneck_line(run: dict, res: dict, figs: dict | None = None) -> str:
+    """core.bottleneck's judgement of one variant: the server VM's OS figures (or Atlas'),
+    serverStatus's signals over the phase, the provisioned disk and network from the
+    settings, and the client as the driver's own processes' CPU over the cores they may use
+    (one per Python process, at most each VM's CPUs, over every client VM); never the
+    client VM's host-wide CPU. `run["shared_host"]`: the client runs on the server's host."""
+    figs = figs if figs is not None else figures(res)
+    cpu_s, cores = res.get("client_process_cpu_s"), res.get("client_cores") or 1
+    share = cpu_s / max(res["duration_s"], 1e-9) / cores if cpu_s is not None else None
+    signals = dict(res.get("server_signals") or {}, clients=res.get("threads"))
+    source = (
+        "atlas measurements"
+        if res.get("atlas_server") and not res.get("os_server")
+        else ("os sampler")
+    )
+    settings = res.get("settings") or {}
+    found = bottleneck.readings(
+        figs, settings, client_share=share, client_cores=cores, server_source=source,
+        signals=signals,
+    )  # fmt: skip
+    rate = bottleneck.positive(settings.get("target_ops_per_s"))
+    return bottleneck.judge(
+        found,
+        shared_host=bool(run.get("shared_host")),
+        offered_share=figs["ops_per_s"] / rate if rate else None,
+        offered_rate=rate,
+    )
 
 
 def _figure_metadata(res: dict) -> dict[str, dict]:

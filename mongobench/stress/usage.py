@@ -39,19 +39,35 @@ def step_usage(
     *,
     throughput: float,
     offered: float | None,
+    shared_host: bool = False,
+    disk_iops: float | None = None,
+    disk_mb_s: float | None = None,
 ) -> dict:
     """Step metadata from the server's readings and each client VM's (name -> readings,
     first and last bracket the run phase): server CPU, iowait, steal and disk figures, the
-    busiest client VM's CPU, the share of the offered load delivered, and `bottleneck`, the
-    resource closest to its limit ('server CPU (96%)', 'client (91%)', 'offered load
-    (99%)': the rate-limited clients, not the server, set the throughput; 'unknown')."""
+    busiest client VM's CPU, the share of the offered load delivered, and `bottleneck`
+    (core.bottleneck.judge: 'server CPU (96%, os sampler)', 'none saturated (highest:
+    ...)', 'offered load (99% of 50000 ops/s; ...)': the rate-limited clients, not the
+    server, set the throughput; a shared-host note when `shared_host`)."""
     srv = ossampler.summarize(list(server))
     per_client = {name: ossampler.summarize(list(r)) for name, r in clients.items()}
     measured = [n for n in per_client if per_client[n]["cpu_pct"] is not None]
     busiest = max(measured, key=lambda n: per_client[n]["cpu_pct"], default=None)
     client_cpu = per_client[busiest]["cpu_pct"] if busiest else None
     offered_pct = 100.0 * throughput / offered if offered else None
-    figs = {"cpu_pct": srv["cpu_pct"], "client_cpu_pct": client_cpu, "offered_pct": offered_pct}
+    # YCSB's client VMs: their host CPU is the only client figure (a Java process, no
+    # per-process accounting here); on a shared host CPU names nothing (core.bottleneck).
+    found = bottleneck.readings(
+        {
+            "cpu_pct": srv["cpu_pct"],
+            "os_iops": srv["iops"],
+            "os_write_mb_s": srv["write_mb_s"],
+            "os_read_mb_s": srv["read_mb_s"],
+            "client_host_cpu_pct": client_cpu,
+        },  # fmt: skip
+        {"disk_iops": disk_iops, "disk_mb_s": disk_mb_s},
+    )
+    offered_share = throughput / offered if offered else None
     return {
         "server_cpu_pct": _round(srv["cpu_pct"]),
         "server_iowait_pct": _round(srv["iowait_pct"]),
@@ -62,7 +78,9 @@ def step_usage(
         "client_cpu_pct": _round(client_cpu),
         "client_cpu_busiest_vm": busiest,
         "offered_load_pct": _round(offered_pct),
-        "bottleneck": bottleneck.describe(bottleneck.bottleneck(figs)),
+        "bottleneck": bottleneck.judge(
+            found, shared_host=shared_host, offered_share=offered_share, offered_rate=offered
+        ),
     }
 
 

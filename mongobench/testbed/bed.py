@@ -103,6 +103,8 @@ def start_server(
     advertise: str | None = None,
     mongos: bool = False,
     config_db: str | None = None,
+    tickets: int | None = None,
+    ticket_hold_ms: int | None = None,
 ) -> Server:
     """A MongoDB server on a free loopback port: mongod if present, else the stand-in.
 
@@ -111,7 +113,9 @@ def start_server(
     TLS only with that certificate+key PEM, ``replset`` makes it a simulated replica-set member
     known to the others as ``advertise`` (default ``127.0.0.1:<port>``), ``mongos`` makes it a
     mongos that registers shards but keeps all data itself, checking the config server replica
-    set ``config_db`` (``"cfg/h:p,..."``) when given. With any of them ``kind="auto"`` picks the
+    set ``config_db`` (``"cfg/h:p,..."``) when given; ``tickets`` admits at most that many
+    reads and writes at once (the rest queue; serverStatus reports both as mongod does), each
+    holding its ticket at least ``ticket_hold_ms``. With any of them ``kind="auto"`` picks the
     stand-in. The returned ``uri`` carries no credentials; it has ``tls=true`` with TLS (add
     ``tlsCAFile``) and ``directConnection=true`` for a replica-set member (an uninitiated member
     is not selectable otherwise).
@@ -124,6 +128,8 @@ def start_server(
         "advertise": advertise,
         "mongos": mongos or None,
         "config_db": config_db,
+        "tickets": tickets,
+        "ticket_hold_ms": ticket_hold_ms,
     }
     given = [k for k, v in standin_only.items() if v is not None]
     if advertise is not None and replset is None:
@@ -160,6 +166,10 @@ def start_server(
             extra.append("--mongos")
         if config_db is not None:
             extra += ["--config-db", config_db]
+        if tickets is not None:
+            extra += ["--tickets", str(tickets)]
+        if ticket_hold_ms is not None:
+            extra += ["--ticket-hold-ms", str(ticket_hold_ms)]
         javabuild.build()
         proc = subprocess.Popen(
             javabuild.standin_command("127.0.0.1", 0, extra_args=extra),

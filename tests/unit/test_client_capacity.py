@@ -44,16 +44,18 @@ def test_bottleneck_divides_client_cpu_by_the_cores_it_can_use():
     res = raw_result()  # 2 s; the OS says the client machine was 50% busy
     res.update(client_process_cpu_s=3.6)  # 1.8 cores
     one = _sample(results.to_samples(dict(RUN, results=[res])), "Operation Throughput")
-    assert one["metadata"]["bottleneck"] == "client (180%)"  # no capacity given: one core
+    # no capacity given: one core
+    assert one["metadata"]["bottleneck"] == "client CPU (180% of 1 cores, driver processes)"
     res.update(client_cores=2, client_processes=2, client_vms=1, client_path="multiplexed")
     two = _sample(results.to_samples(dict(RUN, results=[res])), "Operation Throughput")
-    assert two["metadata"]["bottleneck"] == "client (90%)"
+    assert two["metadata"]["bottleneck"] == "client CPU (90% of 2 cores, driver processes)"
     assert two["metadata"]["client_processes"] == 2
     assert two["metadata"]["client_vms"] == 1
     assert two["metadata"]["client_path"] == "multiplexed"
-    res.update(client_cores=8)  # 1.8 of 8 cores: the OS's 50% is the higher figure
+    # 1.8 of 8 cores: the host's 50% is not the driver's and is not judged
+    res.update(client_cores=8)
     eight = _sample(results.to_samples(dict(RUN, results=[res])), "Operation Throughput")
-    assert eight["metadata"]["bottleneck"] == "client (50%)"
+    assert eight["metadata"]["bottleneck"] == "none saturated (highest: client CPU 22%)"
 
 
 def test_the_client_command_carries_processes_and_path():

@@ -216,6 +216,17 @@ final class StandinBackend extends MemoryBackend {
     return null;
   }
 
+  private volatile Tickets tickets;
+
+  /** Admission control of reads and writes ({@code --tickets}), or null: none. */
+  Tickets tickets() {
+    return tickets;
+  }
+
+  void tickets(Tickets t) {
+    tickets = t;
+  }
+
   /** Filled by the wire layer ({@link WireServer}), which times every request. */
   OpLatencies opLatencies() {
     return opLatencies;
@@ -227,6 +238,10 @@ final class StandinBackend extends MemoryBackend {
     Document status = super.getServerStatus();
     Object ok = status.remove("ok"); // stays last, as in mongod's reply
     status.put("opLatencies", opLatencies.toDocument());
+    Tickets t = tickets;
+    if (t != null) {
+      t.report(status);
+    }
     status.put("ok", ok);
     return status;
   }

@@ -23,13 +23,17 @@ import java.nio.file.Path;
  *   <li>{@code --mongos}: a mongos that registers shards and takes the sharding commands but keeps
  *       all data itself (see {@link Mongos}); {@code --config-db}: its config server replica set,
  *       checked before the first sharding command.
+ *   <li>{@code --tickets N}: at most N reads and N writes run at once, the rest wait, and
+ *       serverStatus reports tickets and queue as mongod does (see {@link Tickets}); {@code
+ *       --ticket-hold-ms M}: each holds its ticket at least M ms (a server of known capacity).
  * </ul>
  */
 public final class StandinServer {
 
   private static final String USAGE =
       "usage: StandinServer [--host H] [--port N] [--users-file FILE] [--tls-cert-key-file PEM]"
-          + " [--replset NAME [--advertise HOST:PORT] | --mongos [--config-db NAME/HOST:PORT,...]]";
+          + " [--replset NAME [--advertise HOST:PORT] | --mongos [--config-db NAME/HOST:PORT,...]]"
+          + " [--tickets N [--ticket-hold-ms M]]";
 
   private StandinServer() {}
 
@@ -42,7 +46,9 @@ public final class StandinServer {
       String replset,
       String advertise,
       boolean mongos,
-      Mongos.SetSeeds configDb) {
+      Mongos.SetSeeds configDb,
+      int tickets,
+      int ticketHoldMs) {
 
     static Options parse(String[] args) {
       String host = "127.0.0.1";
@@ -53,6 +59,8 @@ public final class StandinServer {
       String advertise = null;
       boolean mongos = false;
       Mongos.SetSeeds configDb = null;
+      int tickets = 0;
+      int ticketHoldMs = 0;
       for (int i = 0; i < args.length; i++) {
         switch (args[i]) {
           case "--host" -> host = value(args, ++i);
@@ -63,6 +71,8 @@ public final class StandinServer {
           case "--advertise" -> advertise = nonEmpty(args, ++i);
           case "--mongos" -> mongos = true;
           case "--config-db" -> configDb = Mongos.SetSeeds.parseConfigDb(nonEmpty(args, ++i));
+          case "--tickets" -> tickets = positive(args, ++i);
+          case "--ticket-hold-ms" -> ticketHoldMs = positive(args, ++i);
           default -> throw new IllegalArgumentException("unknown argument: " + args[i]);
         }
       }
@@ -75,7 +85,25 @@ public final class StandinServer {
       if (configDb != null && !mongos) {
         throw new IllegalArgumentException("--config-db needs --mongos");
       }
-      return new Options(host, port, usersFile, tlsPem, replset, advertise, mongos, configDb);
+      if (ticketHoldMs > 0 && tickets == 0) {
+        throw new IllegalArgumentException("--ticket-hold-ms needs --tickets");
+      }
+      return new Options(
+          host, port, usersFile, tlsPem, replset, advertise, mongos, configDb, tickets,
+          ticketHoldMs);
+    }
+
+    private static int positive(String[] args, int i) {
+      String v = value(args, i);
+      try {
+        int n = Integer.parseInt(v);
+        if (n > 0) {
+          return n;
+        }
+      } catch (NumberFormatException e) {
+        // fall through
+      }
+      throw new IllegalArgumentException(args[i - 1] + " needs a positive integer, not " + v);
     }
 
     private static String value(String[] args, int i) {
@@ -157,16 +185,18 @@ public final class StandinServer {
         return;
       }
     }
-    WireServer server =
-        new WireServer(
-            new StandinBackend(
-                users,
-                options.usersFile() != null,
-                replSet,
-                options.mongos(),
-                options.configDb(),
-                tls != null),
-            ssl);
+    StandinBackend backend =
+        new StandinBackend(
+            users,
+            options.usersFile() != null,
+            replSet,
+            options.mongos(),
+            options.configDb(),
+            tls != null);
+    if (options.tickets() > 0) {
+      backend.tickets(new Tickets(options.tickets(), options.ticketHoldMs()));
+    }
+    WireServer server = new WireServer(backend, ssl);
     int port;
     try {
       port = server.bind(options.host(), options.port());

@@ -42,6 +42,7 @@ import org.slf4j.LoggerFactory;
  *       primary); other failures are dropped, the client asked for no answer.
  *   <li>Timing of every request from its decoding to its reply written, for serverStatus's
  *       opLatencies ({@link OpLatencies}).
+ *   <li>Optional admission control ({@link Tickets}, {@code --tickets}).
  * </ul>
  */
 final class WireServer {
@@ -178,14 +179,24 @@ final class WireServer {
     @Override
     protected void channelRead0(ChannelHandlerContext ctx, ClientRequest request) {
       long start = System.nanoTime();
+      OpLatencies.Kind kind = kind(request);
       try {
-        if (request instanceof Unacknowledged message) {
-          executeUnacknowledged(ctx, message);
+        Tickets tickets = backend.tickets();
+        if (tickets == null) {
+          execute(ctx, request);
         } else {
-          super.channelRead0(ctx, request); // executes and writes the reply
+          tickets.run(kind, () -> execute(ctx, request));
         }
       } finally {
-        backend.opLatencies().record(kind(request), System.nanoTime() - start);
+        backend.opLatencies().record(kind, System.nanoTime() - start);
+      }
+    }
+
+    private void execute(ChannelHandlerContext ctx, ClientRequest request) {
+      if (request instanceof Unacknowledged message) {
+        executeUnacknowledged(ctx, message);
+      } else {
+        super.channelRead0(ctx, request); // executes and writes the reply
       }
     }
 
