@@ -541,6 +541,7 @@ def run(
             check_access(client, database, uri)
         except PyMongoError as e:
             raise redact.TargetError(f"{target}: {reason(e, uri)}") from None
+        shared = on_this_host(client)  # the servers it found (a new client knows none yet)
         if "serverselectiontimeoutms=" not in uri.partition("?")[2].lower():
             client.close()
             client = connect(
@@ -558,7 +559,7 @@ def run(
             "server_version": version,
             "target": target,
             # a server on this machine: client and server CPU are one (core.bottleneck)
-            "shared_host": on_this_host(client),
+            "shared_host": shared,
             "client_path": client_path,
             "client_vms": client_vms,
             "repeats": int(repeats),
