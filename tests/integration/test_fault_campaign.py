@@ -15,6 +15,7 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 from standin_helpers import built_workdir, write_users_file
@@ -277,3 +278,36 @@ def test_a_uri_naming_another_protocol_fails_fast_in_words(tmp_path, ssh_like_po
     # weak: a URI pointing at the sshd port said "Got response id ..." after 30 s
     p = mongobench(*run_args(tmp_path, f"mongodb://127.0.0.1:{ssh_like_port}/"), timeout=60)
     refused(p, f"127.0.0.1:{ssh_like_port} did not answer in MongoDB's wire protocol")
+
+
+def test_a_server_killed_in_the_last_variant_fails_the_run(tmp_path, tmp_path_factory):
+    # bad 1: the server died during the last variant after some operations were
+    # acknowledged; the run exited 0 and published the fragment as that variant's figures
+    srv = testbed.start_server(str(built_workdir(tmp_path_factory, "campaign-last") / "s"))
+    out = tmp_path / "r.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mongobench", *run_args(
+            tmp_path, srv.uri, "--experiments", "update_fields", "--variants",
+            "1, 500000, plain;10, 500000, plain", "--set", "duration_s=30", "--processes", "1",
+            out=str(out),
+        )],
+        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    try:
+        for line in proc.stderr:
+            if "[2/2] update_fields/10, 500000, plain: running" in line:
+                break
+        # once the last variant acknowledged something (or, on a slow machine, still in its
+        # preparation: it fails either way)
+        time.sleep(4.0)
+        srv.stop()
+        err = proc.stderr.read()
+        assert proc.wait(120) == 1, err[-2000:]
+    finally:
+        proc.kill()
+        srv.stop()
+    assert "Traceback" not in err
+    first, last = json.loads(out.read_text())["results"]
+    assert first["status"] == "ok" and not first.get("fails_run")
+    assert last["status"] == "failed" or last["fails_run"].startswith("the server was lost")
+    assert "FAILED update_fields [10, 500000, plain]" in err
