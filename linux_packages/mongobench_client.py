@@ -43,6 +43,11 @@ def YumInstall(vm):
     vm.InstallPackages(" ".join(shipping.system_packages("yum", vm.cpu_arch)))
 
 
+# venv alone imports on Debian/Ubuntu without python3-venv (which holds ensurepip, without
+# which `python3 -m venv` fails): the check imports both.
+VENV_CHECK = "python3 -c 'import venv, ensurepip' >/dev/null 2>&1"
+
+
 def WorkDir(vm):
     """Our private directory on the VM: on its scratch disk when it has one."""
     return mongobench_vm.WorkDir(vm, WORKDIR_NAME)
@@ -55,9 +60,7 @@ def Deploy(vm):
     vm.Install("mongobench_client")
     workdir = WorkDir(vm)
     vm.RemoteCommand(f"sudo mkdir -p {workdir} && sudo chown $(id -u):$(id -g) {workdir}")
-    _, _, rc = vm.RemoteCommandWithReturnCode(
-        "python3 -m venv --help >/dev/null 2>&1", ignore_failure=True
-    )
+    _, _, rc = vm.RemoteCommandWithReturnCode(VENV_CHECK, ignore_failure=True)
     if rc:
         raise errors.Setup.InvalidSetupError(
             f"{vm.name}: python3 with the venv module is required on the client"

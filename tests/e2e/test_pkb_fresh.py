@@ -87,6 +87,26 @@ def dpkg_installs(state, machine) -> str:
     return on(state, machine, "cat /var/log/dpkg.log", check=False)
 
 
+def test_a_fresh_vm_without_package_installs_fails_clearly(bed, pkb_python, tmp_path, pkb_temp):
+    # install_packages false (the plugin's default on static VMs): nothing is installed, and
+    # Deploy says what is missing before it tries to make the engine's venv.
+    for package in fresh.NOT_IN_IMAGE:
+        on(bed, "client", f"apt-get purge -y -q {package} >/dev/null 2>&1 || true")
+    uri = tmp_path / "uri"
+    uri.write_text(f"mongodb://{bed['machines']['server']['address']}:27017/\n")
+    vm = testbed.fresh_vm(bed["machines"]["client"], bed["ssh_key"])
+    cfg = {"mongodb_perftables": {"vm_groups": {"clients": {"static_vms": [vm]}},
+                                  "flags": {"mongodb_perftables_uri_file": str(uri),
+                                            "mongodb_perftables_scale": "smoke"}}}  # fmt: skip
+    path = tmp_path / "no-install.yaml"
+    path.write_text(json.dumps(cfg))
+    p = run_pkb(pkb_python, "mongodb_perftables", path, pkb_temp, testbed.FRESH_RUN_STAGES)
+    assert p.returncode != 0
+    out = p.stdout + p.stderr
+    assert "python3 with the venv module is required" in out, out[-3000:]
+    assert "apt-get install python3-venv" in out
+
+
 def test_standalone_installs_what_a_fresh_server_lacks(bed, pkb_python, tmp_path, pkb_temp):
     # What a fresh image lacks is absent before the run (removed, if an earlier run left it).
     on(bed, "server", f"apt-get purge -y -q {' '.join(fresh.NOT_IN_IMAGE)} >/dev/null 2>&1 || true")

@@ -22,7 +22,7 @@ def test_a_server_vm_gets_the_engines_packages_before_the_engine(pkb_flags, pkb_
     server = FakeVm("server0")
     mongobench_client.Deploy(server)
     packages = server.calls.index(("InstallPackages", "python3 python3-venv python3-pip"))
-    venv_check = server.calls.index(("RemoteCommand", "python3 -m venv --help >/dev/null 2>&1"))
+    venv_check = server.calls.index(("RemoteCommand", mongobench_client.VENV_CHECK))
     assert packages < venv_check
     # PKB's Install runs a package module once per VM: a second Deploy installs nothing more
     mongobench_client.Deploy(server)
