@@ -42,6 +42,7 @@ from mongobench.core import names
 from mongobench.core.samples import failure_sample
 from mongobench.deploy import topology
 from mongobench.deploy.atlas import api, cluster
+from mongobench.perftables import estimate as estimate_mod
 from mongobench.perftables import experiments as exp_mod
 from mongobench.perftables import ossampler
 from mongobench.remote import shipping
@@ -281,7 +282,7 @@ def CheckPrerequisites(benchmark_config):
             f" --mongodb_perftables_client_path={_CLIENT_PATH.value}"
         )
     try:
-        _Plan()
+        planned = _Plan()
         names.check_database(_DATABASE.value, "--mongodb_perftables_database")
     except ValueError as e:  # ExperimentError too
         raise errors.Config.InvalidValue(str(e)) from None
@@ -306,6 +307,26 @@ def CheckPrerequisites(benchmark_config):
             raise errors.Config.InvalidValue(f"--mongodb_perftables_shard_key: {e}") from e
     if kind in ("standalone", "replset", "sharded"):
         mongobench_mongod.CheckPrerequisites()
+    _LogEstimate(benchmark_config, planned)
+
+
+def _LogEstimate(benchmark_config, planned):
+    """The plan's data volume, wall time and cost, logged before anything is provisioned
+    (PKB does not ask; the samples carry the engine's estimate as metadata)."""
+    kind = _Deployment()
+    uri = _ReadUri() if kind == "uri" else None
+    est = estimate_mod.estimate(planned, estimate_mod.rates_for(uri), _REPEATS.value)
+    vms = []
+    for group in (getattr(benchmark_config, "vm_groups", None) or {}).values():
+        if getattr(group, "static_vms", None):
+            continue  # no bill
+        vms.append((getattr(group.vm_spec, "machine_type", None), group.vm_count or 1))
+    atlas = ()
+    if kind == "atlas":
+        f = flags.FLAGS
+        atlas = (f.mongobench_atlas_tier, f.mongobench_atlas_provider, f.mongobench_atlas_region)
+    cost = estimate_mod.cost(est.seconds, vms, *atlas)
+    logging.info("mongodb_perftables plan: %s%s", est.summary(), f"; {cost}" if cost else "")
 
 
 def _ReadUri():

@@ -30,7 +30,9 @@ from perfkitbenchmarker.linux_packages import (
 )
 
 from mongobench.core import names, redact, units
+from mongobench.perftables import estimate as estimate_mod
 from mongobench.remote import shipping
+from mongobench.sweep import estimate as sweep_estimate
 from mongobench.sweep import plan, runner
 from mongobench.sweep import samples as sweep_samples
 
@@ -131,8 +133,8 @@ def GetConfig(user_config):
 
 
 def CheckPrerequisites(benchmark_config):
-    """Validates flags and the target before anything is provisioned."""
-    del benchmark_config
+    """Validates flags and the target before anything is provisioned, then logs the sweep's
+    estimated data volume, wall time and cost (PKB does not ask)."""
     try:
         plan.parse_sizes(_SIZES.value)
     except plan.SweepError as e:
@@ -144,8 +146,22 @@ def CheckPrerequisites(benchmark_config):
         names.check_collection(_TABLE.value, "--mongodb_ycsb_sweep_table")
     except ValueError as e:  # SweepError too
         raise errors.Config.InvalidValue(f"mongodb_ycsb_sweep: {e}") from None
-    _ReadUri()
+    est = _Estimate(_ReadUri())
     mongobench_ycsb.CheckPrerequisites()
+    vms = [
+        (getattr(group.vm_spec, "machine_type", None), group.vm_count or 1)
+        for group in (getattr(benchmark_config, "vm_groups", None) or {}).values()
+        if not getattr(group, "static_vms", None)
+    ]
+    cost = estimate_mod.cost(est.seconds, vms)
+    logging.info("mongodb_ycsb_sweep plan: %s%s", est.summary(), f"; {cost}" if cost else "")
+
+
+def _Estimate(uri):
+    steps = plan.plan(_SIZES.value, operation_count=_OPERATIONS.value)
+    return sweep_estimate.estimate(
+        steps, plan.parse_phases(_PHASES.value), sweep_estimate.rates_for(uri), _REPEATS.value
+    )
 
 
 def _ReadUri():
@@ -273,6 +289,7 @@ def Run(benchmark_spec):
     phases = plan.parse_phases(_PHASES.value)
     base_md = sweep_samples.base_metadata(steps, _THREADS.value, state.get("server"))
     base_md.update(client_vms=len(clients), table=_TABLE.value)
+    base_md.update(_Estimate(_ReadUri()).metadata())  # what CheckPrerequisites logged
     local_dir = os.path.join(vm_util.GetTempDir(), "ycsb-sweep")
     samples = runner.sweep_steps(
         steps,

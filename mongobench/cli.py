@@ -13,6 +13,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 
 from pymongo import MongoClient
@@ -24,9 +25,12 @@ from mongobench.core.pairs import parse_pairs
 from mongobench.core.units import MB, MiB
 from mongobench.deploy import topology
 from mongobench.perftables import coordination, progress, runner
+from mongobench.perftables import estimate as estimate_mod
 from mongobench.perftables import experiments as exp_mod
+from mongobench.remote import javabuild, provenance
 from mongobench.reports import report, results
 from mongobench.reports.compare import compare
+from mongobench.sweep import estimate as sweep_estimate
 from mongobench.sweep.plan import (
     DEFAULT_SIZES_MB,
     DEFAULT_TABLE,
@@ -87,6 +91,29 @@ def _add_target(parser, with_uri: bool = False) -> None:
         target.add_argument("--uri", help="connection string (visible in the process list)")
 
 
+def _add_rates(parser) -> None:
+    parser.add_argument(
+        "--rates",
+        choices=tuple(estimate_mod.DEFAULT_RATES),
+        default="mongod",
+        help="rate table of the estimate when no earlier run against the target"
+        " recorded one (standin: the test bed's stand-in)",
+    )
+
+
+EXAMPLES = """examples:
+  mongobench --version
+  mongobench perftables list --scale smoke
+  mongobench perftables run --uri-file target.uri --experiments insert_docsize --scale smoke
+  mongobench report --pkb-results perfkitbenchmarker_results.json --out report.md
+  mongobench sweep run --uri-file target.uri --sizes 1,2 --out results.json
+  mongobench compare --pkb-results a.json b.json --out report.md
+  mongobench testbed up --dir /tmp/tb
+
+In a checkout, mongobench is .venv/bin/mongobench (scripts/setup makes it).
+`mongobench COMMAND --help` shows each command's options and examples."""
+
+
 def _add_processes(parser) -> None:
     parser.add_argument(
         "--processes",
@@ -101,18 +128,90 @@ def _log(msg: str) -> None:
     progress.write(msg)
 
 
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Help with each option's default (unless its text already names one, or it has none)
+    and the examples epilog as written."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if (
+            "(default" in text
+            or action.default in (None, False, argparse.SUPPRESS)
+            or action.required
+            or not (action.option_strings or action.nargs in ("?", "*"))
+        ):
+            return text
+        return text + " (default: %(default)s)"
+
+
+class _Version(argparse.Action):
+    """--version: the package version (+g<commit> in a git checkout), computed when asked."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, **kw):
+        kw.setdefault("help", "print mongobench's version and exit")
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kw)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"mongobench {provenance.version_string(provenance.build_info())}")
+        parser.exit()
+
+
+def _sub(subparsers, name: str, help: str, examples: str = "", **kw) -> argparse.ArgumentParser:
+    """A sub-command with the project's help format and an examples epilog."""
+    epilog = "examples:\n" + examples.strip("\n") if examples else None
+    return subparsers.add_parser(
+        name, help=help, description=help, epilog=epilog, formatter_class=_Formatter, **kw
+    )
+
+
+def _confirm(seconds: float, yes: bool, what: str) -> None:
+    """Above an hour, asks on a terminal; refuses without one unless --yes."""
+    if yes or seconds <= estimate_mod.CONFIRM_ABOVE_S:
+        return
+    took = estimate_mod.human_seconds(seconds)
+    if not sys.stdin.isatty():
+        raise SystemExit(
+            f"mongobench: {what} is estimated at {took}, over an hour, and stdin is not a"
+            " terminal to ask: pass --yes to run it"
+        )
+    answer = input(f"{what} is estimated at {took}. Run it? [y/N] ")
+    if answer.strip().lower() not in ("y", "yes"):
+        raise SystemExit("mongobench: not run")
+
+
 def cmd_perftables_list(args) -> int:
     catalog = exp_mod.load(args.experiments_file or exp_mod.PERFTABLES_FILE)
-    if args.format == "json":
-        try:
-            doc = exp_mod.listing(catalog, args.scale)
-        except exp_mod.ExperimentError as e:
-            raise SystemExit(f"mongobench: {e}") from None
+    try:
+        planned = [(e, e.resolve(args.scale)) for e in catalog.values()]
+        doc = exp_mod.listing(catalog, args.scale) if args.format == "json" else None
+    except exp_mod.ExperimentError as e:
+        raise SystemExit(f"mongobench: {e}") from None
+    est = estimate_mod.estimate(planned, estimate_mod.rates_for(None, args.rates))
+    if doc is not None:
+        # everything of the listing, plus each variant's estimate and the total
+        per = iter(est.variants)
+        for e in doc["experiments"]:
+            for v in e["variants"]:
+                ve = next(per)
+                v["nominal_data_bytes"] = round(ve.volume_bytes)
+                v["estimated_seconds"] = round(ve.seconds, 1)
+        doc["estimate"] = est.metadata()
         print(json.dumps(doc, indent=2))
         return 0
-    for name, e in catalog.items():
-        labels = [v.label for v in e.resolve(args.scale)]
-        print(f"{name}: {e.title} [{e.workload}] variants: {', '.join(labels)}")
+    by_exp: dict[str, list] = {}
+    for v in est.variants:
+        by_exp.setdefault(v.experiment, []).append(v)
+    for e, _ in planned:
+        print(f"{e.name}: {e.title} [{e.workload}]")
+        for v in by_exp.get(e.name, []):
+            labels = ", ".join(
+                f"{k}={val!r}" if isinstance(val, str) and "," in val else f"{k}={val}"
+                for k, val in v.labels.items()
+            )
+            size = estimate_mod.human_bytes(v.volume_bytes)
+            took = estimate_mod.human_seconds(v.seconds)
+            print(f"  {labels:<58} {size:>9}  ~{took}")
+    print(f"total at scale {args.scale}: {est.summary()}")
     return 0
 
 
@@ -168,7 +267,7 @@ def _checked_run_args(args) -> dict:
             skip=args.skip,
         )
         catalog = exp_mod.load(args.experiments_file or exp_mod.PERFTABLES_FILE)
-        exp_mod.plan(catalog, scale=args.scale, **plan_args)
+        plan_args["planned"] = exp_mod.plan(catalog, scale=args.scale, **plan_args)
     except (ValueError, OSError) as e:  # ExperimentError, OutputError are ValueErrors
         raise SystemExit(f"mongobench: {e}") from None
     return plan_args
@@ -177,7 +276,16 @@ def _checked_run_args(args) -> dict:
 def cmd_perftables_run(args) -> int:
     plan_args = _checked_run_args(args)
     uri = _target_uri(args)
+    est = estimate_mod.estimate(
+        plan_args.pop("planned"), estimate_mod.rates_for(uri, args.rates), args.repeats
+    )
+    _log(
+        f"plan: {est.summary()}; target {redact.uri(uri)}; scale {args.scale};"
+        f" results to {args.out}"
+    )
+    _confirm(est.seconds, args.yes, "this run")
     os_path = False if args.os_path == "none" else args.os_path
+    started = time.monotonic()
     try:
         run = runner.run(
             uri,
@@ -199,6 +307,7 @@ def cmd_perftables_run(args) -> int:
             client_vms=args.client_vms,
             run_id=args.run_id,
             auth_retry_s=args.auth_retry_s,
+            estimate=est.metadata(),
         )
     except (exp_mod.ExperimentError, redact.TargetError) as e:
         # One last line on stderr: PKB's module makes it the run's status detail.
@@ -212,6 +321,11 @@ def cmd_perftables_run(args) -> int:
         kept = f"; {len(run['results'])} variant result(s) in {args.out}" if run else ""
         _log(f"mongobench: stopped by {what}{kept}")
         return sig.exit_status
+    wall = time.monotonic() - started
+    estimate_mod.record(uri, run["results"], wall, args.rates)
+    _log(
+        f"took {estimate_mod.human_seconds(wall)} (estimated {estimate_mod.human_seconds(est.seconds)})"
+    )
     samples = results.to_samples(run)
     if args.samples:
         files.write_json_atomic(args.samples, samples)
@@ -307,25 +421,54 @@ def cmd_topology_up(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="mongobench", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="mongobench",
+        description=__doc__.splitlines()[0],
+        formatter_class=_Formatter,
+        epilog=EXAMPLES,
+    )
+    p.add_argument("--version", action=_Version)
     sub = p.add_subparsers(dest="command", required=True)
 
-    pt = sub.add_parser("perftables", help="MongoDB Performance Tables experiments")
+    pt = _sub(
+        sub,
+        "perftables",
+        "MongoDB Performance Tables experiments",
+        "  mongobench perftables list\n"
+        "  mongobench perftables run --uri-file target.uri --experiments insert_docsize\n",
+    )
     pts = pt.add_subparsers(dest="action", required=True)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--scale", default="smoke", help=f"{', '.join(exp_mod.SCALES)} or a factor")
     common.add_argument("--experiments-file", help="experiment declarations (YAML)")
     # Not `common`: list's scale defaults to the seed's full sizes (the labels it
     # prints as text are the same at every scale).
-    ls = pts.add_parser("list", help="experiments and their variants")
+    ls = _sub(
+        pts,
+        "list",
+        "experiments and their variants: labels, nominal data volume and estimated time",
+        "  mongobench perftables list                     # at the seed's full sizes\n"
+        "  mongobench perftables list --scale smoke\n"
+        "  mongobench perftables list --format json --scale small > plan.json\n",
+    )
     ls.add_argument("--scale", default="full", help=f"{', '.join(exp_mod.SCALES)} or a factor")
     ls.add_argument("--experiments-file", help="experiment declarations (YAML)")
     ls.add_argument(
         "--format", choices=("text", "json"), default="text",
         help="json: every variant's resolved settings at --scale, key_example, deviations",
     )  # fmt: skip
+    _add_rates(ls)
     ls.set_defaults(func=cmd_perftables_list)
-    run = pts.add_parser("run", parents=[common], help="run experiments against a URI")
+    run = _sub(
+        pts,
+        "run",
+        "run experiments against a URI (prints the plan, its data volume and estimated time first)",
+        "  mongobench perftables run --uri-file target.uri --experiments insert_docsize\n"
+        "  mongobench perftables run --uri-env MONGO_URI --scale small --out r.json \\\n"
+        "      --samples samples.json --set threads=32\n"
+        "  mongobench perftables run --uri-file target.uri --scale full --yes   # hours\n",
+        parents=[common],
+    )
     _add_target(run, with_uri=True)
     run.add_argument("--experiments", help="comma-separated names (default: all)")
     run.add_argument("--variants", help="variant labels separated by ';' (default: all)")
@@ -372,10 +515,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="retry an authentication failure on the first connection for this many seconds"
         " (a database user created just before, e.g. on Atlas, may not be applied yet)",
     )
+    run.add_argument(
+        "--yes", action="store_true", help="run without asking when the estimate is over an hour"
+    )
+    _add_rates(run)
     run.set_defaults(func=cmd_perftables_run)
-    fol = pts.add_parser(
+    fol = _sub(
+        pts,
         "follow",
-        help="run this client VM's share of a leader's timed phases (run --client-vms K)",
+        "run this client VM's share of a leader's timed phases (run --client-vms K)",
+        "  # on client VM 0:\n"
+        "  mongobench perftables run --uri-file t.uri --client-vms 2 --run-id r1\n"
+        "  # on client VM 1:\n"
+        "  mongobench perftables follow --uri-file t.uri --run-id r1 --client-index 1\n",
     )
     _add_target(fol, with_uri=True)
     fol.add_argument("--run-id", required=True, help="the leader's --run-id")
@@ -392,7 +544,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     fol.set_defaults(func=cmd_perftables_follow)
 
-    rp = sub.add_parser("report", help="markdown tables from PKB results files")
+    rp = _sub(
+        sub,
+        "report",
+        "markdown tables (the seed's layout) and plots from PKB results files",
+        "  mongobench report --pkb-results runs/*/perfkitbenchmarker_results.json --out report.md\n"
+        "  mongobench report --pkb-results results.json            # tables on stdout, no plots\n",
+    )
     rp.add_argument(
         "--pkb-results",
         nargs="+",
@@ -405,7 +563,14 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--plots-dir", help="PNG plots (default: plots/ beside --out; none on stdout)")
     rp.set_defaults(func=cmd_report)
 
-    tb = sub.add_parser("testbed", help="local stand-in server + sshd static VM")
+    tb = _sub(
+        sub,
+        "testbed",
+        "local stand-in server + sshd static VM",
+        "  mongobench testbed up --dir /tmp/tb      # prints uri, uri_file, ssh port, PKB configs\n"
+        "  mongobench testbed status --dir /tmp/tb\n"
+        "  mongobench testbed down --dir /tmp/tb\n",
+    )
     tb.add_argument(
         "action",
         choices=("up", "down", "status"),
@@ -439,9 +604,19 @@ def build_parser() -> argparse.ArgumentParser:
         " (default: ~/.cache/mongobench-testbed)",
     )
     tb.set_defaults(func=cmd_testbed)
-    tp = sub.add_parser("topology", help="initiate replica sets and shards from a plan (JSON)")
+    tp = _sub(
+        sub,
+        "topology",
+        "initiate replica sets and shards from a plan (JSON)",
+        "  mongobench topology up --plan plan.json --timeout 600\n",
+    )
     tps = tp.add_subparsers(dest="action", required=True)
-    up = tps.add_parser("up", help="initiate, wait for primaries, run mongos admin commands")
+    up = _sub(
+        tps,
+        "up",
+        "initiate, wait for primaries, run mongos admin commands",
+        "  mongobench topology up --plan plan.json\n",
+    )
     up.add_argument(
         "--plan", required=True, help="plan file (see mongobench.deploy.topology.run_plan)"
     )
@@ -473,8 +648,13 @@ def cmd_compare(args) -> int:
 
 def _add_compare(subparsers) -> argparse.ArgumentParser:
     """`mongobench compare --pkb-results F1 F2 ... --out report.md`."""
-    p = subparsers.add_parser(
-        "compare", help="one markdown report with plots comparing several PKB results files"
+    p = _sub(
+        subparsers,
+        "compare",
+        "one markdown report with plots comparing several PKB results files",
+        "  mongobench compare --pkb-results a.json b.json --out report.md\n"
+        "  mongobench compare --pkb-results a.json b.json --label a.json=before \\\n"
+        "      --label b.json=after --baseline before --price n2-standard-4=0.19 --out report.md\n",
     )
     p.add_argument(
         "--pkb-results",
@@ -538,11 +718,18 @@ def cmd_plan(args) -> int:
     ]
     headers = ["Size", "Records", "Operations per run", "Dataset (MB)", "> memory"]
     print(md_table(headers, rows, ["--:", "--:", "--:", "--:", ":--"]))
+    try:
+        phases = parse_phases(args.phases)
+    except SweepError as e:
+        raise SystemExit(f"mongobench: {e}") from None
+    est = sweep_estimate.estimate(steps, phases, sweep_estimate.rates_for(None, args.rates))
+    print(f"plan: {est.summary()}")
     return 0
 
 
-def _check_sweep_args(args) -> None:
-    """What `sweep run` can get wrong, checked before the target is touched."""
+def _check_sweep_args(args) -> tuple:
+    """What `sweep run` can get wrong, checked before the target is touched; its
+    (steps, phases)."""
     try:
         names.check_collection(args.table, "--table")
         if args.out:
@@ -550,25 +737,38 @@ def _check_sweep_args(args) -> None:
         if args.raw_dir:
             files.check_output_dir(args.raw_dir, "--raw-dir")
         steps = plan(args.sizes, operation_count=args.operations)
-        check_mix(steps, parse_phases(args.phases))
+        phases = parse_phases(args.phases)
+        check_mix(steps, phases)
     except ValueError as e:  # SweepError, OutputError
         raise SystemExit(f"mongobench: {e}") from None
+    return steps, phases
 
 
 def cmd_run(args) -> int:
-    _check_sweep_args(args)
+    steps, phases = _check_sweep_args(args)
     memory, source = _memory_args(args)
     uri_file = args.uri_file
     tmp = None
+    try:
+        uri = redact.read_uri(uri_file=args.uri_file, env=args.uri_env)
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"mongobench: {e}") from None
+    est = sweep_estimate.estimate(
+        steps, phases, sweep_estimate.rates_for(uri, args.rates), args.repeats
+    )
+    where = f"results to {args.out}" if args.out else "no results file (--out)"
+    print(f"sweep: plan: {est.summary()}; target {redact.uri(uri)}; {where}", file=sys.stderr)
+    _confirm(est.seconds, args.yes, "this sweep")
+    try:  # a regular install has no jars yet: build them as the PKB path does
+        javabuild.ensure_built(lambda line: print(line, file=sys.stderr))
+    except RuntimeError as e:
+        raise SystemExit(f"mongobench: {e}") from None
     if args.uri_env:
-        try:
-            value = redact.read_uri(env=args.uri_env)
-        except ValueError as e:
-            raise SystemExit(f"mongobench: {e}") from None
         fd, tmp = tempfile.mkstemp(prefix="mongobench-uri-")  # 0600: YCSB reads the URI here
         with os.fdopen(fd, "w") as f:
-            f.write(value + "\n")
+            f.write(uri + "\n")
         uri_file = tmp
+    started = time.monotonic()
     try:
         samples = run_sweep(
             uri_file,
@@ -584,7 +784,7 @@ def cmd_run(args) -> int:
             table=args.table,
             keep_data=args.keep_data,
             raw_dir=args.raw_dir,
-            metadata=_metadata_pairs(args.metadata),
+            metadata={**est.metadata(), **_metadata_pairs(args.metadata)},
             run_uri=args.run_uri,
             repeats=args.repeats,
         )
@@ -593,6 +793,13 @@ def cmd_run(args) -> int:
     finally:
         if tmp:
             os.remove(tmp)
+    wall = time.monotonic() - started
+    sweep_estimate.record(uri, samples, wall)
+    print(
+        f"sweep: took {estimate_mod.human_seconds(wall)}"
+        f" (estimated {estimate_mod.human_seconds(est.seconds)})",
+        file=sys.stderr,
+    )
     print(table_text(samples))
     if args.out:
         print(f"wrote {args.out}", file=sys.stderr)
@@ -614,7 +821,13 @@ def cmd_drop(args) -> int:
 
 def _add_sweep(subparsers) -> argparse.ArgumentParser:
     """`mongobench sweep plan|run|drop`."""
-    p = subparsers.add_parser("sweep", help="YCSB dataset-size sweep (seed 002)")
+    p = _sub(
+        subparsers,
+        "sweep",
+        "YCSB dataset-size sweep (seed 002)",
+        "  mongobench sweep plan --sizes 1,10,10000 --memory-mb 8192\n"
+        "  mongobench sweep run --uri-file target.uri --sizes 1,2 --out results.json\n",
+    )
     sub = p.add_subparsers(dest="action", required=True)
     sizes = argparse.ArgumentParser(add_help=False)
     sizes.add_argument(
@@ -631,10 +844,28 @@ def _add_sweep(subparsers) -> argparse.ArgumentParser:
         help="memory (MiB) of the machine holding the data, for exceeds_memory (default, run:"
         " the server's hostInfo, else this host's; plan: this host's)",
     )
-    pl = sub.add_parser("plan", parents=[sizes], help="sizes, record counts, memory flags")
+    pl = _sub(
+        sub,
+        "plan",
+        "sizes, record counts, memory flags, data volume and estimated time",
+        "  mongobench sweep plan\n  mongobench sweep plan --sizes 1,10,10000 --memory-mb 8192\n",
+        parents=[sizes],
+    )
+    pl.add_argument(
+        "--phases", default="all", help="load,read_only,update_only,read_update, or all"
+    )
+    _add_rates(pl)
     pl.set_defaults(func=cmd_plan)
 
-    run = sub.add_parser("run", parents=[sizes], help="run the sweep here against a URI")
+    run = _sub(
+        sub,
+        "run",
+        "run the sweep here against a URI (prints its data volume and estimated time first)",
+        "  mongobench sweep run --uri-file target.uri --sizes 1,2 --out results.json\n"
+        "  mongobench sweep run --uri-env MONGO_URI --phases read_only --raw-dir ycsb-out\n"
+        "  mongobench sweep run --uri-file target.uri --yes           # the default sizes: hours\n",
+        parents=[sizes],
+    )
     _add_target(run)
     run.add_argument("--out", help="results file (PKB results format, one JSON sample a line)")
     run.add_argument("--phases", default="all", help="load,read_only,update_only,read_update")
@@ -653,10 +884,17 @@ def _add_sweep(subparsers) -> argparse.ArgumentParser:
         help="run each size's run phases N times, interleaved (the load once); samples"
         " carry the mean, stdev and 95%% interval",
     )
+    run.add_argument(
+        "--yes", action="store_true", help="run without asking when the estimate is over an hour"
+    )
+    _add_rates(run)
     run.set_defaults(func=cmd_run)
 
-    dr = sub.add_parser(
-        "drop", help="drop the sweep's collection; print the server's memory (JSON)"
+    dr = _sub(
+        sub,
+        "drop",
+        "drop the sweep's collection; print the server's memory (JSON)",
+        "  mongobench sweep drop --uri-file target.uri --table usertable\n",
     )
     _add_target(dr)
     dr.add_argument("--table", default=DEFAULT_TABLE, help="collection to drop")

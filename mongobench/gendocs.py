@@ -219,6 +219,8 @@ def cli_options(parser: argparse.ArgumentParser):
 def _option_default(action: argparse.Action) -> str:
     if action.required:
         return "required"
+    if "(default" in (action.help or ""):
+        return "see meaning"  # e.g. this machine's CPUs: not a constant to print here
     d = action.default
     if d is None or d is argparse.SUPPRESS or isinstance(action, argparse._StoreTrueAction):
         return "" if not isinstance(action, argparse._StoreTrueAction) else "off"

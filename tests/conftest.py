@@ -13,6 +13,13 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "e2e: runs the real PKB (needs PKB_DIR)")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _private_rates_file(tmp_path_factory):
+    """The estimates' record of past runs (perftables.estimate) in the session's own file:
+    tests neither read nor write the user's ~/.cache/mongobench/rates.json."""
+    os.environ["MONGOBENCH_RATES_FILE"] = str(tmp_path_factory.mktemp("rates") / "rates.json")
+
+
 @pytest.fixture(scope="session")
 def server(tmp_path_factory):
     """mongod when on PATH, else the stand-in; stopped at the end of the session."""

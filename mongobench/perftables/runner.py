@@ -508,6 +508,7 @@ def run(
     client_vms: int = 1,
     run_id: str | None = None,
     auth_retry_s: float = 0.0,
+    estimate: dict | None = None,
 ) -> dict:
     """Every selected variant; results go to `out_path` after each variant.
 
@@ -517,6 +518,8 @@ def run(
     (`bar`: a progress bar too, for a terminal). `repeats`: each variant runs
     that many times, interleaved (see schedule); the samples fold them into a
     mean with its 95 % interval (core.repeats). `auth_retry_s`: see first_use.
+    `estimate`: the plan's estimate (its metadata: estimated_seconds, estimated_data_mb, estimate_rates), kept in the results
+    and on every sample beside the measured figures.
     """
     if int(repeats) < 1:
         raise exp_mod.ExperimentError(f"repeats must be 1 or more, not {repeats}")
@@ -564,6 +567,7 @@ def run(
             "client_vms": client_vms,
             "repeats": int(repeats),
             "provenance": provenance.engine(),  # this client's engine, Python, pymongo
+            "estimate": dict(estimate or {}),
             "results": [],
         }
         write_json_atomic(out_path, doc)

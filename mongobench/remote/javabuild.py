@@ -260,6 +260,18 @@ def build(force: bool = False, *, timeout: float | None = 1800) -> None:
             os.utime(jdir / module / "target" / "lib")
 
 
+def ensure_built(log=print) -> None:
+    """Builds on first use (or after the sources changed), with a line saying so first: an
+    installed package's CLI builds the Java parts itself, as the PKB path does."""
+    if is_up_to_date():
+        return
+    log(
+        f"mongobench: building the Java components (YCSB binding, stand-in) with Maven in"
+        f" {java_dir()}: first use or changed sources, a minute or two"
+    )
+    build()
+
+
 _NOT_BUILT = (
     "{path} is missing: the Java components are not built; build them with"
     f" `{sys.executable} -c 'from mongobench.remote import javabuild; javabuild.build()'`"

@@ -115,6 +115,7 @@ def perftables_command(
     args = [
         f"{workdir}/venv/bin/python", "-m", "mongobench", "perftables", "run",
         "--uri-file", uri_file, "--out", out, "--scale", scale, "--database", database,
+        "--yes",  # PKB runs are not interactive: the estimate is logged in CheckPrerequisites
     ]  # fmt: skip
     if experiments:
         args += ["--experiments", ",".join(experiments)]

@@ -209,6 +209,7 @@ def metadata(run: dict, res: dict) -> dict:
     if "tcmalloc_per_cpu_caches" in info:
         md["tcmalloc_per_cpu_caches"] = info["tcmalloc_per_cpu_caches"]
     md.update(engine_metadata(run))
+    md.update(run.get("estimate") or {})  # what the run was estimated to cost, before it ran
     # The client that ran the timed phase: its path, processes and VMs.
     for key in ("client_path", "client_processes", "client_vms"):
         if res.get(key) is not None:

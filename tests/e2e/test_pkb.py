@@ -83,6 +83,11 @@ def test_perftables_on_the_test_bed(pkb_python, tmp_path, pkb_temp):
     assert not [s for s in samples if s["metric"] == "Variant Failed"]
     log = open(glob.glob(str(pkb_temp / "runs" / "*" / "pkb.log"))[0]).read()
     assert state["uri"] not in log  # the target is passed in a file, never on a command line
+    # The plan's estimate, logged by CheckPrerequisites before anything was provisioned, and
+    # the engine's on every sample.
+    plan_at = log.index(f"mongodb_perftables plan: {len(want)} variant(s) of")
+    assert plan_at < log.index("Provisioning resources for benchmark")
+    assert all("|estimated_seconds:" in s["labels"] for s in tput)
     # The seed's definitions: Average Op Latency is the server's (opLatencies deltas), each
     # variant shows its key shape, and the report renders the seed's tables from the file.
     avg = [s for s in samples if s["metric"] == "Average Op Latency"]

@@ -98,6 +98,11 @@ def test_sweep_on_the_test_bed_then_compare(pkb_python, tmp_path, pkb_temp):
     }
     assert ("0.2", "read_update", "READ") in p99 and ("0.2", "read_update", "UPDATE") in p99
     assert ("0.1", "load", "INSERT") in p99
+    # The estimate: logged by CheckPrerequisites before provisioning, and on every sample.
+    log = open(glob.glob(str(pkb_temp / "runs" / "*" / "pkb.log"))[0]).read()
+    plan_at = log.index("mongodb_ycsb_sweep plan: 2 size(s) (0.1 MB, 0.2 MB) x 4 phase(s)")
+    assert plan_at < log.index("Provisioning resources for benchmark")
+    assert all(float(s["metadata"]["estimated_seconds"]) > 0 for s in tput.values())
     # PKB's ycsb_stats names (mongodb_ycsb's), with its units
     units = {s["metric"]: s["unit"] for s in sweep_samples if s["metric"] != "Phase Failed"}
     assert units["overall RunTime"] == "ms" and units["overall Throughput"] == "ops/sec"

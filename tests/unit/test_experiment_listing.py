@@ -52,17 +52,18 @@ def test_json_list_has_every_variant_resolved_at_full_scale_by_default(capsys, c
     assert set(SIZE_NAMES) | {"group_size"} <= names
 
 
-def test_json_list_at_a_scale_and_the_plain_list_unchanged(capsys, catalog):
+def test_json_list_at_a_scale_and_the_plain_list_a_variant_a_line(capsys, catalog):
     smoke = _json_list(capsys, "--scale", "smoke")
     docsize = next(e for e in smoke["experiments"] if e["name"] == "insert_docsize")
     assert docsize["variants"][-1]["settings"]["total_docs"] == 10  # the floor at smoke
     assert cli.main(["perftables", "list"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == (
-        "insert_docsize: Expected insert speed by document size [insert] variants: "
-        "1, 4, 32, 256, 2048"
-    )
-    assert len(lines) == len(catalog)
+    assert lines[0] == "insert_docsize: Expected insert speed by document size [insert]"
+    assert [ln.split()[0] for ln in lines[1:6]] == [
+        f"doc_size_kb={kb}" for kb in (1, 4, 32, 256, 2048)
+    ]
+    n_variants = sum(len(e.resolve("full")) for e in catalog.values())
+    assert len(lines) == len(catalog) + n_variants + 1  # headers, variants, the total
     with pytest.raises(SystemExit, match="scale"):
         cli.main(["perftables", "list", "--format", "json", "--scale", "huge"])
 

@@ -154,3 +154,15 @@ def test_built_components_need_no_build_tools(layout, monkeypatch):
     javabuild.build()
     _only_tools(tmp_path, monkeypatch)
     javabuild.check_build_tools()  # up to date: no Maven or JDK needed
+
+
+def test_ensure_built_builds_on_first_use_and_says_so(layout):
+    tmp_path, shipped = layout
+    _sources(shipped)
+    said = []
+    javabuild.ensure_built(said.append)
+    assert len(said) == 1 and "building the Java components" in said[0]
+    assert str(javabuild.java_dir()) in said[0]
+    assert _mvn_calls(tmp_path) == [str(javabuild.java_dir())]
+    javabuild.ensure_built(said.append)  # built: silent, no Maven
+    assert len(said) == 1 and len(_mvn_calls(tmp_path)) == 1
