@@ -279,10 +279,7 @@ def cmd_perftables_run(args) -> int:
     est = estimate_mod.estimate(
         plan_args.pop("planned"), estimate_mod.rates_for(uri, args.rates), args.repeats
     )
-    _log(
-        f"plan: {est.summary()}; target {redact.uri(uri)}; scale {args.scale};"
-        f" results to {args.out}"
-    )
+    _log(f"plan: {est.summary()}; scale {args.scale}; results to {args.out}")
     _confirm(est.seconds, args.yes, "this run")
     os_path = False if args.os_path == "none" else args.os_path
     started = time.monotonic()
@@ -757,7 +754,7 @@ def cmd_run(args) -> int:
         steps, phases, sweep_estimate.rates_for(uri, args.rates), args.repeats
     )
     where = f"results to {args.out}" if args.out else "no results file (--out)"
-    print(f"sweep: plan: {est.summary()}; target {redact.uri(uri)}; {where}", file=sys.stderr)
+    print(f"sweep: plan: {est.summary()}; {where}", file=sys.stderr)
     _confirm(est.seconds, args.yes, "this sweep")
     try:  # a regular install has no jars yet: build them as the PKB path does
         javabuild.ensure_built(lambda line: print(line, file=sys.stderr))
