@@ -21,7 +21,7 @@ def pkb_python():
     if not PKB_DIR or not os.path.exists(os.path.join(PKB_DIR, "pkb.py")):
         why = (
             f"PKB_DIR ({PKB_DIR or 'unset'}) does not name a PerfKitBenchmarker checkout: set"
-            " PKB_DIR (and PKB_PYTHON) to run the end-to-end tests (see README: Tests)"
+            " PKB_DIR (and PKB_PYTHON) to run the end-to-end tests (see docs/development.md)"
         )
         if os.environ.get("MONGOBENCH_REQUIRE_PKB") == "1":
             pytest.fail(why, pytrace=False)
