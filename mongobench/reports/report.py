@@ -16,6 +16,7 @@ from collections import OrderedDict
 
 from mongobench.core.markdown import fixed, md_table
 from mongobench.perftables import experiments as exp_mod
+from mongobench.reports import caption
 from mongobench.reports import layout as layouts
 from mongobench.reports.results import COLUMNS
 from mongobench.reports.tableplots import plot_experiment
@@ -70,6 +71,7 @@ def load_pkb_results(path: str) -> list[dict]:
                 "unit": rec.get("unit", ""),
                 "metadata": md,
                 "run_uri": rec.get("run_uri", ""),
+                "timestamp": rec.get("timestamp"),  # epoch seconds: the provenance's date
             }
         )
     return samples
@@ -91,6 +93,8 @@ def group(samples: list[dict]) -> dict:
             idx = -1
         row_key = (s.get("run_uri", ""), idx, str(md.get("variant")))
         row = out.setdefault(experiment, {}).setdefault(row_key, {"_md": md, "_err": {}})
+        if s.get("timestamp") is not None:
+            row["_ts"] = s["timestamp"]
         row[key] = float(s["value"])
         interval = _interval(row[key], md)
         if interval:
@@ -208,12 +212,10 @@ def render(
         parts = [f"## {experiment.title}", ""]
         if experiment.description:
             parts += [experiment.description, ""]
-        any_md = next(iter(rows.values()))["_md"]
-        parts += [
-            f"Scale: {any_md.get('scale', '?')}; server {any_md.get('server_version', '?')}"
-            f" ({any_md.get('topology', '?')}).",
-            "",
-        ]
+        note = caption.line(
+            [r["_md"] for r in rows.values()], [r.get("_ts") for r in rows.values()]
+        )
+        parts += [note, ""]
         for tab in layout.tables:
             parts += [f"### {tab.heading}", "", table(layout, tab, rows), ""]
         flagged = error_lines(rows)
@@ -234,7 +236,7 @@ def render(
                 if len(runs) > 1
                 else {"": rows}
             )
-            if plot_experiment(experiment.title, layout, series, png) is not None:
+            if plot_experiment(experiment.title, layout, series, png, note) is not None:
                 ref = (
                     plots_ref if plots_ref is not None else os.path.basename(plots_dir.rstrip("/"))
                 )

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from mongobench.core import pricing
 from mongobench.core.markdown import NA, fmt, md_table
 from mongobench.perftables import experiments as exp_mod
-from mongobench.reports import layout
+from mongobench.reports import caption, layout
 from mongobench.reports.plots import linear_sizes, plot_bars, plot_sweep_metric, plot_sweep_p99
 from mongobench.reports.results import COLUMNS
 from mongobench.reports.runs import (
@@ -194,9 +194,10 @@ def _perftables_section(runs, plots_dir, ref, plots, catalog, baseline=None) -> 
                         cell += " (within noise)"
                     row.append(cell)
             rows.append(row)
-        out += [f"### {title}", "", md_table(headers, rows), ""]
+        note = caption.line([r["_md"] for r in all_rows], [r.get("_ts") for r in all_rows])
+        out += [f"### {title}", "", md_table(headers, rows), "", note, ""]
         png = os.path.join(plots_dir, f"perftables_{name}.png")
-        if plot_experiment(title, lay, series, png) is not None:
+        if plot_experiment(title, lay, series, png, note) is not None:
             plots.append(png)
             out += [f"![{title}]({ref}/{os.path.basename(png)})", ""]
     return out

@@ -10,6 +10,7 @@ where the samples carry a 95 % interval or a standard deviation (repeated varian
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Mapping, Sequence
 
 from mongobench.reports.layout import P99_KEY, LabelColumn, Layout, ordered, plot_axes, spell
@@ -19,10 +20,11 @@ _LOG_SPAN = 10.0  # x is logarithmic when max / min reaches this (a decade)
 
 
 def plot_experiment(
-    title: str, layout: Layout, series: Mapping[str, Mapping], path: str
+    title: str, layout: Layout, series: Mapping[str, Mapping], path: str, note: str | None = None
 ) -> object | None:
     """Writes the PNG and returns its matplotlib Figure, or None when there is nothing to plot.
-    `series`: name (a run's label; "" for one run) -> rows (row key -> row, as report.group)."""
+    `series`: name (a run's label; "" for one run) -> rows (row key -> row, as report.group).
+    `note`: the provenance line (reports.caption), printed under the panels."""
     # Imported here: matplotlib is not a client requirement (client VMs never plot).
     from matplotlib.figure import Figure
 
@@ -46,7 +48,12 @@ def plot_experiment(
         ax.set_title(layout.figure_header(key), fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
     fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
+    if note:
+        width = max(60, int(95 * len(panels)))
+        fig.text(0.01, 0.005, textwrap.fill(note, width), fontsize=7, va="bottom", ha="left")
+        fig.tight_layout(rect=(0, 0.04 * (1 + len(note) // width), 1, 1))
+    else:
+        fig.tight_layout()
     fig.savefig(path, dpi=100)
     return fig
 

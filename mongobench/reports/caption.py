@@ -1,0 +1,81 @@
+"""The provenance line under every table and on every plot: what was measured, at what
+scale, when, how many times, and what the error bars mean. A figure copied out of the
+report (a plot pasted into a slide) keeps it.
+
+Results from the stand-in (mongo-java-server, in memory) say "stand-in: not a performance
+figure": they test the tool, not MongoDB.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable, Mapping
+
+from mongobench.remote.provenance import STANDIN_ENGINE
+
+STANDIN_NOTE = "stand-in: not a performance figure"
+
+
+def target(md: Mapping) -> str:
+    """The target of a sample's metadata: Atlas tier, mongod version and topology, the
+    stand-in, or another server that speaks the protocol."""
+    version, topology = md.get("server_version") or "?", md.get("topology") or "?"
+    if md.get("atlas_tier"):
+        return f"Atlas {md['atlas_tier']}, MongoDB {version} ({topology})"
+    engine = md.get("storage_engine")
+    if engine == STANDIN_ENGINE:
+        return f"stand-in claiming MongoDB {version} ({topology})"
+    if engine and engine not in ("unknown", "?"):
+        return f"mongod {version}, {engine} ({topology})"
+    return f"a compatible server reporting {version} ({topology}; no storage engine reported)"
+
+
+def _date(stamps: Iterable) -> str:
+    got = []
+    for t in stamps:
+        try:
+            got.append(float(t))
+        except (TypeError, ValueError):
+            continue
+    if not got:
+        return "date unknown"
+    days = sorted({datetime.datetime.fromtimestamp(t, datetime.UTC).date() for t in got})
+    return str(days[0]) if len(days) == 1 else f"{days[0]} to {days[-1]}"
+
+
+def _repeats(mds: list[Mapping]) -> int:
+    best = 1
+    for md in mds:
+        try:
+            best = max(best, int(float(md.get("repeats") or 1)))
+        except (TypeError, ValueError):
+            continue
+    return best
+
+
+def error_bars(mds: list[Mapping]) -> str:
+    n = _repeats(mds)
+    if n >= 2 and any(md.get("ci95_low") is not None for md in mds):
+        return f"error bars: 95 % confidence interval of the mean of {n} repeats"
+    if any(md.get("stdev") is not None for md in mds):
+        return "error bars: ± one standard deviation"
+    return "no error bars (one run per variant)"
+
+
+def line(mds: list[Mapping], stamps: Iterable = ()) -> str:
+    """One line for a table or plot whose rows have metadata `mds` and timestamps
+    `stamps` (epoch seconds)."""
+    mds = [m for m in mds if m] or [{}]
+    targets = sorted({target(m) for m in mds})
+    scales = sorted({str(m.get("scale") or "?") for m in mds})
+    n = _repeats(mds)
+    parts = [
+        "Target: " + "; ".join(targets),
+        "scale " + ", ".join(scales),
+        _date(stamps),
+        f"{n} repeat{'s' if n > 1 else ''}",
+        error_bars(mds),
+    ]
+    if any(m.get("storage_engine") == STANDIN_ENGINE for m in mds):
+        parts.append(STANDIN_NOTE)
+    return ". ".join([parts[0], "; ".join(parts[1:])]) + "."
