@@ -162,6 +162,27 @@ def error_lines(rows: dict) -> list[str]:
     return out
 
 
+NOISY_SHARE = 0.25  # a 95 % half-width above this share of the mean: the figure is noise
+
+
+def noisy_lines(rows: dict) -> list[str]:
+    """Variants whose repeated figures have a 95 % half-width above NOISY_SHARE of their
+    mean (only figures with a confidence interval, i.e. --repeats 2 or more)."""
+    out = []
+    multi = len({k[0] for k in rows}) > 1
+    for (run, _, variant), row in sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        if not _float(row["_md"].get("repeats")) or float(row["_md"]["repeats"]) < 2:
+            continue  # a single run has no interval (a stdev alone is not one)
+        wide = []
+        for key, (low, high) in sorted(row["_err"].items()):
+            mean = row.get(key)
+            if mean and (high - low) / 2 > NOISY_SHARE * abs(mean):
+                wide.append(f"{COLUMNS[key].header} {mean:.4g} ± {(high - low) / 2:.4g}")
+        if wide:
+            out.append(f"- {run + ': ' if multi else ''}{variant}: {'; '.join(wide)}")
+    return out
+
+
 def failed_variants(samples: list[dict]) -> dict[str, list[str]]:
     """experiment -> "variant: error" of every "Variant Failed" sample."""
     out: dict[str, list[str]] = {}
@@ -218,6 +239,10 @@ def render(
         parts += [note, ""]
         for tab in layout.tables:
             parts += [f"### {tab.heading}", "", table(layout, tab, rows), ""]
+        noisy = noisy_lines(rows)
+        if noisy:
+            parts += ["Noisy (95 % half-width above 25 % of the mean: more repeats needed):", "",
+                      *noisy, ""]  # fmt: skip
         flagged = error_lines(rows)
         if flagged:
             parts += ["Variants with failed operations (not in the throughput):", "", *flagged, ""]

@@ -60,3 +60,16 @@ def test_the_report_table_and_plot_carry_the_line(tmp_path):
     fig = plot_experiment(e.title, layout.of(e), {"": layout.prepare(rows, e.label)},
                           str(tmp_path / "p.png"), note)  # fmt: skip
     assert any(note.split(".")[0] in t.get_text().replace("\n", " ") for t in fig.texts)
+
+
+def test_a_repeat_wider_than_a_quarter_of_its_mean_is_flagged():
+    md = {"experiment": "insert_docsize", "variant": "4", "variant_index": 0, "repeats": 3}
+    wide = {"metric": "Document Throughput", "value": 9815.0, "unit": "docs/sec", "run_uri": "a",
+            "metadata": dict(md, ci95_low=-156.0, ci95_high=19786.0, stdev=4000.0)}  # fmt: skip
+    tight = {"metric": "Document Throughput", "value": 1000.0, "unit": "docs/sec", "run_uri": "a",
+             "metadata": dict(md, variant="1", variant_index=1, ci95_low=950.0,
+                              ci95_high=1050.0, stdev=20.0)}  # fmt: skip
+    rows = report.group([wide, tight])["insert_docsize"]
+    assert report.noisy_lines(rows) == ["- 4: Speed (docs/s) 9815 ± 9971"]
+    text = report.render([wide, tight], exp_mod.load())
+    assert "Noisy (95 % half-width above 25 % of the mean" in text
