@@ -291,6 +291,8 @@ def CheckPrerequisites(benchmark_config):
             f"--mongodb_perftables_max_seconds must be > 0 seconds, not {_MAX_SECONDS.value:g}"
         )
     kind = _Deployment()
+    # the VMs' OS and architecture, against the support matrix (docs/platforms.md)
+    mongobench_client.CheckPrerequisites(benchmark_config)
     if kind != "uri" and (_URI_FILE.value or _URI_ENV.value):
         raise errors.Config.InvalidValue(
             "a URI flag was given with --mongodb_perftables_deployment="
@@ -306,7 +308,8 @@ def CheckPrerequisites(benchmark_config):
         except ValueError as e:
             raise errors.Config.InvalidValue(f"--mongodb_perftables_shard_key: {e}") from e
     if kind in ("standalone", "replset", "sharded"):
-        mongobench_mongod.CheckPrerequisites()
+        # version flags, and the servers' OS and architecture (docs/platforms.md)
+        mongobench_mongod.CheckPrerequisites(benchmark_config)
     _LogEstimate(benchmark_config, planned)
 
 

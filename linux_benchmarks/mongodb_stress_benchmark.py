@@ -40,7 +40,7 @@ import time
 
 from absl import flags
 from perfkitbenchmarker import configs, errors, sample
-from perfkitbenchmarker.linux_packages import mongobench_host, mongobench_stress
+from perfkitbenchmarker.linux_packages import mongobench_host, mongobench_mongod, mongobench_stress
 
 from mongobench.deploy import mongod
 from mongobench.stress import report as stress_report
@@ -269,6 +269,7 @@ def CheckPrerequisites(benchmark_config) -> None:
         )
     if groups["servers"].vm_count != 1:
         raise errors.Config.InvalidValue("mongodb_stress runs on exactly one server VM")
+    mongobench_mongod.CheckPrerequisites(benchmark_config)  # docs/platforms.md
     if _MAX_INSTANCES.value and _MAX_INSTANCES.value < _MIN_INSTANCES.value:
         raise errors.Config.InvalidValue(
             "--mongodb_stress_max_instances is below --mongodb_stress_min_instances"

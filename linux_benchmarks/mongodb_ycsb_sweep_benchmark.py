@@ -135,6 +135,7 @@ def GetConfig(user_config):
 def CheckPrerequisites(benchmark_config):
     """Validates flags and the target before anything is provisioned, then logs the sweep's
     estimated data volume, wall time and cost (PKB does not ask)."""
+    mongobench_client.CheckPrerequisites(benchmark_config)  # docs/platforms.md
     try:
         plan.parse_sizes(_SIZES.value)
     except plan.SweepError as e:

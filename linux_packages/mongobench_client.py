@@ -18,6 +18,7 @@ from perfkitbenchmarker import errors, vm_util
 from perfkitbenchmarker.linux_packages import mongobench_vm
 
 from mongobench.core import redact
+from mongobench.deploy import platforms
 from mongobench.remote import diagnostics, shipping
 
 WORKDIR_NAME = "mongobench"
@@ -35,17 +36,38 @@ def ProgressSeconds():
     return _PROGRESS_SECONDS.value
 
 
+def CheckPrerequisites(benchmark_config, group_name="clients"):
+    """The engine has a Python >= 3.10 on every client VM's OS (mongobench.deploy.
+    platforms), checked before any VM exists; static hosts that install nothing are checked
+    at Deploy."""
+    for os_type, _, installs in mongobench_vm.GroupPlatforms(benchmark_config, group_name):
+        if not installs:
+            continue
+        try:
+            platforms.check_pkb_client(os_type)
+        except platforms.UnsupportedPlatform as e:
+            raise errors.Config.InvalidValue(f"{group_name}: {e}") from None
+
+
 def AptInstall(vm):
     vm.InstallPackages(" ".join(shipping.system_packages("apt", vm.cpu_arch)))
 
 
 def YumInstall(vm):
-    vm.InstallPackages(" ".join(shipping.system_packages("yum", vm.cpu_arch)))
+    """The engine's packages; on RHEL 8/9 and Amazon Linux 2023 (python3 is 3.6/3.9
+    there) also the python3.11 package the engine runs on (docs/platforms.md)."""
+    packages = shipping.system_packages("yum", vm.cpu_arch)
+    python = platforms.PKB_OS_TYPES.get(getattr(vm, "OS_TYPE", None))
+    package = platforms.client_python_package(*python) if python else None
+    if package and package != "python3":
+        packages += [package, f"{package}-pip"]
+    vm.InstallPackages(" ".join(packages))
 
 
-# venv alone imports on Debian/Ubuntu without python3-venv (which holds ensurepip, without
-# which `python3 -m venv` fails): the check imports both.
-VENV_CHECK = "python3 -c 'import venv, ensurepip' >/dev/null 2>&1"
+# The first python (python3, else python3.13..3.10) >= 3.10 whose venv works: venv alone
+# imports on Debian/Ubuntu without python3-venv (which holds ensurepip, without which
+# `python3 -m venv` fails), so the probe imports both.
+VENV_CHECK = shipping.python_probe_command()
 
 
 def WorkDir(vm):
@@ -60,19 +82,21 @@ def Deploy(vm):
     vm.Install("mongobench_client")
     workdir = WorkDir(vm)
     vm.RemoteCommand(f"sudo mkdir -p {workdir} && sudo chown $(id -u):$(id -g) {workdir}")
-    _, _, rc = vm.RemoteCommandWithReturnCode(VENV_CHECK, ignore_failure=True)
-    if rc:
+    out, _, rc = vm.RemoteCommandWithReturnCode(VENV_CHECK, ignore_failure=True)
+    python = (out.strip().splitlines() or ["python3"])[-1] if not rc else None
+    if not python:
         raise errors.Setup.InvalidSetupError(
-            f"{vm.name}: python3 with the venv module is required on the client"
+            f"{vm.name}: Python >= 3.10 with the venv module is required on the client"
             " VM. On a static host without install_packages, install it first"
-            " (Debian/Ubuntu: apt-get install python3-venv)."
+            " (Debian/Ubuntu: apt-get install python3-venv; RHEL 8/9, Amazon Linux 2023:"
+            " dnf install python3.11)."
         )
     local = os.path.join(vm_util.GetTempDir(), "mongobench-engine.tar.gz")
     with open(local, "wb") as f:
         f.write(shipping.archive_bytes())
     remote_archive = posixpath.join(workdir, "mongobench-engine.tar.gz")
     vm.PushFile(local, remote_archive)
-    for cmd in shipping.setup_commands(workdir, remote_archive):
+    for cmd in shipping.setup_commands(workdir, remote_archive, python=python):
         vm.RemoteCommand(cmd)
     logging.info("mongobench client deployed on %s in %s", vm.name, workdir)
     return workdir

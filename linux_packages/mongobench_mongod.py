@@ -46,7 +46,7 @@ from absl import flags
 from perfkitbenchmarker import background_tasks, errors
 from perfkitbenchmarker.linux_packages import mongobench_vm, mongobench_ycsb
 
-from mongobench.deploy import hostsettings, install, mongod
+from mongobench.deploy import hostsettings, install, mongod, platforms
 from mongobench.remote import diagnostics, javabuild, probes, processes, tlscerts
 
 WORKDIR_NAME = "mongobench-mongod"
@@ -116,12 +116,28 @@ def MongodbVersion():
         raise errors.Config.InvalidValue(str(e)) from None
 
 
-def CheckPrerequisites():
+def CheckPrerequisites(benchmark_config=None, group_name="servers"):
     """Before any VM exists: the version flags agree (MongodbVersion); for the stand-in, the
-    PKB host can build it."""
-    MongodbVersion()
+    PKB host can build it; otherwise the servers' OS, release and architecture (when PKB
+    tells it from the machine type) have MongoDB packages of that version
+    (mongobench.deploy.platforms). Not checked: preinstalled binaries, a tarball URL given
+    in full, static VMs that install nothing."""
+    version = MongodbVersion()
     if _SERVER.value == "standin":
         mongobench_ycsb.CheckPrerequisites()
+        return
+    if benchmark_config is None or _BIN_DIR.value or _TARBALL_URL.value not in (None, "auto"):
+        return
+    for os_type, arch, installs in mongobench_vm.GroupPlatforms(benchmark_config, group_name):
+        if not installs and not _TARBALL_URL.value:
+            continue  # a static host with its own mongod in /usr/bin (checked at Deploy)
+        flag = "--mongobench_mongodb_version"
+        if not FLAGS["mongobench_mongodb_version"].present and version != _VERSION.value:
+            flag = "--mongodb_version"  # PKB's own flag chose it
+        try:
+            platforms.check_pkb_server(os_type, version, arch, flag)
+        except platforms.UnsupportedPlatform as e:
+            raise errors.Config.InvalidValue(f"{group_name}: {e}") from None
 
 
 def _Platform(vm):
@@ -143,7 +159,8 @@ def _InstallFromRepository(vm):
         packages = install.server_packages(plat.family, plat.release, plat.arch, version)
     except install.UnsupportedPlatform as e:
         raise errors.Setup.InvalidSetupError(
-            f"{vm.name}: {e}; use --mongobench_mongod_tarball_url or --mongobench_mongod_bin_dir"
+            f"{vm.name}: {e}; supported platforms: docs/platforms.md (or preinstalled"
+            " binaries: --mongobench_mongod_bin_dir)"
         ) from e
     prerequisites = install.repo_prerequisites(plat)
     if prerequisites:

@@ -257,3 +257,44 @@ def RunDetached(vm, command, *, name, directory, label, poll_s, marker=None):
     pkb.log as they come; returns (exit status or None, its stderr)."""
     handle = StartDetached(vm, command, name=name, directory=directory, marker=marker)
     return WaitDetached(vm, handle, label=label, poll_s=poll_s)
+
+
+def _Arch(group):
+    """x86_64 or aarch64 from a cloud group's machine type, as PKB's providers tell it;
+    None when they cannot (static VMs, custom machine types, other clouds)."""
+    machine_type = getattr(getattr(group, "vm_spec", None), "machine_type", None)
+    if not isinstance(machine_type, str):
+        return None
+    try:
+        if group.cloud == "AWS":
+            from perfkitbenchmarker.providers.aws import aws_virtual_machine as aws
+
+            arm = aws.GetArmArchitecture(machine_type)
+        elif group.cloud == "GCP":
+            from perfkitbenchmarker.providers.gcp import gce_virtual_machine as gce
+
+            arm = gce.GetArmArchitecture(machine_type)
+        elif group.cloud == "Azure":
+            from perfkitbenchmarker.providers.azure import azure_virtual_machine as azure
+
+            arm = azure._MachineTypeIsArm(machine_type)
+        else:
+            return None
+    except ImportError:
+        return None
+    return "aarch64" if arm else "x86_64"
+
+
+def GroupPlatforms(benchmark_config, group_name):
+    """(os_type, arch or None, installs packages) of each VM a group of the benchmark
+    config will have, before any exists: its static VMs' own os_type, else the group's."""
+    group = (getattr(benchmark_config, "vm_groups", None) or {}).get(group_name)
+    if group is None:
+        return []
+    statics = getattr(group, "static_vms", None) or []
+    if statics:
+        return [
+            (vm.os_type, None, getattr(vm, "install_packages", True))
+            for vm in statics[: group.vm_count or len(statics)]
+        ]
+    return [(group.os_type, _Arch(group), True)]

@@ -20,6 +20,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
+from mongobench.deploy import platforms
 from mongobench.remote.processes import _sudo
 
 KNOWN_SERIES = ("6.0", "7.0", "8.0")
@@ -33,28 +34,11 @@ APT_LIST = "/etc/apt/sources.list.d/mongodb-org-{series}.list"
 YUM_REPO_FILE = "/etc/yum.repos.d/mongodb-org-{series}.repo"
 TARBALL_BASE = "https://fastdl.mongodb.org/linux"
 
-# (family, release) -> apt codename / tarball target. RHEL-likes map to "rhel".
-_DISTROS = {
-    ("ubuntu", "22.04"): {"codename": "jammy", "tarball": "ubuntu2204"},
-    ("ubuntu", "24.04"): {"codename": "noble", "tarball": "ubuntu2404"},
-    ("debian", "12"): {"codename": "bookworm", "tarball": "debian12"},
-    ("rhel", "9"): {"codename": None, "tarball": "rhel90"},
-}
-
-# What MongoDB publishes for Community: (family, release, arch) -> {series: first patch}.
-# Platform matrix of the production notes / community-platform-support pages:
-# Ubuntu 24.04 only from 8.0 (7.0 is not built for noble); Debian 12 x86_64 only
-# (no arm64 packages), from 7.0.3; Ubuntu 22.04 and RHEL 9 from 6.0.4 (arm64
-# RHEL 9 from 6.0.7).
-_SUPPORT: dict[tuple[str, str, str], dict[str, str]] = {
-    ("ubuntu", "22.04", "x86_64"): {"6.0": "6.0.4", "7.0": "7.0.0", "8.0": "8.0.0"},
-    ("ubuntu", "22.04", "aarch64"): {"6.0": "6.0.4", "7.0": "7.0.0", "8.0": "8.0.0"},
-    ("ubuntu", "24.04", "x86_64"): {"8.0": "8.0.0"},
-    ("ubuntu", "24.04", "aarch64"): {"8.0": "8.0.0"},
-    ("debian", "12", "x86_64"): {"7.0": "7.0.3", "8.0": "8.0.0"},
-    ("rhel", "9", "x86_64"): {"6.0": "6.0.4", "7.0": "7.0.0", "8.0": "8.0.0"},
-    ("rhel", "9", "aarch64"): {"6.0": "6.0.7", "7.0": "7.0.0", "8.0": "8.0.0"},
-}
+# The support matrix (OS x release x arch -> MongoDB series; apt codename, tarball target,
+# the engine's Python) is one table of data: mongobench.deploy.platforms.
+_DISTROS = platforms.DISTROS
+_SUPPORT = platforms.SERVER
+UnsupportedPlatform = platforms.UnsupportedPlatform
 
 _FAMILY_ALIASES = {
     "ubuntu": "ubuntu",
@@ -66,23 +50,21 @@ _FAMILY_ALIASES = {
     "centos": "rhel",
     "ol": "rhel",
     "oracle": "rhel",
+    "amzn": "amazon",
+    "amazon": "amazon",
 }
 _ARCH_ALIASES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
 
 
-class UnsupportedPlatform(ValueError):
-    """MongoDB publishes no Community packages for this OS/arch/version."""
-
-
 @dataclass(frozen=True)
 class Platform:
-    family: str  # ubuntu | debian | rhel
-    release: str  # 22.04 | 24.04 | 12 | 9
+    family: str  # ubuntu | debian | rhel | amazon
+    release: str  # 20.04 | 22.04 | 24.04 | 11 | 12 | 8 | 9 | 2023
     arch: str  # x86_64 | aarch64
 
     @property
     def package_manager(self) -> str:
-        return "yum" if self.family == "rhel" else "apt"
+        return "yum" if self.family in ("rhel", "amazon") else "apt"
 
 
 def parse_version(version: str) -> tuple[int, ...]:
@@ -109,9 +91,8 @@ def platform(os_family: str, os_version: str, arch: str) -> Platform:
     parts = str(os_version).strip().split(".")
     release = ".".join(parts[:2]) if family == "ubuntu" else parts[0]
     if (family, release) not in _DISTROS:
-        raise UnsupportedPlatform(
-            f"{os_family} {os_version}: supported are Ubuntu 22.04/24.04, Debian 12, RHEL/Rocky/Alma 9"
-        )
+        known = ", ".join(f"{f} {r}" for f, r in _DISTROS)
+        raise UnsupportedPlatform(f"{os_family} {os_version}: supported are {known}")
     return Platform(family, release, arch_n)
 
 
@@ -150,7 +131,7 @@ def check_supported(plat: Platform, mongodb_version: str) -> str:
     if not avail:
         raise UnsupportedPlatform(
             f"MongoDB publishes no Community packages for {where}"
-            " (e.g. Debian 12 is x86_64 only); use a tarball URL or --..._mongod_bin_dir"
+            " (e.g. Debian is x86_64 only): see docs/platforms.md"
         )
     if ser not in avail:
         raise UnsupportedPlatform(
@@ -177,7 +158,7 @@ def repo_setup_commands(
     s = _sudo(sudo)
     if plat.package_manager == "apt":
         keyring = APT_KEYRING.format(series=ser)
-        codename = _DISTROS[(plat.family, plat.release)]["codename"]
+        codename = _DISTROS[(plat.family, plat.release)].codename
         if plat.family == "ubuntu":
             # As in the manual's Ubuntu list file: arch list and the multiverse component.
             entry = (
@@ -194,10 +175,11 @@ def repo_setup_commands(
             f" | {s}gpg --batch --yes -o {keyring} --dearmor",
             f"echo {shlex.quote(entry)} | {s}tee {APT_LIST.format(series=ser)} >/dev/null",
         ]
+    distro = "amazon" if plat.family == "amazon" else "redhat"
     repo = (
         f"[mongodb-org-{ser}]\n"
         "name=MongoDB Repository\n"
-        f"baseurl=https://repo.mongodb.org/yum/redhat/{plat.release}/mongodb-org/{ser}/{plat.arch}/\n"
+        f"baseurl=https://repo.mongodb.org/yum/{distro}/{plat.release}/mongodb-org/{ser}/{plat.arch}/\n"
         "gpgcheck=1\n"
         "enabled=1\n"
         f"gpgkey={YUM_KEY_URL.format(series=ser)}\n"
@@ -252,7 +234,13 @@ def tarball_url(version: str, os_family: str, os_version: str, arch: str) -> str
         raise ValueError(f"tarballs need a full version such as 8.0.4, not {version!r}")
     plat = platform(os_family, os_version, arch)
     check_supported(plat, version)
-    target = _DISTROS[(plat.family, plat.release)]["tarball"]
+    target = _DISTROS[(plat.family, plat.release)].tarball
+    if target is None:
+        known = ", ".join(f"{f} {r}" for (f, r), d in _DISTROS.items() if d.tarball)
+        raise UnsupportedPlatform(
+            f"no tarball name known for {plat.family} {plat.release}: give the URL itself"
+            f" (--mongobench_mongod_tarball_url=https://fastdl.mongodb.org/...); auto knows {known}"
+        )
     if plat.family == "rhel" and full >= (8, 0, 0):
         target = "rhel93"
     return f"{TARBALL_BASE}/mongodb-linux-{plat.arch}-{target}-{'.'.join(map(str, full))}.tgz"

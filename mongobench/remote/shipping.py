@@ -73,6 +73,23 @@ def archive_bytes() -> bytes:
     return buf.getvalue()
 
 
+PYTHONS = ("python3", "python3.13", "python3.12", "python3.11", "python3.10")
+
+
+def python_probe_command() -> str:
+    """Prints the first interpreter of PYTHONS that is >= 3.10 and has venv and ensurepip
+    (python3 first:
+    the OS's own when it is new enough, else e.g. RHEL's python3.11); prints nothing and
+    fails when there is none."""
+    check = "import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 10))"
+    loop = (
+        f"for p in {' '.join(PYTHONS)}; do"
+        f" command -v $p >/dev/null 2>&1 && $p -c {shlex.quote(check)} 2>/dev/null"
+        " && $p -m venv --help >/dev/null 2>&1 && { echo $p; exit 0; }; done; exit 1"
+    )
+    return "sh -c " + shlex.quote(loop)
+
+
 def setup_commands(workdir: str, archive: str, python: str = "python3") -> list[str]:
     """Commands that (re)create the client in `workdir` from `archive`.
 

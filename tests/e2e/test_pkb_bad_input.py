@@ -114,3 +114,35 @@ def test_atlas_cluster_in_another_region_than_the_clients_is_refused_up_front(
     assert "--mongobench_atlas_provider=GCP --mongobench_atlas_region=CENTRAL_US" in out
     assert "--mongobench_atlas_allow_remote_clients" in out
     assert "Provisioning" not in out and "gcloud compute" not in out
+
+
+@pytest.mark.parametrize(
+    ("servers", "flags", "expected"),
+    [
+        # MongoDB 7.0 on PKB's default image: once found only in Prepare, after the VMs
+        ({"cloud": "GCP", "os_type": "ubuntu2404",
+          "vm_spec": {"GCP": {"machine_type": "n2-standard-2", "zone": "us-central1-b"}}},
+         {"mongobench_mongodb_version": "7.0"},
+         "servers: --mongobench_mongodb_version=7.0: MongoDB publishes no Community packages"
+         " for os_type ubuntu2404 on x86_64; MongoDB series on os_type ubuntu2404 on x86_64:"
+         " 8.0; os_types with 7.0 on x86_64: ubuntu2004, ubuntu2204"),
+        # Debian has no arm64 packages: the Graviton machine type says aarch64
+        ({"cloud": "AWS", "os_type": "debian12",
+          "vm_spec": {"AWS": {"machine_type": "m7g.large", "zone": "us-east-1a"}}},
+         {},
+         "os_type debian12 on aarch64; os_types with 8.0 on aarch64: ubuntu2004"),
+    ],
+)  # fmt: skip
+def test_unsupported_server_platform_is_refused_up_front(
+    pkb_python, tmp_path, pkb_temp, servers, flags, expected
+):
+    path = tmp_path / "c.yaml"
+    groups = {"clients": {"static_vms": [VM]}, "servers": servers}
+    flags = {"mongodb_perftables_deployment": "standalone", **flags}
+    path.write_text(yaml.safe_dump({"mongodb_perftables": {"vm_groups": groups, "flags": flags}}))
+    p = run_pkb(pkb_python, "mongodb_perftables", path, pkb_temp, "--ignore_package_requirements",
+                timeout=300)  # fmt: skip
+    out = p.stdout + p.stderr
+    assert p.returncode != 0
+    assert expected in out, out[-3000:]
+    assert "Provisioning" not in out

@@ -89,6 +89,24 @@ def test_repo_commands_follow_the_documented_layout(family, release, arch, coden
         assert cmd.endswith("| sudo tee /etc/yum.repos.d/mongodb-org-8.0.repo >/dev/null")
 
 
+@pytest.mark.parametrize(
+    "family,release,arch,version,repo_line",
+    [
+        # defect 5: MongoDB ships packages for these; they were refused
+        ("ubuntu", "20.04", "arm64", "8.0", "apt/ubuntu focal/mongodb-org/8.0 multiverse"),
+        ("debian", "11", "x86_64", "7.0", "apt/debian bullseye/mongodb-org/7.0 main"),
+        ("amzn", "2023", "aarch64", "8.0", "yum/amazon/2023/mongodb-org/8.0/aarch64/"),
+        ("rhel", "8", "x86_64", "6.0", "yum/redhat/8/mongodb-org/6.0/x86_64/"),
+    ],
+)
+def test_platforms_mongodb_publishes_packages_for_are_installed(
+    family, release, arch, version, repo_line
+):
+    cmds = install.repo_setup_commands(family, release, arch, version)
+    assert any(f"https://repo.mongodb.org/{repo_line}" in c for c in cmds), cmds
+    assert all(bash_syntax_ok(c) for c in cmds)
+
+
 def test_repo_series_follows_the_version_and_sudo_is_optional():
     cmds = install.repo_setup_commands("ubuntu", "22.04", "x86_64", "7.0.14", sudo=False)
     assert any("jammy/mongodb-org/7.0 multiverse" in c for c in cmds)
@@ -107,9 +125,12 @@ def test_repo_series_follows_the_version_and_sudo_is_optional():
         ("rhel", "9", "aarch64", "6.0.6", "from MongoDB 6.0.7"),
         ("ubuntu", "22.04", "x86_64", "5.0", "available"),
         ("ubuntu", "22.04", "x86_64", "8.2", "available"),
-        ("ubuntu", "20.04", "x86_64", "8.0", "supported are"),
-        ("debian", "11", "x86_64", "7.0", "supported are"),
-        ("amzn", "2023", "x86_64", "8.0", "family"),
+        ("ubuntu", "18.04", "x86_64", "6.0", "supported are"),
+        ("debian", "13", "x86_64", "8.0", "supported are"),
+        ("amzn", "2", "x86_64", "6.0", "supported are"),
+        ("amzn", "2023", "x86_64", "6.0", "available: 7.0, 8.0"),
+        ("debian", "11", "arm64", "7.0", "x86_64 only"),
+        ("opensuse", "15", "x86_64", "8.0", "family"),
         ("ubuntu", "22.04", "ppc64le", "8.0", "architecture"),
     ],
 )
