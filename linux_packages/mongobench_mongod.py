@@ -132,7 +132,8 @@ def CheckPrerequisites(benchmark_config=None, group_name="servers"):
         if not installs and not _TARBALL_URL.value:
             continue  # a static host with its own mongod in /usr/bin (checked at Deploy)
         flag = "--mongobench_mongodb_version"
-        if not FLAGS["mongobench_mongodb_version"].present and version != _VERSION.value:
+        ours = FLAGS["mongobench_mongodb_version"]
+        if not ours.present and version != ours.value:
             flag = "--mongodb_version"  # PKB's own flag chose it
         try:
             platforms.check_pkb_server(os_type, version, arch, flag)
