@@ -295,6 +295,8 @@ def GroupPlatforms(benchmark_config, group_name):
     if statics:
         return [
             (vm.os_type, None, getattr(vm, "install_packages", True))
-            for vm in statics[: group.vm_count or len(statics)]
+            for vm in statics[: getattr(group, "vm_count", None) or len(statics)]
+            if getattr(vm, "os_type", None)
         ]
-    return [(group.os_type, _Arch(group), True)]
+    os_type = getattr(group, "os_type", None)
+    return [(os_type, _Arch(group), True)] if os_type else []
