@@ -2,6 +2,7 @@
 
 import os
 import subprocess
+import time
 
 import pytest
 import yaml
@@ -69,6 +70,11 @@ def test_a_proxy_that_never_listens_is_stopped(tmp_path, monkeypatch):
     monkeypatch.setattr(fresh, "host_address", lambda net: "127.0.0.1")
 
     def never(*a, **k):
+        # the proxy has started (its pid written) and still does not listen; without this
+        # wait it could be stopped before its first line ran, and the pid file never appear
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "pid").exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
         raise fresh.PollTimeout("never")
 
     monkeypatch.setattr(fresh, "poll_until", never)
