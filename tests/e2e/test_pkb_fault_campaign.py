@@ -1,0 +1,154 @@
+"""Faults and bad input, round two (issue 22): the cases through the unmodified ./pkb.py.
+
+Refused before anything is provisioned (CheckPrerequisites or flag parsing, no VM
+contacted), or survived as stated: a server killed in the last variant fails the run with
+that variant marked (through the CLI: tests/integration/test_fault_campaign.py; the
+./pkb.py run of it is not here yet), and Ctrl-C to pkb.py mid-variant leaves no engine
+process behind. No device node is replaced. The engine's own cases are in
+tests/integration/test_fault_campaign.py and tests/integration/test_interrupt.py.
+Runs when PKB_DIR names a PKB checkout (see tests/e2e/conftest.py).
+"""
+
+import glob
+import os
+import signal
+import stat
+import subprocess
+import time
+
+import pytest
+import yaml
+from pkb_helpers import CLOUD_RULE, PKB_DIR, bed_vm, config_with, run_pkb
+
+from mongobench.testbed import bed as testbed
+
+pytestmark = pytest.mark.e2e
+
+# Never contacted: the run must be refused before any VM is used.
+NO_VM = {
+    "ip_address": "127.0.0.1",
+    "user_name": "nobody",
+    "ssh_port": 1,
+    "ssh_private_key": "/nonexistent",
+    "os_type": "debian12",
+    "install_packages": False,
+}
+TWO_VARIANTS = "1, 500000, plain;10, 500000, plain"
+
+
+@pytest.mark.parametrize(
+    ("case", "flags", "uri", "expected"),
+    [
+        ("port 70000", {}, "mongodb://127.0.0.1:70000/", "Port must be"),
+        ("perftables port 70000", {"mongodb_perftables_port": 70000}, None,
+         "mongodb_perftables_port"),
+        ("empty experiments list", {"mongodb_perftables_experiments": ""}, None, "empty list"),
+        ("database a.b", {"mongodb_perftables_database": "a.b"}, None,
+         "--mongodb_perftables_database 'a.b'"),
+        ("database ''", {"mongodb_perftables_database": ""}, None,
+         "--mongodb_perftables_database"),
+        ("skip everything", {"mongodb_perftables_experiments": "insert_idtype",
+                             "mongodb_perftables_variants": "uuid",
+                             "mongodb_perftables_skip": "insert_idtype/uuid"}, None,
+         "nothing to run"),
+    ],
+)  # fmt: skip
+def test_refused_before_anything_is_provisioned(
+    pkb_python, tmp_path, pkb_temp, case, flags, uri, expected
+):
+    uri_file = tmp_path / "target.uri"
+    uri_file.write_text((uri or "mongodb://127.0.0.1:27017/") + "\n")
+    flags = {"mongodb_perftables_uri_file": str(uri_file), **flags}
+    config = tmp_path / "c.yaml"
+    groups = {"clients": {"static_vms": [NO_VM]}}
+    config.write_text(yaml.safe_dump({"mongodb_perftables": {"vm_groups": groups,
+                                                             "flags": flags}}))  # fmt: skip
+    p = run_pkb(pkb_python, "mongodb_perftables", config, pkb_temp, timeout=300)
+    out = p.stdout + p.stderr
+    assert p.returncode != 0, out[-3000:]
+    assert expected in out, out[-3000:]
+    # nothing was provisioned: the VM (an sshd that does not exist) was never tried
+    assert "Provisioning" not in out, out[-3000:]
+    assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+
+
+def _pkb_log(temp_dir) -> str:
+    logs = glob.glob(str(temp_dir / "runs" / "*" / "pkb.log"))
+    return open(logs[0]).read() if logs else ""
+
+
+def _start_pkb(pkb_python, config, temp_dir, *flags, cloud=False):
+    # output to a file: an unread pipe fills and blocks PKB
+    out = open(temp_dir / "pkb-output.txt", "w+")
+    return subprocess.Popen(
+        [pkb_python, CLOUD_RULE if cloud else "pkb.py", "--benchmarks=mongodb_perftables",
+         f"--benchmark_config_file={config}", f"--temp_dir={temp_dir}",
+         "--mongobench_progress_seconds=0.5", *flags],
+        cwd=PKB_DIR, stdout=out, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+
+
+def _output(temp_dir) -> str:
+    return (temp_dir / "pkb-output.txt").read_text()
+
+
+def _wait_log(temp_dir, text, proc, timeout=600):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if text in _pkb_log(temp_dir):
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"pkb.py ended before {text!r}: {_output(temp_dir)[-3000:]}")
+        time.sleep(0.2)
+    raise AssertionError(f"no {text!r} in pkb.log within {timeout} s")
+
+
+def _engine_processes(scratch) -> list[str]:
+    """Live processes working in the static VM's scratch directory (the engine runs there,
+    and its workers inherit that directory): `pid command`."""
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue
+        if cmd and cwd.startswith(str(scratch)) and "mongobench" in cmd:
+            out.append(f"{pid} {cmd}")
+    return out
+
+
+def test_ctrl_c_on_pkb_mid_variant_leaves_no_engine_process(pkb_python, tmp_path, pkb_temp):
+    # bad 2: Ctrl-C on ./pkb.py left two engine workers running for about 30 s, their work
+    # directory already deleted (Cleanup sent TERM to the engine's PID only). (SIGTERM to
+    # pkb.py ends PKB without its Cleanup: the detached engine then runs to its end; see
+    # docs/faults.md.)
+    state, vm, scratch = bed_vm(tmp_path)
+    flags = {
+        "mongodb_perftables_uri_file": state["uri_file"],
+        "mongodb_perftables_scale": "smoke",
+        "mongodb_perftables_experiments": "update_fields",
+        "mongodb_perftables_variants": TWO_VARIANTS,
+        "mongodb_perftables_set": "duration_s=120",
+        "mongodb_perftables_client_processes": 2,
+    }
+    config = config_with(tmp_path / "p.yaml", "mongodb_perftables", vm, flags)
+    proc = _start_pkb(pkb_python, config, pkb_temp)
+    try:
+        _wait_log(pkb_temp, "[1/2] update_fields/1, 500000, plain: running", proc)
+        deadline = time.monotonic() + 60  # the timed phase: the engine and two workers
+        while len(_engine_processes(scratch)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(_engine_processes(scratch)) >= 3, _pkb_log(pkb_temp)[-4000:]
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=300)
+        out = _output(pkb_temp)
+        left = _engine_processes(scratch)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        testbed.down(str(tmp_path / "tb"))
+    assert proc.returncode != 0, out[-3000:]
+    assert left == [], left
+    assert os.listdir(scratch) == []  # Cleanup ran, after the engine was gone
