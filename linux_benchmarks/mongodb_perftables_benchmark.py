@@ -121,6 +121,13 @@ _MAX_SECONDS = flags.DEFINE_float(
     "Cap on each timed phase in seconds, > 0 (the variant stops early and says so in its"
     " metadata).",
 )
+_REPLY_TIMEOUT = flags.DEFINE_float(
+    "mongodb_perftables_reply_timeout",
+    None,
+    "Seconds any call waits for the server's reply before its variant fails (prepare,"
+    " serverStatus, finish, and no reply from any client in a timed phase); default: the"
+    " URI's timeoutMS or socketTimeoutMS, else 300.",
+)
 _CLIENT_PROCESSES = flags.DEFINE_integer(
     "mongodb_perftables_client_processes",
     None,
@@ -290,6 +297,10 @@ def CheckPrerequisites(benchmark_config):
         raise errors.Config.InvalidValue(
             f"--mongodb_perftables_max_seconds must be > 0 seconds, not {_MAX_SECONDS.value:g}"
         )
+    if _REPLY_TIMEOUT.value is not None and not 0 < _REPLY_TIMEOUT.value < float("inf"):
+        raise errors.Config.InvalidValue(
+            f"--mongodb_perftables_reply_timeout must be > 0 seconds, not {_REPLY_TIMEOUT.value:g}"
+        )
     kind = _Deployment()
     # the VMs' OS and architecture, against the support matrix (docs/platforms.md)
     mongobench_client.CheckPrerequisites(benchmark_config)
@@ -447,6 +458,7 @@ def _RunStep(benchmark_spec, step_index, overrides, extra_metadata):
         overrides=overrides,
         os_path=state["workdir"],
         max_seconds=_MAX_SECONDS.value,
+        reply_timeout=_REPLY_TIMEOUT.value,
         skip=_SKIP.value,
         processes=_CLIENT_PROCESSES.value or client.NumCpusForBenchmark(),
         client_path=_CLIENT_PATH.value,

@@ -48,7 +48,7 @@ from mongobench.sweep.runner import (
 )
 from mongobench.sweep.samples import failed, table_text, yes_no
 from mongobench.testbed import bed as testbed
-from mongobench.testbed import fresh
+from mongobench.testbed import ferretdb, fresh
 
 
 def _overrides(pairs: list[str] | None) -> dict:
@@ -305,6 +305,7 @@ def cmd_perftables_run(args) -> int:
             run_id=args.run_id,
             auth_retry_s=args.auth_retry_s,
             estimate=est.metadata(),
+            reply_timeout_s=args.reply_timeout,
         )
     except (exp_mod.ExperimentError, redact.TargetError) as e:
         # One last line on stderr: PKB's module makes it the run's status detail.
@@ -328,6 +329,8 @@ def cmd_perftables_run(args) -> int:
         files.write_json_atomic(args.samples, samples)
     print(report.render(samples, exp_mod.load(args.experiments_file or exp_mod.PERFTABLES_FILE)))
     bad = results.failed(run)
+    for r in results.not_applicable(run):
+        _log(f"n/a {r['experiment']} [{r['label']}]: {r['reason']}")
     for r in bad:
         _log(f"FAILED {r['experiment']} [{r['label']}]: {r['error']}")
     if run.get("unreachable"):
@@ -390,7 +393,7 @@ def cmd_testbed(args) -> int:
                 fresh_machines=args.fresh,
                 cache_dir=args.cache_dir,
             )
-        except (testbed.PreflightError, fresh.FreshBedError) as e:
+        except (testbed.PreflightError, fresh.FreshBedError, ferretdb.GoMissing) as e:
             raise SystemExit(f"mongobench: {e}") from None
         print(json.dumps(testbed.public_state(state), indent=1))
     elif args.action == "down":
@@ -481,6 +484,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--max-seconds", type=_positive_seconds, help="cap on each timed phase (seconds > 0)"
+    )
+    run.add_argument(
+        "--reply-timeout",
+        type=_positive_seconds,
+        help="seconds any call waits for the server's reply before its variant fails"
+        f" (default: the URI's timeoutMS or socketTimeoutMS, else {runner.DEFAULT_REPLY_TIMEOUT_S:g})",
     )
     run.add_argument(
         "--client-path",
@@ -578,9 +587,10 @@ def build_parser() -> argparse.ArgumentParser:
     tb.add_argument("--no-ssh", action="store_true", help="only the MongoDB server")
     tb.add_argument(
         "--server",
-        choices=("auto", "mongod", "standin"),
+        choices=testbed.SERVER_KINDS,
         default="auto",
-        help="auto: mongod when on PATH, else the stand-in",
+        help="auto: mongod when on PATH, else the stand-in; ferretdb (SQLite) and"
+        " ferretdb-postgresql (a private PostgreSQL cluster): the pinned FerretDB, built with Go",
     )
     tb.add_argument(
         "--client-vms",

@@ -79,6 +79,8 @@ class Options:
     direct: bool = False
     load_balanced: bool = False
     connect_timeout: float = 20.0
+    # The URI's timeoutMS, else its socketTimeoutMS (seconds); None: neither is set.
+    reply_timeout: float | None = None
     write_concern: dict | None = None  # from w, wTimeoutMS, journal; None: the server's default
 
 
@@ -118,8 +120,16 @@ def options(uri: str) -> Options:
         direct=bool(opts.get("directConnection")),
         load_balanced=bool(opts.get("loadBalanced")),
         connect_timeout=float(opts.get("connectTimeoutMS") or 20.0),  # pymongo gives seconds
+        # pymongo keeps timeoutMS under its lower-case name
+        reply_timeout=_seconds(opts.get("timeoutms", opts.get("timeoutMS")))
+        or _seconds(opts.get("socketTimeoutMS")),
         write_concern=wc or None,
     )
+
+
+def _seconds(value) -> float | None:
+    """pymongo's parsed timeout option (seconds; 0 or None: no limit) as a positive float."""
+    return float(value) if value else None
 
 
 def tls_context(o: Options) -> ssl.SSLContext:

@@ -24,6 +24,7 @@ from pymongo import MongoClient
 from pymongo.errors import (
     ConfigurationError,
     ConnectionFailure,
+    NetworkTimeout,
     OperationFailure,
     ProtocolError,
     PyMongoError,
@@ -36,7 +37,7 @@ from mongobench.core.poll import PollTimeout, poll_until
 from mongobench.driver import connection, ops, procs, sources
 from mongobench.driver.base import ThreadStats
 from mongobench.driver.catalog import WORKLOADS
-from mongobench.perftables import coordination, ossampler, progress, serverstats
+from mongobench.perftables import coordination, identity, ossampler, probe, progress, serverstats
 from mongobench.perftables import experiments as exp_mod
 from mongobench.remote import provenance
 
@@ -50,12 +51,35 @@ PING_TIMEOUT_S = 5.0
 # costs seconds, not 30 s per operation and again for the finish. A URI that sets
 # serverSelectionTimeoutMS keeps its own.
 RUN_SELECTION_MS = 5000
+# How long any call waits for the server's reply when neither --reply-timeout nor the URI's
+# timeoutMS/socketTimeoutMS says: every control-path command (prepare, serverStatus, finish)
+# and the multiplexed timed phase's "no reply from any client" limit. Long enough for a slow
+# server's index build or 2 MB batch, short enough that a stuck server fails its variant.
+DEFAULT_REPLY_TIMEOUT_S = 300.0
+
+
+def reply_timeout(uri: str, given: float | None = None) -> tuple[float, str]:
+    """(seconds, where from): `given` (the flag), else the URI's timeoutMS, else its
+    socketTimeoutMS, else DEFAULT_REPLY_TIMEOUT_S."""
+    if given is not None:
+        if not given > 0:
+            raise exp_mod.ExperimentError(f"reply timeout must be > 0 seconds, not {given}")
+        return float(given), "flag"
+    try:
+        from_uri = connection.options(uri).reply_timeout
+    except (connection.WireError, ValueError, PyMongoError):
+        from_uri = None  # a bad URI fails at connect, in its own words
+    if from_uri:
+        return from_uri, "uri"
+    return DEFAULT_REPLY_TIMEOUT_S, "default"
 
 
 def reason(e: BaseException, uri: str = "", gone: bool = False) -> str:
     """One line saying why the target cannot be used, with no secret in it
     (`gone`: a connection failure means the server cannot be reached any more)."""
-    if isinstance(e, ServerSelectionTimeoutError) or (gone and isinstance(e, ConnectionFailure)):
+    if isinstance(e, NetworkTimeout) and not isinstance(e, ServerSelectionTimeoutError):
+        why = f"no reply from the server: {str(e).split(' (configured timeouts', 1)[0]}"
+    elif isinstance(e, ServerSelectionTimeoutError) or (gone and isinstance(e, ConnectionFailure)):
         # "host:port: [Errno 111] Connection refused (configured timeouts: ...), Timeout:
         # 30s, Topology Description: <...>": the first part is the reason.
         text = str(e).split(", Timeout:", 1)[0].split(" (configured timeouts", 1)[0]
@@ -236,6 +260,7 @@ def run_variant(
     processes: int | None = None,
     on_phase=None,
     leader=None,
+    reply_timeout: float = DEFAULT_REPLY_TIMEOUT_S,
 ) -> dict:
     """One variant, end to end; returns its raw result.
 
@@ -244,6 +269,8 @@ def run_variant(
     the multiplexed path's worker processes (default: this machine's CPUs).
     `on_phase(name, planned_s)` is told when prepare, timed and finish begin.
     `leader`: a coordination.Leader when several client VMs share timed phases.
+    `reply_timeout`: the multiplexed timed phase fails its clients when no reply at all came
+    for that long (the control path's bound is `client`'s socketTimeoutMS, see run).
     """
     on_phase = on_phase or (lambda name, planned_s=None: None)
     workload_cls = WORKLOADS.get(experiment.workload)
@@ -275,7 +302,7 @@ def run_variant(
         if path == "multiplexed":
             timed = _timed_multiplexed(
                 uri, database, experiment.workload, workload, nthreads, sampler, max_seconds,
-                processes, leader,
+                processes, leader, reply_timeout,
             )  # fmt: skip
         else:
             timed = _timed_threads(workload, nthreads, sampler, max_seconds)
@@ -440,8 +467,9 @@ def _timed_threads(workload, nthreads: int, sampler, max_seconds) -> dict:
 
 
 def _timed_multiplexed(
-    uri, database, name, workload, nthreads, sampler, max_seconds, processes, leader=None
-):
+    uri, database, name, workload, nthreads, sampler, max_seconds, processes, leader=None,
+    reply_timeout=DEFAULT_REPLY_TIMEOUT_S,
+):  # fmt: skip
     """The timed phase as `nthreads` virtual clients over worker processes (and over
     every client VM with a coordination `leader`); the client CPU is the workers'
     (over their timed phases) plus this process's."""
@@ -468,7 +496,7 @@ def _timed_multiplexed(
     else:
         res = procs.run(
             uri, make, nthreads, processes, total=s.get("total_ops"),
-            duration=cap or duration, on_ready=on_ready,
+            duration=cap or duration, on_ready=on_ready, timeout=reply_timeout,
         )  # fmt: skip
         cores = min(res.processes, procs.default_processes())
     parent_cpu = time.process_time() - mark["cpu0"]
@@ -509,13 +537,16 @@ def run(
     run_id: str | None = None,
     auth_retry_s: float = 0.0,
     estimate: dict | None = None,
+    reply_timeout_s: float | None = None,
 ) -> dict:
     """Every selected variant; results go to `out_path` after each variant.
 
     A failed variant is recorded with its error and the run goes on; the
     caller decides how to fail (the CLI exits non-zero). An `[i/N]` line is
     logged as each variant ends, and a heartbeat every 30 s while one runs
-    (`bar`: a progress bar too, for a terminal). `repeats`: each variant runs
+    (`bar`: a progress bar too, for a terminal). `reply_timeout_s`: the bound on every wait
+    for the server (see reply_timeout; every pymongo call gets it as socketTimeoutMS, the
+    multiplexed timed phase as its no-reply limit). `repeats`: each variant runs
     that many times, interleaved (see schedule); the samples fold them into a
     mean with its 95 % interval (core.repeats). `auth_retry_s`: see first_use.
     `estimate`: the plan's estimate (its metadata: estimated_seconds, estimated_data_mb, estimate_rates), kept in the results
@@ -531,11 +562,17 @@ def run(
     overrides = uri_write_concern(uri, overrides, log)
     plans = exp_mod.plan(catalog, names, scale, variants, overrides, skip)
     timed_path("", {}, client_path)  # a bad path fails before any variant
+    bound, bound_from = reply_timeout(uri, reply_timeout_s)
+    if bound_from != "uri":  # the URI's own timeoutMS/socketTimeoutMS is what the user asked
+        log(f"reply timeout: {bound:g} s ({bound_from}; --reply-timeout or the URI's"
+            " socketTimeoutMS/timeoutMS sets it)")  # fmt: skip
     max_threads = max((int(v.settings.get("threads", 1)) for _, vs in plans for v in vs), default=1)
     target = redact.uri(uri)
     try:
         # One pooled connection per client thread, or threads queue for connections.
-        client = connect(uri, maxPoolSize=max(100, max_threads + 10))
+        client = connect(
+            uri, maxPoolSize=max(100, max_threads + 10), socketTimeoutMS=int(bound * 1000)
+        )
     except (PyMongoError, ValueError) as e:
         raise redact.TargetError(f"{target}: {reason(e, uri)}") from None
     try:
@@ -551,7 +588,9 @@ def run(
                 uri,
                 maxPoolSize=max(100, max_threads + 10),
                 serverSelectionTimeoutMS=RUN_SELECTION_MS,
+                socketTimeoutMS=int(bound * 1000),
             )
+        server, caps = _probe(client, database, uri, log)
         doc = {
             "schema": RESULT_SCHEMA,
             "tool": "mongobench perftables",
@@ -560,6 +599,9 @@ def run(
             "database": database,
             "topology": kind,
             "server_version": version,
+            "reply_timeout_s": bound,
+            "server": server,  # product, its version, backend, the MongoDB it claims
+            "capabilities": caps,
             "target": target,
             # a server on this machine: client and server CPU are one (core.bottleneck)
             "shared_host": shared,
@@ -582,9 +624,10 @@ def run(
         interrupted = False
         try:
             _run_plans(
-                client, order, repeats, doc, out_path, target, track, log,
+                client, order, repeats, doc, out_path, target, track, log, caps,
                 database=database, os_path=os_path, max_seconds=max_seconds, uri=uri,
                 client_path=client_path, processes=processes, leader=leader,
+                reply_timeout=bound,
             )  # fmt: skip
         except KeyboardInterrupt as e:  # the partial results are written; the caller says so
             e.run, interrupted = doc, True
@@ -610,17 +653,36 @@ def schedule(plans, repeats: int = 1) -> list[tuple]:
     return out
 
 
-def _run_plans(client, order, repeats, doc, out_path, target, track, log, **kw) -> None:
+def _probe(client, database: str, uri: str, log) -> tuple[dict, dict]:
+    """The server's identity and capabilities (probe), said once in the log."""
+    answers = probe.gather(client)
+    server = probe.server_identity(client, answers)
+    caps = probe.capabilities(client, database, answers, uri)
+    if server["server_product"] == "FerretDB" and caps.get("backend"):
+        server["server_backend"] = caps["backend"]
+    caps.pop("explain", None)
+    log(f"server: {identity.describe(server)}")
+    if caps.get("lacks"):
+        log(f"server lacks: {', '.join(caps['lacks'])} (variants that need them are n/a)")
+    return server, caps
+
+
+def _run_plans(client, order, repeats, doc, out_path, target, track, log, caps=None, **kw):
     """The variants in `order` (see schedule); each result is written as soon as it
-    exists. `kw`: the run_variant arguments every variant shares."""
+    exists. A variant that needs a feature the server lacks (`caps`, see probe) is n/a, not
+    run. `kw`: the run_variant arguments every variant shares."""
     uri = kw["uri"]
     gone = None  # why the server cannot be reached any more
     for experiment, v, r in order:
         name = f"{experiment.name}/{v.label}"
         track.begin(name if repeats == 1 else f"{name} (repeat {r + 1}/{repeats})")
+        missing = probe.lacking(v.settings, caps)
         if gone:
             res = _failed(experiment, v, f"not run: {gone}")
             track.end(res["error"])
+        elif missing:
+            res = _not_applicable(experiment, v, f"server lacks {', '.join(missing)}")
+            track.end(f"n/a ({res['reason']})")
         else:
             log(track.line("running"))
             try:
@@ -632,6 +694,13 @@ def _run_plans(client, order, repeats, doc, out_path, target, track, log, **kw) 
                     # Nothing was acknowledged: there is no measurement, only errors.
                     res.update(status="failed", error=redact.text(_nothing_acknowledged(res), uri))
                     summary = f"FAILED {res['error']}"
+            except NetworkTimeout:  # a stuck server: one line, the bound named
+                why = (
+                    f"no reply from the server in {kw['reply_timeout']:g} s (the reply timeout:"
+                    f" --reply-timeout or the URI's socketTimeoutMS) during {track.current_phase}"
+                )
+                res = _failed(experiment, v, redact.text(why, uri))
+                summary = f"FAILED {res['error']}"
             except Exception as e:  # noqa: BLE001 - recorded, reported, fails the run
                 res = _failed(experiment, v, redact.text(f"{type(e).__name__}: {e}", uri))
                 summary = f"FAILED {res['error']}"
@@ -654,7 +723,7 @@ def _run_plans(client, order, repeats, doc, out_path, target, track, log, **kw) 
             res["fails_run"] = too_many
         doc["results"].append(res)
         write_json_atomic(out_path, doc)
-        if not gone and (res["status"] != "ok" or res.get("had_errors")):
+        if not gone and (res["status"] == "failed" or res.get("had_errors")):
             why = res.get("server_lost") or reachable(client)
             if why:
                 gone = f"{target}: {why} (after {experiment.name} [{v.label}])"
@@ -691,6 +760,19 @@ def _failed(experiment, variant, error: str) -> dict:
         "params": variant.params,
         "settings": variant.settings,
         "error": error,
+    }
+
+
+def _not_applicable(experiment, variant, why: str) -> dict:
+    """A variant the server cannot run: reported `n/a (why)`, never FAILED."""
+    return {
+        "schema": RESULT_SCHEMA,
+        "status": "n/a",
+        "experiment": experiment.name,
+        "label": variant.label,
+        "params": variant.params,
+        "settings": variant.settings,
+        "reason": why,
     }
 
 

@@ -126,6 +126,7 @@ def perftables_command(
     client_vms: int = 1,
     run_id: str | None = None,
     auth_retry_s: float | None = None,
+    reply_timeout: float | None = None,
 ) -> str:
     """The client command for one perftables run (no secret: the URI is in a file)."""
     q = shlex.quote
@@ -143,6 +144,8 @@ def perftables_command(
     args += ["--os-path", os_path or "none"]
     if max_seconds:
         args += ["--max-seconds", str(max_seconds)]
+    if reply_timeout:
+        args += ["--reply-timeout", str(reply_timeout)]
     if skip:
         args += ["--skip", skip]
     if processes:

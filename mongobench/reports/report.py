@@ -16,9 +16,10 @@ from collections import OrderedDict
 
 from mongobench.core.markdown import fixed, md_table
 from mongobench.perftables import experiments as exp_mod
+from mongobench.perftables import identity
 from mongobench.reports import caption
 from mongobench.reports import layout as layouts
-from mongobench.reports.results import COLUMNS
+from mongobench.reports.results import COLUMNS, NA_METRIC
 from mongobench.reports.tableplots import plot_experiment
 
 _BY_METRIC = {c.metric: key for key, c in COLUMNS.items()}
@@ -195,6 +196,25 @@ def failed_variants(samples: list[dict]) -> dict[str, list[str]]:
     return out
 
 
+def _server(md: dict) -> str:
+    """`7.0.42`, or with a known product `FerretDB v1.24.2 (SQLite), claims MongoDB 7.0.42`."""
+    if md.get("server_product") in (None, "unknown"):
+        return str(md.get("server_version", "?"))
+    return identity.describe(md)
+
+
+def na_variants(samples: list[dict]) -> dict[str, list[str]]:
+    """experiment -> "variant: n/a (reason)" of every "Variant Not Applicable" sample."""
+    out: dict[str, list[str]] = {}
+    for s in samples:
+        md = s.get("metadata") or {}
+        if s.get("metric") == NA_METRIC and md.get("experiment"):
+            line = f"{md.get('variant', '?')}: n/a ({md.get('na_reason', '?')})"
+            if line not in out.setdefault(str(md["experiment"]), []):
+                out[str(md["experiment"])].append(line)
+    return out
+
+
 def bottleneck_lines(rows: dict) -> list[str]:
     out = []
     for (run, _, variant), row in sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][1])):
@@ -219,13 +239,19 @@ def render(
     catalog = catalog or exp_mod.load()
     grouped = group(samples)
     failures = failed_variants(samples)
+    na = na_variants(samples)
     sections: OrderedDict[str, list[str]] = OrderedDict()
     for name, experiment in catalog.items():
-        if name not in grouped and name not in failures:
+        if name not in grouped and name not in failures and name not in na:
             continue
         if name not in grouped:
-            parts = [f"## {experiment.title}", "", "Every variant failed:", ""]
-            parts += [f"- {line}" for line in failures[name]] + [""]
+            parts = [f"## {experiment.title}", ""]
+            if failures.get(name):
+                parts += ["Every variant failed:" if name not in na else "Failed variants:", ""]
+                parts += [f"- {line}" for line in failures[name]] + [""]
+            if na.get(name):
+                parts += ["Not run: the server lacks what they need:", ""]
+                parts += [f"- {line}" for line in na[name]] + [""]
             sections.setdefault(experiment.section, []).append("\n".join(parts))
             continue
         rows = layouts.prepare(grouped[name], experiment.label)
@@ -249,6 +275,9 @@ def render(
         if failures.get(name):
             parts += ["Failed variants (no figures):", ""]
             parts += [f"- {line}" for line in failures[name]] + [""]
+        if na.get(name):
+            parts += ["Not run: the server lacks what they need:", ""]
+            parts += [f"- {line}" for line in na[name]] + [""]
         necks = bottleneck_lines(rows)
         if necks:
             parts += ["Bottleneck (the resource closest to its limit):", "", *necks, ""]
@@ -267,7 +296,7 @@ def render(
                 )
                 parts += [f"![{experiment.title}]({ref}/{name}.png)", ""]
         sections.setdefault(experiment.section, []).append("\n".join(parts))
-    unknown = sorted((set(grouped) | set(failures)) - set(catalog))
+    unknown = sorted((set(grouped) | set(failures) | set(na)) - set(catalog))
     out = [f"# {title or 'MongoDB Performance Tables'}", ""]
     for section, bodies in sections.items():
         out += [f"# {section}", ""] + bodies

@@ -13,7 +13,7 @@ from mongobench.core import bottleneck, repeats
 from mongobench.core import latency as lat
 from mongobench.core.samples import sample
 from mongobench.core.units import MiB
-from mongobench.perftables import serverstats
+from mongobench.perftables import identity, serverstats
 from mongobench.remote import provenance
 
 
@@ -208,6 +208,9 @@ def metadata(run: dict, res: dict) -> dict:
     }
     if "tcmalloc_per_cpu_caches" in info:
         md["tcmalloc_per_cpu_caches"] = info["tcmalloc_per_cpu_caches"]
+    md.update(server_identity(run))
+    if md["storage_engine"] == "unknown" and md.get("server_backend"):
+        md["storage_engine"] = f"{md['server_product']}/{md['server_backend']}"
     md.update(engine_metadata(run))
     md.update(run.get("estimate") or {})  # what the run was estimated to cost, before it ran
     # The client that ran the timed phase: its path, processes and VMs.
@@ -284,7 +287,7 @@ def to_samples(run: dict, extra_metadata: dict | None = None) -> list[dict]:
                 out.append(_stamped(sample(f"{op} {name}", summary[stat], "ms", op_md), stamp))
     # A variant run several times (--repeats) gives one sample per figure: the mean and its
     # 95 % interval.
-    return repeats.combine(out)
+    return repeats.combine(out) + na_samples(run, extra_metadata)
 
 
 def bottleneck_line(run: dict, res: dict, figs: dict | None = None) -> str:
@@ -339,5 +342,42 @@ def failed(run: dict) -> list[dict]:
     return [
         r if r.get("status") != "ok" else {**r, "error": r["fails_run"]}
         for r in run["results"]
-        if r.get("status") != "ok" or r.get("fails_run")
+        if r.get("status") not in ("ok", NOT_APPLICABLE) or r.get("fails_run")
     ]
+
+
+NOT_APPLICABLE = "n/a"
+NA_METRIC = "Variant Not Applicable"
+
+
+def not_applicable(run: dict) -> list[dict]:
+    """Variants not run because the server lacks a feature they need (probe); not failures."""
+    return [r for r in run["results"] if r.get("status") == NOT_APPLICABLE]
+
+
+def na_samples(run: dict, extra_metadata: dict | None = None) -> list[dict]:
+    """One `Variant Not Applicable` sample (1 count) per such variant, its reason in
+    `na_reason`: samples say n/a instead of leaving the variant out."""
+    out = []
+    for res in not_applicable(run):
+        md = {
+            "experiment": res["experiment"],
+            "variant": res["label"],
+            "scale": run.get("scale"),
+            "server_version": run.get("server_version") or "unknown",
+            "topology": run.get("topology"),
+            **server_identity(run),
+            **engine_metadata(run),
+            "na_reason": res.get("reason", "?"),
+            **(extra_metadata or {}),
+        }
+        out.append(sample(NA_METRIC, 1, "count", md))
+    return out
+
+
+def server_identity(run: dict) -> dict:
+    """The server's product, its own version, backend and claimed MongoDB (perftables.identity);
+    "unknown" from a results file written before the probe existed."""
+    ident = run.get("server") or {}
+    return {k: ident.get(k) or ("unknown" if k != "server_backend" else None)
+            for k in identity.KEYS}  # fmt: skip

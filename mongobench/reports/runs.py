@@ -278,6 +278,7 @@ def stress_kpis(run: Run) -> dict[str, dict]:
 # What makes two runs comparable: (what the warning calls it, metadata keys in order).
 COMPARABLE = (
     ("scale", ("scale",)),
+    ("server product", ("server_product", "server_product_version", "server_backend")),
     ("server version", ("mongodb_version", "server_version", "atlas_mongodb_version")),
     ("topology", ("topology", "deployment")),
     ("driver", ("client_path", "pymongo_version", "java_driver_version")),

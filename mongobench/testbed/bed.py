@@ -20,6 +20,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ import yaml
 from mongobench.core.files import write_private
 from mongobench.core.poll import PollTimeout, poll_until
 from mongobench.remote import javabuild
-from mongobench.testbed import fresh
+from mongobench.testbed import ferretdb, fresh
 
 STATE_FILE = "state.json"
 
@@ -87,9 +88,12 @@ class Server:
     pid: int
     port: int
     proc: subprocess.Popen | None = None
+    pg_datadir: str | None = None  # FerretDB on PostgreSQL: the private cluster's directory
 
     def stop(self) -> None:
         stop_pid(self.pid)
+        if self.pg_datadir:
+            ferretdb.stop_postgres(self.pg_datadir)
 
 
 def start_server(
@@ -107,6 +111,9 @@ def start_server(
     ticket_hold_ms: int | None = None,
 ) -> Server:
     """A MongoDB server on a free loopback port: mongod if present, else the stand-in.
+
+    ``kind`` ``ferretdb`` / ``ferretdb-postgresql`` start the pinned FerretDB (built from the Go
+    module proxy on first use, see testbed.ferretdb) on SQLite or on a private PostgreSQL cluster.
 
     The keyword options are the stand-in's (see java/standin): ``users_file`` (JSON list of
     ``{"user", "password", "db"}``) turns on SCRAM-SHA-256 authentication, ``tls_pem`` serves
@@ -142,7 +149,11 @@ def start_server(
         kind = "mongod" if shutil.which("mongod") and not given else "standin"
     if kind == "mongod" and given:
         raise ValueError(f"{', '.join(given)}: options of the stand-in only, not of kind='mongod'")
+    if kind.startswith("ferretdb") and given:
+        raise ValueError(f"{', '.join(given)}: options of the stand-in only, not of kind={kind!r}")
     log = open(os.path.join(workdir, log_name), "ab")
+    if kind in SERVER_KINDS[3:]:
+        return _start_ferretdb(workdir, kind, log)
     if kind == "mongod":
         if not shutil.which("mongod"):
             raise RuntimeError("--server mongod: no mongod on PATH")
@@ -187,6 +198,30 @@ def start_server(
     options = [o for o, on in (("tls=true", tls_pem), ("directConnection=true", replset)) if on]
     uri = f"mongodb://127.0.0.1:{port}/" + ("?" + "&".join(options) if options else "")
     return Server(kind, uri, proc.pid, port, proc)
+
+
+SERVER_KINDS = ("auto", "mongod", "standin", "ferretdb", "ferretdb-postgresql")
+
+
+def _start_ferretdb(workdir: str, kind: str, log) -> Server:
+    binary = ferretdb.build(log=lambda m: print(m, file=sys.stderr, flush=True))
+    backend = "postgresql" if kind == "ferretdb-postgresql" else "sqlite"
+    port = free_port()
+    pg = None
+    if backend == "postgresql":
+        pg = ferretdb.start_postgres(free_port(), os.path.join(workdir, "postgresql.log"))
+    state_dir = os.path.join(workdir, "ferretdb")
+    os.makedirs(state_dir, exist_ok=True)
+    cmd = ferretdb.command(binary, port, backend, state_dir, pg.url if pg else "")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=log, start_new_session=True)
+    try:
+        wait_port(port, 60, proc)
+    except (RuntimeError, TimeoutError):
+        stop_pid(proc.pid)
+        if pg:
+            ferretdb.stop_postgres(pg.datadir)
+        raise
+    return Server(kind, f"mongodb://127.0.0.1:{port}/", proc.pid, port, proc, pg and pg.datadir)
 
 
 def _read_listening(proc: subprocess.Popen, timeout: float) -> int:
@@ -554,6 +589,8 @@ def up(
         srv = start_server(directory, server)
         state["pids"]["server"] = srv.pid
         state.update(server_kind=srv.kind, uri=srv.uri, server_port=srv.port)
+        if srv.pg_datadir:
+            state["pg_datadir"] = srv.pg_datadir
         state["skip"] = STANDIN_UNSUPPORTED if srv.kind == "standin" else ""
         uri_file = os.path.join(directory, "uri")
         write_private(uri_file, srv.uri + "\n")
@@ -580,6 +617,8 @@ def down(directory: str | None = None) -> None:
         stop_pid(pid)
     if state.get("fresh"):
         fresh.down_machines(directory, state["fresh"])  # raises, keeping the dir, on a mount
+    if state.get("pg_datadir"):
+        ferretdb.stop_postgres(state["pg_datadir"])
     shutil.rmtree(directory, ignore_errors=True)
 
 
