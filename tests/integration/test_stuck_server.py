@@ -29,6 +29,18 @@ def frozen_server(tmp_path_factory):
 
     def freeze():
         os.kill(srv.pid, signal.SIGSTOP)
+        # The stop reaches every JVM thread asynchronously: a request sent meanwhile could
+        # still be answered. Wait until each thread is stopped.
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            states = []
+            for tid in os.listdir(f"/proc/{srv.pid}/task"):
+                with open(f"/proc/{srv.pid}/task/{tid}/stat") as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+            if all(st in "tT" for st in states):
+                return
+            time.sleep(0.01)
+        raise AssertionError("the stand-in did not stop")
 
     yield srv, freeze
     try:
