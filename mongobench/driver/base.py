@@ -130,6 +130,42 @@ class Workload:
         """Untimed measurements after the timed phase (e.g. storage size)."""
         return {}
 
+    # The audit of acknowledged writes (see `audit`): what the workload's acknowledged writes
+    # must have left on the server, in words; None: nothing this workload writes is checked.
+    audit_check: str | None = None
+
+    def audit_state(self) -> int:
+        """The figure the audit compares: a document count or a counter."""
+        raise NotImplementedError
+
+    def audit_expected(self, baseline: int, stats: ThreadStats) -> int:
+        """The figure every acknowledged write of the timed phase implies."""
+        return baseline + stats.docs
+
+    def audit_lost(self, expected: int, found: int) -> int:
+        """Acknowledged writes that are not there (default: fewer than expected)."""
+        return max(0, expected - found)
+
+
+def audit_baseline(workload: Workload) -> int | None:
+    """The audited figure before the timed phase (after prepare, outside the timed window)."""
+    return workload.audit_state() if workload.audit_check else None
+
+
+def audit(workload: Workload, baseline: int | None, stats: ThreadStats) -> dict | None:
+    """After the timed phase (outside its window): the acknowledged writes checked against
+    what the server has. {"check", "expected", "found", "lost_writes"}; None: not audited."""
+    if baseline is None:
+        return None
+    found = workload.audit_state()
+    expected = workload.audit_expected(baseline, stats)
+    return {
+        "check": workload.audit_check,
+        "expected": expected,
+        "found": found,
+        "lost_writes": workload.audit_lost(expected, found),
+    }
+
 
 def timed_call(stats: ThreadStats, op: str, fn, *args, **kwargs):
     """Run one operation; record its latency, or count its error."""

@@ -9,7 +9,7 @@ from pymongo.errors import BulkWriteError, PyMongoError
 from mongobench.core.split import share
 from mongobench.core.units import KiB
 from mongobench.driver import docgen
-from mongobench.driver.base import ThreadStats, Workload, register
+from mongobench.driver.base import COLLECTION, ThreadStats, Workload, register
 from mongobench.driver.docgen import DocFactory
 
 
@@ -57,6 +57,11 @@ class InsertWorkload(Workload):
 
     def planned(self):
         return {"docs": self.total_docs, "doc_bytes": self.doc_bytes}
+
+    audit_check = "documents in the collection = before + acknowledged inserts"
+
+    def audit_state(self):
+        return self.db[COLLECTION].estimated_document_count()
 
     def worker(self, idx, nthreads, stats, stop):
         quota = share(self.total_docs, nthreads, idx)

@@ -49,6 +49,12 @@ class HotUpdateWorkload(TimedLoop):
             coll.drop_index("_id_1_count_1")
         return {"preload_reused": reused}
 
+    audit_check = "hot document's counter = before + acknowledged $inc"
+
+    def audit_state(self):
+        doc = self.db[self.coll_name].find_one({"_id": 0}, {"count": 1}) or {}
+        return int(doc.get("count") or 0)
+
     def worker(self, idx, nthreads, stats, stop):
         coll = self.collection(self.coll_name)
 
@@ -89,6 +95,14 @@ class UpdateApiWorkload(TimedLoop):
         # Remove what earlier variants inserted, so every variant starts equal.
         removed = self.collection(self.coll_name).delete_many({"_id": {"$gte": n}}).deleted_count
         return {"preload_reused": reused, "removed_previous_inserts": removed}
+
+    audit_check = "documents = before + acknowledged operations on new keys (upserts, inserts)"
+
+    def audit_state(self):
+        return self.db[self.coll_name].estimated_document_count()
+
+    def audit_expected(self, baseline, stats):
+        return baseline + int(stats.counters.get("new_keys", 0))
 
     def worker(self, idx, nthreads, stats, stop):
         coll = self.collection(self.coll_name)
@@ -314,6 +328,17 @@ class DeleteWorkload(TimedLoop):
 
     def planned(self):
         return {"docs": int(self.s["preload_docs"])}
+
+    audit_check = "documents = before - acknowledged deletions (deleted documents gone)"
+
+    def audit_state(self):
+        return self.db[self.coll_name].estimated_document_count()
+
+    def audit_expected(self, baseline, stats):
+        return baseline - stats.docs
+
+    def audit_lost(self, expected, found):
+        return max(0, found - expected)  # deletions acknowledged whose documents remain
 
     def worker(self, idx, nthreads, stats, stop):
         coll = self.collection(self.coll_name)

@@ -34,7 +34,7 @@ from pymongo.errors import (
 from mongobench.core import interrupt, redact
 from mongobench.core.files import write_json_atomic
 from mongobench.core.poll import PollTimeout, poll_until
-from mongobench.driver import connection, ops, procs, sources
+from mongobench.driver import base, connection, ops, procs, sources
 from mongobench.driver.base import ThreadStats
 from mongobench.driver.catalog import WORKLOADS
 from mongobench.perftables import coordination, identity, ossampler, probe, progress, serverstats
@@ -288,6 +288,7 @@ def run_variant(
     prep_started = time.time()
     prepared = workload.prepare()
     prep_s = time.time() - prep_started
+    baseline = base.audit_baseline(workload)  # outside the timed window, like the audit
     nthreads = int(variant.settings.get("threads", 1))
 
     before = serverstats.extract(server_status(client))
@@ -331,6 +332,13 @@ def run_variant(
         )
 
     total = timed.pop("stats")
+    audit = base.audit(workload, baseline, total)
+    if audit and audit["lost_writes"]:
+        log(
+            f"warning: {experiment.name} [{variant.label}]: {audit['lost_writes']} acknowledged"
+            f" writes are not on the server ({audit['check']}: expected {audit['expected']},"
+            f" found {audit['found']}); the samples say lost_writes"
+        )
     return {
         "schema": RESULT_SCHEMA,
         "status": "ok",
@@ -355,6 +363,7 @@ def run_variant(
         **({"server_lost": lost} if lost else {}),
         "counters": dict(total.counters),
         "finished": finished,
+        "audit": audit,
         "error_samples": total.error_samples,
         "latency": total.latency.encode(),
         "server_before": before,

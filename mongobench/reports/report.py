@@ -196,6 +196,20 @@ def failed_variants(samples: list[dict]) -> dict[str, list[str]]:
     return out
 
 
+def lost_write_lines(rows: dict) -> list[str]:
+    """Variants whose acknowledged writes were not all on the server afterwards (the audit)."""
+    out = []
+    multi = len({k[0] for k in rows}) > 1
+    for (run, _, variant), row in sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        md = row["_md"]
+        if md.get("lost_writes"):
+            out.append(
+                f"- {run + ': ' if multi else ''}{variant}: lost_writes {md['lost_writes']}"
+                f" (expected {md.get('audit_expected')}, found {md.get('audit_found')})"
+            )
+    return out
+
+
 def _server(md: dict) -> str:
     """`7.0.42`, or with a known product `FerretDB v1.24.2 (SQLite), claims MongoDB 7.0.42`."""
     if md.get("server_product") in (None, "unknown"):
@@ -272,6 +286,10 @@ def render(
         flagged = error_lines(rows)
         if flagged:
             parts += ["Variants with failed operations (not in the throughput):", "", *flagged, ""]
+        lost = lost_write_lines(rows)
+        if lost:
+            parts += ["Acknowledged writes missing on the server afterwards (the audit):", ""]
+            parts += [*lost, ""]
         if failures.get(name):
             parts += ["Failed variants (no figures):", ""]
             parts += [f"- {line}" for line in failures[name]] + [""]

@@ -241,6 +241,10 @@ def metadata(run: dict, res: dict) -> dict:
         md["atlas_measurements_error"] = res["atlas_error"]
     # Failed operations are never in the throughput, but the figures of such a
     # variant describe a troubled run: say so on every sample.
+    audit = res.get("audit")
+    if audit:  # the acknowledged writes checked after the timed phase (driver.base.audit)
+        md["lost_writes"] = audit["lost_writes"]
+        md["audit_expected"], md["audit_found"] = audit["expected"], audit["found"]
     md["had_errors"] = bool(sum((res.get("errors") or {}).values()))
     if res.get("fails_run"):  # figures kept, marked, and the run fails
         md["fails_run"] = res["fails_run"]
