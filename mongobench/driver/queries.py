@@ -126,8 +126,8 @@ class QueryWorkload(TimedLoop):
             if name not in have:
                 coll.create_index(keys, name=name)
         plan = self._plan(coll)
-        if plan == "COLLSCAN":
-            self.log(f"warning: {self.s['query']} is a collection scan")
+        if plan.startswith("COLLSCAN"):
+            self.log(f"warning: {self.s['query']} is a collection scan ({plan})")
         warm = float(self.s.get("warmup_s") or 0)
         if warm:
             self._warmup(warm)
@@ -146,11 +146,7 @@ class QueryWorkload(TimedLoop):
             explain = self._find(coll, random.Random(0)).explain()
         except OperationFailure:
             return "unknown"  # stand-ins have no explain
-        text = str(explain.get("queryPlanner", explain))
-        for stage in ("COLLSCAN", "IXSCAN", "IDHACK", "EXPRESS"):
-            if stage in text:
-                return stage
-        return "other"
+        return plan_of(explain)
 
     def _warmup(self, seconds):
         warm = dict(self.s, duration_s=seconds, total_ops=None)
@@ -340,3 +336,30 @@ class RegexPrefixWorkload(TimedLoop):
                 stats.docs += got
 
         self.loop(idx, nthreads, stats, stop, op)
+
+
+def plan_of(explain: dict) -> str:
+    """The access path of an explain: mongod's stage (COLLSCAN, IXSCAN, IDHACK, EXPRESS);
+    FerretDB's (its SQLite `SCAN`/`SEARCH ... USING INDEX` rows or PostgreSQL's node types, and
+    `filterPushdown: false`, which filters every document in FerretDB) as `COLLSCAN (FerretDB
+    ...)` or `IXSCAN (FerretDB ...)`; else `plan format unknown`."""
+    qp = explain.get("queryPlanner", explain)
+    if "filterPushdown" in explain:  # FerretDB's extension
+        plan = (qp or {}).get("Plan")
+        text = str(plan)
+        pushed = bool(explain.get("filterPushdown"))
+        if isinstance(plan, list):  # SQLite: EXPLAIN QUERY PLAN rows
+            indexed = "USING INDEX" in text or "USING PRIMARY KEY" in text
+            backend = "SQLite"
+        else:  # PostgreSQL: node types
+            indexed = "Index Scan" in text or "Bitmap Index Scan" in text
+            backend = "PostgreSQL"
+        if indexed and pushed:
+            return f"IXSCAN (FerretDB/{backend} index)"
+        why = "filterPushdown false" if not pushed else "full scan"
+        return f"COLLSCAN (FerretDB/{backend}: {why})"
+    text = str(qp)
+    for stage in ("COLLSCAN", "IXSCAN", "IDHACK", "EXPRESS"):
+        if stage in text:
+            return stage
+    return "plan format unknown"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -117,6 +118,17 @@ def parse_drop_server(stdout: str) -> dict[str, str]:
     return {k: str(doc.get(k) or "unknown") for k in ("server_version", "storage_engine")}
 
 
+def on_this_host(uri: str) -> bool:
+    """Every host of the URI is a loopback address or this machine's name: only then does
+    this host's memory describe the server's."""
+    try:
+        hosts = [h for h, _ in uri_parser.parse_uri(uri)["nodelist"]]
+    except (PyMongoError, ValueError):
+        return False
+    local = {"localhost", "127.0.0.1", "::1", socket.gethostname()}
+    return bool(hosts) and all(h in local or h.startswith("127.") for h in hosts)
+
+
 def host_memory_bytes() -> int | None:
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -196,8 +208,11 @@ def run_sweep(
     if memory_bytes is None:
         memory_bytes = server_memory_bytes(uri, connect_timeout_ms)
         memory_source = "server hostInfo"
-    if memory_bytes is None:
-        memory_bytes, memory_source = host_memory_bytes(), "this host"
+    if memory_bytes is None and on_this_host(uri):
+        memory_bytes, memory_source = host_memory_bytes(), "this host (the server is local)"
+    elif memory_bytes is None:  # a remote server: this host's memory says nothing about it
+        log("memory of the server unknown (no hostInfo memSizeMB): exceeds_memory is not"
+            " judged; give it with --memory-mb (--mongodb_ycsb_sweep_memory_mb in PKB)")  # fmt: skip
     steps = plan(
         sizes,
         operation_count=operation_count,

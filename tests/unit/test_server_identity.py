@@ -109,3 +109,21 @@ def test_compare_warns_when_products_differ():
     warnings = comparability_warnings(runs)
     assert any(w.startswith("the runs differ in server product") for w in warnings), warnings
     assert "FerretDB" in " ".join(warnings)
+
+
+def test_plans_of_other_servers():
+    from mongobench.driver.queries import plan_of
+
+    sqlite_scan = {"queryPlanner": {"Plan": ["id=2 parent=0 notused=0 detail=SCAN query"]},
+                   "filterPushdown": False}  # fmt: skip
+    assert plan_of(sqlite_scan) == "COLLSCAN (FerretDB/SQLite: filterPushdown false)"
+    sqlite_idx = {"queryPlanner": {"Plan": ["detail=SEARCH query USING INDEX g_1 (g=?)"]},
+                  "filterPushdown": True}  # fmt: skip
+    assert plan_of(sqlite_idx) == "IXSCAN (FerretDB/SQLite index)"
+    pg_seq = {"queryPlanner": {"Plan": {"Node Type": "Seq Scan"}}, "filterPushdown": True}
+    assert plan_of(pg_seq) == "COLLSCAN (FerretDB/PostgreSQL: full scan)"
+    mongod = {
+        "queryPlanner": {"winningPlan": {"stage": "FETCH", "inputStage": {"stage": "IXSCAN"}}}
+    }
+    assert plan_of(mongod) == "IXSCAN"
+    assert plan_of({"queryPlanner": {"something": "else"}}) == "plan format unknown"

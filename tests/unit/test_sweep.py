@@ -442,3 +442,12 @@ def test_sweep_repeats_run_phases_interleaved_and_fold_them():
     assert read["metadata"]["ci95_low"] == pytest.approx(iv.low)
     assert read["metadata"]["repeat_values"] == "110,140,150"
     assert runner.phase_schedule(phases) == [(p, 0) for p in phases]
+
+
+def test_this_hosts_memory_only_for_a_local_server():
+    from mongobench.sweep.runner import on_this_host
+
+    assert on_this_host("mongodb://127.0.0.1:27017/")
+    assert on_this_host("mongodb://localhost:1,127.0.0.2:2/")
+    assert not on_this_host("mongodb://db1.example.com:27017/")
+    assert not on_this_host("mongodb://127.0.0.1:1,10.0.0.5:2/")
