@@ -288,7 +288,10 @@ def run_variant(
     prep_started = time.time()
     prepared = workload.prepare()
     prep_s = time.time() - prep_started
-    baseline = base.audit_baseline(workload)  # outside the timed window, like the audit
+    try:  # outside the timed window, like the audit
+        baseline = base.audit_baseline(workload)
+    except PyMongoError:  # a server that went away fails the timed phase, in its words
+        baseline = None
     nthreads = int(variant.settings.get("threads", 1))
 
     before = serverstats.extract(server_status(client))
@@ -332,7 +335,12 @@ def run_variant(
         )
 
     total = timed.pop("stats")
-    audit = base.audit(workload, baseline, total)
+    try:
+        audit = base.audit(workload, baseline, total)
+    except PyMongoError as e:
+        audit = None
+        log(f"warning: {experiment.name} [{variant.label}]: the audit of acknowledged writes"
+            f" could not read the server: {redact.text(str(e), uri or '')[:200]}")  # fmt: skip
     if audit and audit["lost_writes"]:
         log(
             f"warning: {experiment.name} [{variant.label}]: {audit['lost_writes']} acknowledged"

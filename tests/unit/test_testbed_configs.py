@@ -20,3 +20,14 @@ def test_two_client_vms_share_the_host_with_separate_scratch_dirs(tmp_path):
     one = testbed.pkb_configs(str(tmp_path / "one"), sshd, str(tmp_path / "uri"))
     cfg1 = yaml.safe_load(open(one["mongodb_perftables"]))["mongodb_perftables"]
     assert len(cfg1["vm_groups"]["clients"]["static_vms"]) == 1
+
+
+def test_perftables_config_of_another_server_has_no_empty_skip(tmp_path):
+    import yaml
+
+    sshd = testbed.Sshd(pid=1, port=2222, key=str(tmp_path / "id"), user="bench")
+    for kind, has_skip in (("ferretdb", False), ("standin", True)):
+        paths = testbed.pkb_configs(str(tmp_path / kind), sshd, str(tmp_path / "uri"), kind)
+        flags = yaml.safe_load(open(paths["mongodb_perftables"]))["mongodb_perftables"]["flags"]
+        assert ("mongodb_perftables_skip" in flags) == has_skip, kind
+        assert flags.get("mongodb_perftables_skip", "x") != ""  # PKB refuses an empty list
