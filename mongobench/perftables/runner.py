@@ -335,6 +335,8 @@ def run_variant(
         )
 
     total = timed.pop("stats")
+    if status_after is None and sum(total.errors.values()):
+        baseline = None  # the server did not answer serverStatus after errors: no audit wait
     try:
         audit = base.audit(workload, baseline, total)
     except PyMongoError as e:
