@@ -38,4 +38,4 @@ def test_ferretdb_run_names_it_marks_na_and_audits(ferret, tmp_path):
     assert [s["metadata"]["na_reason"] for s in na] == ["server lacks $lookup"]
     text = report.render(samples)
     assert "$lookup of 400 documents: n/a (server lacks $lookup)" in text
-    assert "lost_writes" in text and "FerretDB v1.24.2 (SQLite)" in text
+    assert "lost_writes" in text
