@@ -157,4 +157,6 @@ def test_a_server_lost_mid_variant_costs_seconds_not_server_selection(
     (res,) = run["results"]
     assert res["server_lost"].startswith("server unreachable")
     assert res["fails_run"].startswith("the server was lost during this variant")
-    assert after_kill < 15, after_kill  # was 60 s: 30 in the timed phase, 30 in the finish
+    # was 60 s: 30 in the timed phase, 30 in the finish; now 5 s selections (about 6-10 s
+    # here, 15.6 s once with the machine under a load of 12): below one 30 s selection
+    assert after_kill < 25, after_kill
