@@ -103,7 +103,7 @@ def test_a_fresh_vm_without_package_installs_fails_clearly(bed, pkb_python, tmp_
     p = run_pkb(pkb_python, "mongodb_perftables", path, pkb_temp, testbed.FRESH_RUN_STAGES)
     assert p.returncode != 0
     out = p.stdout + p.stderr
-    assert "python3 with the venv module is required" in out, out[-3000:]
+    assert "with the venv module is required on the client VM" in out, out[-3000:]
     assert "apt-get install python3-venv" in out
 
 
