@@ -365,6 +365,9 @@ SETTINGS: dict[str, Setting] = {
     "disk_iops": Setting("label"),
     "disk_mb_s": Setting("float", 0),
     "price_per_hour": Setting("float", 0),
+    # true: run a variant even when the capability probe finds the server lacks a feature it
+    # needs (the variant then fails as the server answers, instead of being n/a)
+    "run_unsupported": Setting("bool"),
     # sharded deployments (set by the PKB module)
     "sharded": Setting("bool"),
     "shard_key": Setting("str"),

@@ -212,6 +212,9 @@ def _w0(uri: str, database: str) -> tuple[bool, str]:
 
 
 def lacking(settings: dict, caps: dict | None) -> list[str]:
-    """The features this variant needs that the server lacks."""
+    """The features this variant needs that the server lacks (none when the user asked to
+    run it anyway: `run_unsupported`)."""
+    if settings.get("run_unsupported"):
+        return []
     lacks = (caps or {}).get("lacks") or {}
     return [f for f in requirements(settings) if f in lacks]

@@ -74,8 +74,10 @@ def config_with(path, benchmark, vm, flags):
 
 def failing_variant_flags(uri_file):
     """mongodb_perftables flags of a run whose first variant fails and second succeeds: the
-    stand-in has no collMod, so update_fields' validation variant fails against it."""
+    stand-in has no collMod, so update_fields' validation variant fails against it when it is
+    run although the capability probe found it lacking (run_unsupported; else it is n/a)."""
     return {
+        "mongodb_perftables_set": "run_unsupported=true",
         "mongodb_perftables_uri_file": uri_file,
         "mongodb_perftables_scale": "smoke",
         "mongodb_perftables_experiments": "update_fields",

@@ -70,6 +70,10 @@ def test_requirements_of_the_catalogs_variants():
     caps = {"lacks": {probe.LOOKUP: "no $lookup"}}
     assert probe.lacking(plans["aggregation"][1].settings, caps) == [probe.LOOKUP]
     assert probe.lacking(plans["aggregation"][0].settings, caps) == []
+    # the user may run it anyway (it then fails as the server answers)
+    forced = exp_mod.plan(exp_mod.load(), ["aggregation"], "smoke",
+                          overrides={"run_unsupported": True})[0][1]  # fmt: skip
+    assert probe.lacking(forced[1].settings, caps) == []
     assert probe.requirements({"write_concern": 0}) == [probe.W0]
     pipeline = [{"$group": {"_id": "$g", "a": {"$avg": "$x"}}}]
     assert probe.requirements({"pipeline": pipeline}) == [probe.GROUP, probe.GROUP_ACCUMULATORS]
