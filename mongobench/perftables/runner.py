@@ -607,9 +607,7 @@ def run(
                 uri,
                 maxPoolSize=max(100, max_threads + 10),
                 serverSelectionTimeoutMS=RUN_SELECTION_MS,
-                # The default bound is left out here: with it, a server killed mid-variant
-                # cost the run seconds more (test_perftables_bad_target); not yet understood.
-                **({"socketTimeoutMS": int(bound * 1000)} if bound_from != "default" else {}),
+                socketTimeoutMS=int(bound * 1000),
             )
         server, caps = _probe(client, database, uri, log)
         doc = {
