@@ -17,7 +17,6 @@ import os
 import random
 import selectors
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -31,6 +30,7 @@ from mongobench.core.files import write_private
 from mongobench.core.poll import PollTimeout, poll_until
 from mongobench.remote import javabuild
 from mongobench.testbed import ferretdb, fresh
+from mongobench.testbed.pids import stop_pid
 
 STATE_FILE = "state.json"
 
@@ -248,30 +248,6 @@ def _read_listening(proc: subprocess.Popen, timeout: float) -> int:
                 return int(line.rsplit(":", 1)[1])
     stop_pid(proc.pid)
     raise RuntimeError(f"stand-in server did not start (exit {proc.poll()}): {buf[-500:]!r}")
-
-
-def stop_pid(pid: int, timeout: float = 10.0) -> None:
-    """SIGTERM, then SIGKILL after `timeout`; reaps our own children."""
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-            if done:
-                return
-        except ChildProcessError:  # not our child: poll for existence
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return
-        time.sleep(0.05)
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def alive(pid: int) -> bool:
