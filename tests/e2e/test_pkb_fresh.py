@@ -136,36 +136,27 @@ def test_standalone_installs_what_a_fresh_server_lacks(bed, pkb_python, tmp_path
     assert cpu
 
 
-def test_replset_on_fresh_machines(bed, pkb_python, tmp_path, pkb_temp):
+@pytest.mark.parametrize(
+    "deployment,label,members",
+    [
+        ("replset", "|replset_members:3|", ['"rs0": "{server}:']),
+        ("sharded", "|shards:2|", ['"shard1": "{server}:', '"cfg": "{server}:']),
+    ],
+)
+def test_topology_on_fresh_machines(
+    bed, pkb_python, tmp_path, pkb_temp, deployment, label, members
+):
     server = bed["machines"]["server"]["address"]
-    path = config(
-        bed,
-        tmp_path,
-        {
-            "mongodb_perftables_deployment": "replset",
-            "mongodb_perftables_experiments": "insert_docsize",
-        },
-    )
-    log, samples = run(pkb_python, "mongodb_perftables", path, pkb_temp)
+    flags = {
+        "mongodb_perftables_deployment": deployment,
+        "mongodb_perftables_experiments": "insert_docsize",
+    }
+    log, samples = run(pkb_python, "mongodb_perftables", config(bed, tmp_path, flags), pkb_temp)
     tput = [s for s in samples if s["metric"] == "Operation Throughput"]
-    assert tput and all("|replset_members:3|" in s["labels"] for s in tput)
-    assert f'"rs0": "{server}:' in log  # members known by the server VM's internal IP
-
-
-def test_sharded_on_fresh_machines(bed, pkb_python, tmp_path, pkb_temp):
-    server = bed["machines"]["server"]["address"]
-    path = config(
-        bed,
-        tmp_path,
-        {
-            "mongodb_perftables_deployment": "sharded",
-            "mongodb_perftables_experiments": "insert_docsize",
-        },
-    )
-    log, samples = run(pkb_python, "mongodb_perftables", path, pkb_temp)
-    tput = [s for s in samples if s["metric"] == "Operation Throughput"]
-    assert tput and all("|shards:2|" in s["labels"] for s in tput)
-    assert f'"shard1": "{server}:' in log and f'"cfg": "{server}:' in log
+    assert tput and all(label in s["labels"] for s in tput)
+    # members are known by the server VM's internal IP
+    for member in members:
+        assert member.format(server=server) in log
 
 
 def test_stress_on_fresh_machines(bed, pkb_python, pkb_temp):
