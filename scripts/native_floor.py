@@ -107,6 +107,12 @@ def replay_us(
     """C's CPU per reply replaying `requests` over `clients` connections (opened and
     authenticated here) spread over `processes` processes as the variant's clients
     were; each process sends its share of the requests once, in turn."""
+    return replay(binary, uri, requests, clients, processes)["cpu_us"]
+
+
+def replay(binary: str, uri: str, requests: list[bytes], clients: int, processes: int = 1) -> dict:
+    """replay_us's run: {"cpu_us": C's CPU per reply, "round_trip_us": the wall time a
+    connection waited per reply (with one connection, the round trip)}."""
     processes = max(1, min(processes, clients))
     socks = multiplex.open_sockets(uri, clients)
     work = tempfile.mkdtemp(prefix="native-floor-")
@@ -119,15 +125,17 @@ def replay_us(
                 f.write(b"".join(mine))
             fds = [socks[i].fileno() for i in part(clients, processes, p)]
             cmd = [binary, "loop", str(len(mine)), path, *map(str, fds)]
-            runs.append(subprocess.Popen(cmd, pass_fds=fds, stdout=PIPE, stderr=PIPE, text=True))
-        cpu_us = replies = 0.0
-        for run in runs:
+            run = subprocess.Popen(cmd, pass_fds=fds, stdout=PIPE, stderr=PIPE, text=True)
+            runs.append((run, len(fds)))
+        cpu_us = replies = waited_us = 0.0
+        for run, conns in runs:
             out, err = run.communicate()
             if run.returncode:
                 raise RuntimeError(f"native floor: {err.strip()}")
-            us, n = out.split()
+            us, n, wall = out.split()
             cpu_us, replies = cpu_us + float(us) * int(n), replies + int(n)
-        return cpu_us / replies
+            waited_us += float(wall) * conns  # each connection waited the whole loop
+        return {"cpu_us": cpu_us / replies, "round_trip_us": waited_us / replies}
     finally:
         shutil.rmtree(work)
         for s in socks:
