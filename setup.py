@@ -20,7 +20,7 @@ PTH_NAME = "mongobench_pkb.pth"
 # break the interpreter, so the hook catches everything itself.
 PTH_LINE = "import mongobench_pkb\n"
 # The Maven sources of the stand-in and the YCSB binding: the PKB host builds them
-# (mongobench/javabuild.py), so a wheel carries them as mongobench/java/.
+# (mongobench/remote/javabuild.py), so a wheel carries them as mongobench/java/.
 JAVA_MODULES = ("standin", "ycsb-binding")
 
 

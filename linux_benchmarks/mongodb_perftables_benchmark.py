@@ -38,13 +38,12 @@ from perfkitbenchmarker.linux_packages import (
     mongobench_topology,
 )
 
-from mongobench.core import names
+from mongobench.core import names, shardkey
 from mongobench.core.samples import failure_sample
-from mongobench.deploy import topology
 from mongobench.deploy.atlas import api, cluster
+from mongobench.measure import ossampler
 from mongobench.perftables import estimate as estimate_mod
 from mongobench.perftables import experiments as exp_mod
-from mongobench.perftables import ossampler
 from mongobench.remote import shipping
 from mongobench.reports import results
 
@@ -315,7 +314,7 @@ def CheckPrerequisites(benchmark_config):
         mongobench_atlas.CheckPrerequisites(benchmark_config)
     elif kind == "sharded":
         try:
-            topology.parse_shard_key(_SHARD_KEY.value)
+            shardkey.parse_shard_key(_SHARD_KEY.value)
         except ValueError as e:
             raise errors.Config.InvalidValue(f"--mongodb_perftables_shard_key: {e}") from e
     if kind in ("standalone", "replset", "sharded"):

@@ -26,7 +26,7 @@ Cleanup stops every mongod, YCSB and stress-ng process the benchmark started, by
 removes its directories and restores the host settings it changed.
 
 Each step also records the server's CPU (and iowait), the busiest client VM's CPU and a
-bottleneck line (the resource closest to its limit, core.bottleneck as for perftables), for
+bottleneck line (the resource closest to its limit, measure.bottleneck as for perftables), for
 seed 003's Tuning Notes; Maximum Throughput carries the note when its step's server CPU was
 not > 90 %.
 

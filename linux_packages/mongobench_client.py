@@ -203,7 +203,7 @@ def StartSampler(vm, workdir, data_path):
     out = posixpath.join(workdir, "os-readings.jsonl")
     pid = posixpath.join(workdir, "ossampler.pid")
     vm.RemoteCommand(
-        f"cd {workdir} && rm -f {out} && (nohup venv/bin/python -m mongobench.perftables.ossampler"
+        f"cd {workdir} && rm -f {out} && (nohup venv/bin/python -m mongobench.measure.ossampler"
         f" --path {data_path} --interval 1 --out {out} > ossampler.log 2>&1 &"
         f" echo $! > {pid})"
     )

@@ -30,7 +30,7 @@ numactl prefix), checked and stopped by that PID, never by name:
 
 Roles: "mongod" (standalone), "shardsvr"/"configsvr" (need `replset`) and "mongos" (needs
 `config_db` in Config); replica-set initiation and sharding commands are the caller's
-(mongobench.topology plans them). Host settings (THP per version, swappiness,
+(mongobench.deploy.topology and .placement plan them). Host settings (THP per version, swappiness,
 zone_reclaim_mode, readahead) are recorded once, applied, and restored from the record by
 `RestoreHostSettings`.
 """

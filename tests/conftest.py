@@ -15,7 +15,7 @@ def pytest_configure(config):
 
 @pytest.fixture(scope="session", autouse=True)
 def _private_rates_file(tmp_path_factory):
-    """The estimates' record of past runs (perftables.estimate) in the session's own file:
+    """The estimates' record of past runs (measure.rates) in the session's own file:
     tests neither read nor write the user's ~/.cache/mongobench/rates.json."""
     os.environ["MONGOBENCH_RATES_FILE"] = str(tmp_path_factory.mktemp("rates") / "rates.json")
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from mongobench.core.shardkey import shard_collection_command
 from mongobench.deploy.topology import (
     add_shard_command,
     enable_sharding_command,
     hostport,
     mongos_uri,
     replset_config,
-    shard_collection_command,
 )
 
 

@@ -12,7 +12,7 @@ Shapes follow the manual:
 - replSetInitiate / replica set configuration:
   https://www.mongodb.com/docs/manual/reference/replica-configuration/
 - replSetGetStatus: https://www.mongodb.com/docs/manual/reference/command/replSetGetStatus/
-- addShard / enableSharding / shardCollection:
+- addShard / enableSharding (shardCollection: core.shardkey):
   https://www.mongodb.com/docs/manual/reference/command/addShard/ (and siblings)
 - Connection strings: https://www.mongodb.com/docs/manual/reference/connection-string/
 """
@@ -196,41 +196,6 @@ def add_shard_command(replset: str, members: list[str], name: str | None = None)
 def enable_sharding_command(database: str) -> dict:
     # Optional since 6.0 (shardCollection enables it), harmless and needed before 6.0.
     return {"enableSharding": database}
-
-
-def parse_shard_key(spec: str | dict) -> dict:
-    """'_id:hashed' or 'a:1,b:1' (or a dict) -> {'_id': 'hashed'} / {'a': 1, 'b': 1}."""
-    if isinstance(spec, dict):
-        key = dict(spec)
-    else:
-        key = {}
-        for part in str(spec).split(","):
-            fld, _, kind = part.strip().partition(":")
-            if not fld:
-                raise ValueError(f"empty field in shard key {spec!r}")
-            kind = kind.strip() or "1"
-            key[fld.strip()] = "hashed" if kind == "hashed" else int(kind)
-    if not key:
-        raise ValueError("empty shard key")
-    for fld, kind in key.items():
-        if kind not in (1, "hashed"):
-            raise ValueError(f"shard key field {fld}: must be 1 or 'hashed', not {kind!r}")
-    if list(key.values()).count("hashed") > 1:
-        raise ValueError("a shard key may contain at most one hashed field")
-    return key
-
-
-def shard_collection_command(namespace: str, key: str | dict, unique: bool = False) -> dict:
-    db, _, coll = namespace.partition(".")
-    if not db or not coll:
-        raise ValueError(f"namespace must be db.collection, not {namespace!r}")
-    key_doc = parse_shard_key(key)
-    doc = {"shardCollection": namespace, "key": key_doc}
-    if unique:
-        if "hashed" in key_doc.values():
-            raise ValueError("hashed shard keys cannot be unique")
-        doc["unique"] = True
-    return doc
 
 
 # ---- connection strings (never with credentials) ---------------------------------

@@ -19,9 +19,9 @@ from pymongo import WriteConcern
 from pymongo.errors import PyMongoError
 
 from mongobench.core.latency import LatencyRecorder
+from mongobench.core.shardkey import shard_collection_command
 from mongobench.core.split import part, share
 from mongobench.core.units import KiB
-from mongobench.deploy.topology import shard_collection_command
 from mongobench.driver.docgen import DocFactory
 
 COLLECTION = "perftables"

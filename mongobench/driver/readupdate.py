@@ -80,7 +80,7 @@ class ReadUpdateWorkload(TimedLoop):
     read_proportion, driver (pymongo | pipelined), depth (requests per batch
     with the pipelined driver, two batches in flight per connection; its
     latencies include the wait inside the pipeline). The pipelined driver
-    (mongobench.wire) connects to the URI's primary with its credentials and
+    (driver.connection) connects to the URI's primary with its credentials and
     TLS settings; an operation succeeds when its reply says ok and one
     document was found (read) or matched without a write or write-concern
     error (update); anything else is counted as an error.

@@ -1,6 +1,7 @@
 """Sources for the multiplexed driver: what each workload's clients send.
 
-One source per workload of `mongobench.workloads*`, doing what that
+One source per workload registered in `driver.catalog` (driver.base and its
+subclasses: insert, updates, queries, readupdate), doing what that
 workload's pymongo `worker` does (the same keys from the same seeds, the same
 logical operations, the same accounting of operations, documents, bytes,
 counters and errors, under the same names), over pre-encoded requests:

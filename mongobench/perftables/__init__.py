@@ -1,1 +1,1 @@
-"""The Performance Tables: experiments as data, the runner, server counters and the OS sampler."""
+"""The Performance Tables: experiments as data, the runner, the capability probe and the plan's estimate."""

@@ -8,22 +8,19 @@ an insert rate or its operations at an operation rate) and a fixed overhead (con
 processes, measurements).
 
 The rates are the target's: what earlier runs against the same target measured (recorded
-by `record`, in RATES_FILE), else a default table (DEFAULT_RATES, by server kind). The
+by `record`, in the file measure.rates keeps), else a default table (DEFAULT_RATES, by server kind). The
 defaults are rough: a real run records its own, and the next estimate uses them.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import pathlib
 import time
 from dataclasses import asdict, dataclass, replace
 
-from mongobench.core import files, pricing, redact
-from mongobench.core.units import MB, KiB
+from mongobench.core import pricing
+from mongobench.core.units import MB, KiB, human_bytes, human_seconds
+from mongobench.measure.rates import read_record, target_key, write_record
 
-RATES_ENV = "MONGOBENCH_RATES_FILE"
 CONFIRM_ABOVE_S = 3600.0  # the CLI asks (or wants --yes) above an hour
 # Workloads whose timed phase changes the preloaded collection's document count: the next
 # variant's preload marker no longer matches, so it loads again.
@@ -45,45 +42,6 @@ DEFAULT_RATES = {
     "mongod": Rates(insert_mb_s=50.0, load_mb_s=50.0, ops_s=5000.0, overhead_s=3.0),
     "standin": Rates(insert_mb_s=1.5, load_mb_s=3.0, ops_s=1500.0, overhead_s=2.5),
 }
-
-
-def rates_file() -> pathlib.Path:
-    if os.environ.get(RATES_ENV):
-        return pathlib.Path(os.environ[RATES_ENV])
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return pathlib.Path(cache) / "mongobench" / "rates.json"
-
-
-def target_key(uri: str) -> str:
-    """The target as the rates file names it: its redacted form (never a password)."""
-    return redact.uri(uri)
-
-
-def _read_all() -> dict:
-    try:
-        data = json.loads(rates_file().read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def read_record(key: str) -> dict | None:
-    """What past runs recorded under `key` (a target as target_key names it)."""
-    past = _read_all().get(key)
-    return past if isinstance(past, dict) else None
-
-
-def write_record(key: str, entry: dict) -> None:
-    """Records `entry` under `key` for the next estimate. An estimate is advice: a file that
-    cannot be written is skipped, never a failed run."""
-    data = _read_all()
-    data[key] = entry
-    path = rates_file()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        files.write_text(str(path), json.dumps(data, indent=1, sort_keys=True) + "\n")
-    except OSError:
-        pass
 
 
 def rates_for(uri: str | None, kind: str = "mongod") -> Rates:
@@ -274,21 +232,3 @@ def cost(
     if unknown:
         text += f", without {', '.join(dict.fromkeys(unknown))} (no price known)"
     return text
-
-
-def human_bytes(n: float) -> str:
-    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n:.0f} B"
-
-
-def human_seconds(s: float) -> str:
-    s = round(s)
-    h, rest = divmod(s, 3600)
-    m, sec = divmod(rest, 60)
-    if h:
-        return f"{h}h{m:02d}m"
-    if m:
-        return f"{m}m{sec:02d}s"
-    return f"{sec}s"

@@ -37,7 +37,8 @@ from mongobench.core.poll import PollTimeout, poll_until
 from mongobench.driver import base, connection, ops, procs, sources
 from mongobench.driver.base import ThreadStats
 from mongobench.driver.catalog import WORKLOADS
-from mongobench.perftables import coordination, identity, ossampler, probe, progress, serverstats
+from mongobench.measure import ossampler, serverstats
+from mongobench.perftables import coordination, identity, probe, progress
 from mongobench.perftables import experiments as exp_mod
 from mongobench.remote import provenance
 
@@ -296,7 +297,7 @@ def run_variant(
 
     before = serverstats.extract(server_status(client))
     os_sampler = ossampler.Sampler(os_path, os_interval) if os_path is not False else None
-    # serverStatus's saturation signals over the phase (core.bottleneck judges them)
+    # serverStatus's saturation signals over the phase (measure.bottleneck judges them)
     rs = client.topology_description.topology_type_name == "ReplicaSetWithPrimary"
     signals = serverstats.SignalSampler(client, os_interval, replica_set=rs)
     sampler = _PhaseSamplers(os_sampler, signals)
@@ -607,9 +608,7 @@ def run(
                 uri,
                 maxPoolSize=max(100, max_threads + 10),
                 serverSelectionTimeoutMS=RUN_SELECTION_MS,
-                # The default bound is left out here: with it, a server killed mid-variant
-                # cost the run seconds more (test_perftables_bad_target); not yet understood.
-                **({"socketTimeoutMS": int(bound * 1000)} if bound_from != "default" else {}),
+                socketTimeoutMS=int(bound * 1000),
             )
         server, caps = _probe(client, database, uri, log)
         doc = {
@@ -624,7 +623,7 @@ def run(
             "server": server,  # product, its version, backend, the MongoDB it claims
             "capabilities": caps,
             "target": target,
-            # a server on this machine: client and server CPU are one (core.bottleneck)
+            # a server on this machine: client and server CPU are one (measure.bottleneck)
             "shared_host": shared,
             "client_path": client_path,
             "client_vms": client_vms,

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mongobench.core import bottleneck, repeats
 from mongobench.core import latency as lat
+from mongobench.core import repeats
 from mongobench.core.samples import sample
 from mongobench.core.units import MiB
-from mongobench.perftables import identity, serverstats
+from mongobench.measure import bottleneck, serverstats
+from mongobench.perftables import identity
 from mongobench.remote import provenance
 
 
@@ -295,7 +296,7 @@ def to_samples(run: dict, extra_metadata: dict | None = None) -> list[dict]:
 
 
 def bottleneck_line(run: dict, res: dict, figs: dict | None = None) -> str:
-    """core.bottleneck's judgement of one variant: the server VM's OS figures (or Atlas'),
+    """measure.bottleneck's judgement of one variant: the server VM's OS figures (or Atlas'),
     serverStatus's signals over the phase, the provisioned disk and network from the
     settings, and the client as the driver's own processes' CPU over the cores they may use
     (one per Python process, at most each VM's CPUs, over every client VM); never the

@@ -53,22 +53,25 @@ class StepPlan:
     instances: tuple[int, ...]
     load: tuple[YcsbProcess, ...]  # instances not loaded yet, loaded in parallel before the step
     run: tuple[YcsbProcess, ...]
+    copy: tuple[int, ...] = ()  # instances that get copies of the source's data files
+    source: int | None = None  # with copies: the instance whose files are copied
 
     @property
     def clients_used(self) -> int:
         return len({p.client for p in self.run})
 
 
-def _process(phase, instance, client, hosts, records, first_port, stem) -> YcsbProcess:
+def _process(phase, instance, client, hosts, records, first_port, stem, keys_of=None):
+    keys = instance if keys_of is None else keys_of  # whose key range the instance holds
     return YcsbProcess(
         phase=phase,
         instance=instance,
         client=client,
         host=hosts[instance % len(hosts)],
         port=instance_port(instance, first_port),
-        insertstart=instance * records,
+        insertstart=keys * records,
         insertcount=records,
-        recordcount=(instance + 1) * records,
+        recordcount=(keys + 1) * records,
         stem=stem,
     )
 
@@ -81,23 +84,41 @@ def plan_step(
     records: int,
     hosts: Sequence[str],
     first_port: int = FIRST_PORT,
+    copy_from: int | None = None,
+    copy_upto: int = 0,
 ) -> StepPlan:
     """Step n: instances 0..n-1, each driven by its own YCSB process; process i runs on client
     VM i mod `clients`. Instances missing from `loaded` get a load process first (spread over
     the clients the same way). `hosts` are the server's addresses (several NICs: instance i
-    is reached on hosts[i mod len])."""
+    is reached on hosts[i mod len]).
+
+    With `copy_from` (data seeding by copy, stress.seeding) only that instance is ever loaded
+    by YCSB; the other missing instances are in `copy` (they get copies of its data files)
+    and every instance holds, and is driven on, the source's key range. `copy_upto` > n
+    copies to the instances below it as well (clones cost nothing: one round for the run)."""
     if n < 1 or clients < 1 or records < 1 or not hosts:
         raise ValueError("need n >= 1, clients >= 1, records >= 1 and at least one host")
+    if copy_from is not None and not 0 <= copy_from < n:
+        raise ValueError(f"the copy source {copy_from} is not one of the step's instances")
     todo = [i for i in range(n) if i not in set(loaded)]
+    copies: tuple[int, ...] = ()
+    if copy_from is not None:
+        ahead = [i for i in range(n, copy_upto) if i not in set(loaded)]
+        copies = tuple(i for i in [*todo, *ahead] if i != copy_from)
+        todo = [i for i in todo if i == copy_from]
     loads = tuple(
-        _process("load", i, j % clients, hosts, records, first_port, f"load-i{i:03d}")
+        _process("load", i, j % clients, hosts, records, first_port, f"load-i{i:03d}", copy_from)
         for j, i in enumerate(todo)
     )
     runs = tuple(
-        _process("run", i, i % clients, hosts, records, first_port, f"step{n:03d}-i{i:03d}")
+        _process(
+            "run", i, i % clients, hosts, records, first_port, f"step{n:03d}-i{i:03d}", copy_from
+        )
         for i in range(n)
     )
-    return StepPlan(step=n, instances=tuple(range(n)), load=loads, run=runs)
+    return StepPlan(
+        step=n, instances=tuple(range(n)), load=loads, run=runs, copy=copies, source=copy_from
+    )
 
 
 def run_properties(

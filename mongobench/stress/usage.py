@@ -4,15 +4,14 @@ step's run phase, and the step's bottleneck line.
 The PKB module reads each VM's /proc/stat and /proc/diskstats (READING_COMMAND) right before
 the YCSB run processes start and right after they end; the window therefore includes YCSB's
 JVM start-up (a few seconds of a step's minutes). The averages are the OS sampler's
-(perftables.ossampler.summarize) and the bottleneck is core.bottleneck's, as for perftables.
+(measure.ossampler.summarize) and the bottleneck is measure.bottleneck's, as for perftables.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from mongobench.core import bottleneck
-from mongobench.perftables import ossampler
+from mongobench.measure import bottleneck, ossampler
 
 _MARK = "--mongobench-diskstats--"
 # Only /proc/stat's aggregate line: its intr line runs to tens of KB on a large host.
@@ -46,7 +45,7 @@ def step_usage(
     """Step metadata from the server's readings and each client VM's (name -> readings,
     first and last bracket the run phase): server CPU, iowait, steal and disk figures, the
     busiest client VM's CPU, the share of the offered load delivered, and `bottleneck`
-    (core.bottleneck.judge: 'server CPU (96%, os sampler)', 'none saturated (highest:
+    (measure.bottleneck.judge: 'server CPU (96%, os sampler)', 'none saturated (highest:
     ...)', 'offered load (99% of 50000 ops/s; ...)': the rate-limited clients, not the
     server, set the throughput; a shared-host note when `shared_host`)."""
     srv = ossampler.summarize(list(server))
@@ -56,7 +55,7 @@ def step_usage(
     client_cpu = per_client[busiest]["cpu_pct"] if busiest else None
     offered_pct = 100.0 * throughput / offered if offered else None
     # YCSB's client VMs: their host CPU is the only client figure (a Java process, no
-    # per-process accounting here); on a shared host CPU names nothing (core.bottleneck).
+    # per-process accounting here); on a shared host CPU names nothing (measure.bottleneck).
     found = bottleneck.readings(
         {
             "cpu_pct": srv["cpu_pct"],

@@ -2,7 +2,7 @@
 
 Per size: the load (its records) and each run phase (its operations) at the target's YCSB
 rate, plus a fixed start-up per phase (the JVM, connecting). The rate is what earlier sweeps
-against the same target measured (perftables.estimate's rates file, under "sweep <target>"),
+against the same target measured (measure.rates' file, under "sweep <target>"),
 else DEFAULT_RATES.
 """
 
@@ -12,7 +12,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mongobench.perftables import estimate as est
+from mongobench.core.units import human_bytes, human_seconds
+from mongobench.measure.rates import read_record, target_key, write_record
 from mongobench.sweep.plan import Phase, SizeStep
 
 
@@ -30,11 +31,11 @@ DEFAULT_RATES = {
 
 
 def _key(uri: str) -> str:
-    return "sweep " + est.target_key(uri)
+    return "sweep " + target_key(uri)
 
 
 def rates_for(uri: str | None, kind: str = "mongod") -> SweepRates:
-    past = est.read_record(_key(uri)) if uri else None
+    past = read_record(_key(uri)) if uri else None
     if past:
         try:
             return SweepRates(
@@ -66,8 +67,8 @@ class SweepEstimate:
     def summary(self) -> str:
         return (
             f"{len(self.sizes)} size(s) ({', '.join(self.sizes)}) x {self.phases} phase(s):"
-            f" nominal data {est.human_bytes(self.volume_bytes)},"
-            f" estimated time {est.human_seconds(self.seconds)} (rates: {self.rates.source})"
+            f" nominal data {human_bytes(self.volume_bytes)},"
+            f" estimated time {human_seconds(self.seconds)} (rates: {self.rates.source})"
         )
 
 
@@ -97,7 +98,7 @@ def record(uri: str, samples: list[dict], wall_s: float) -> None:
     ops = sum(s["metadata"]["operations"] for s in runs)
     if not runs or run_s <= 0:
         return
-    est.write_record(
+    write_record(
         _key(uri),
         {
             "ops_s": ops / run_s,

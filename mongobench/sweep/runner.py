@@ -18,7 +18,7 @@ from pymongo.errors import PyMongoError
 from mongobench.core import interrupt, redact
 from mongobench.core import repeats as repeats_mod
 from mongobench.core.units import MiB
-from mongobench.perftables import serverstats
+from mongobench.measure import serverstats
 from mongobench.remote import javabuild
 from mongobench.sweep.plan import (
     DEFAULT_DATABASE,

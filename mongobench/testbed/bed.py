@@ -17,7 +17,6 @@ import os
 import random
 import selectors
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -31,6 +30,7 @@ from mongobench.core.files import write_private
 from mongobench.core.poll import PollTimeout, poll_until
 from mongobench.remote import javabuild
 from mongobench.testbed import ferretdb, fresh
+from mongobench.testbed.pids import stop_pid
 
 STATE_FILE = "state.json"
 
@@ -109,6 +109,7 @@ def start_server(
     config_db: str | None = None,
     tickets: int | None = None,
     ticket_hold_ms: int | None = None,
+    dbpath: str | None = None,
 ) -> Server:
     """A MongoDB server on a free loopback port: mongod if present, else the stand-in.
 
@@ -122,7 +123,8 @@ def start_server(
     mongos that registers shards but keeps all data itself, checking the config server replica
     set ``config_db`` (``"cfg/h:p,..."``) when given; ``tickets`` admits at most that many
     reads and writes at once (the rest queue; serverStatus reports both as mongod does), each
-    holding its ticket at least ``ticket_hold_ms``. With any of them ``kind="auto"`` picks the
+    holding its ticket at least ``ticket_hold_ms``; ``dbpath`` keeps the store in a data file
+    there (read at start, written at a clean stop, see java/standin DataFiles). With any of them ``kind="auto"`` picks the
     stand-in. The returned ``uri`` carries no credentials; it has ``tls=true`` with TLS (add
     ``tlsCAFile``) and ``directConnection=true`` for a replica-set member (an uninitiated member
     is not selectable otherwise).
@@ -137,6 +139,7 @@ def start_server(
         "config_db": config_db,
         "tickets": tickets,
         "ticket_hold_ms": ticket_hold_ms,
+        "dbpath": dbpath,
     }
     given = [k for k, v in standin_only.items() if v is not None]
     if advertise is not None and replset is None:
@@ -181,6 +184,8 @@ def start_server(
             extra += ["--tickets", str(tickets)]
         if ticket_hold_ms is not None:
             extra += ["--ticket-hold-ms", str(ticket_hold_ms)]
+        if dbpath is not None:
+            extra += ["--dbpath", os.fspath(dbpath)]
         javabuild.build()
         proc = subprocess.Popen(
             javabuild.standin_command("127.0.0.1", 0, extra_args=extra),
@@ -243,30 +248,6 @@ def _read_listening(proc: subprocess.Popen, timeout: float) -> int:
                 return int(line.rsplit(":", 1)[1])
     stop_pid(proc.pid)
     raise RuntimeError(f"stand-in server did not start (exit {proc.poll()}): {buf[-500:]!r}")
-
-
-def stop_pid(pid: int, timeout: float = 10.0) -> None:
-    """SIGTERM, then SIGKILL after `timeout`; reaps our own children."""
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-            if done:
-                return
-        except ChildProcessError:  # not our child: poll for existence
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return
-        time.sleep(0.05)
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def alive(pid: int) -> bool:

@@ -29,6 +29,7 @@ import subprocess
 import time
 
 from mongobench.core.poll import PollTimeout, poll_until
+from mongobench.testbed.pids import stop_pid
 
 SUITE = "bookworm"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
@@ -376,8 +377,6 @@ def start_proxy(net: int, workdir: str, cache_dir: str) -> tuple[subprocess.Pope
     try:
         poll_until(check, timeout=30, interval=0.2)
     except BaseException as e:
-        from mongobench.testbed.bed import stop_pid
-
         stop_pid(proc.pid)  # not yet in the bed's state: down would not find it
         if isinstance(e, PollTimeout):
             raise FreshBedError(f"apt-cacher-ng does not listen on port {port} after 30s") from None
@@ -473,8 +472,6 @@ def mounts_under(path: str) -> list[str]:
 def down_machines(workdir: str, state: dict) -> None:
     """Stops everything `up_machines` made (recorded in `state`), then removes the roots.
     A root is never removed while anything is mounted below it."""
-    from mongobench.testbed.bed import stop_pid
-
     for m in state.get("machines", {}).values():
         _kill_namespace(m["ns"])
         _run("ip", "netns", "del", m["ns"], check=False)

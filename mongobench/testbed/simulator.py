@@ -56,7 +56,14 @@ def noise(max_instances: int, sigma: float, seed: int) -> tuple[float, ...]:
 class CostModel:
     """Wall-time model of a search. Loads are bounded by the server's insert capacity
     (records/s over all loaders: one data disk takes data and journal writes of every
-    instance), each loader by its own rate."""
+    instance), each loader by its own rate.
+
+    `seeding` "copy" (stress.seeding; the anchor always loads): only instance 0 is loaded, the
+    others get copies of its data files: a copy round stops the source cleanly, copies to
+    every new instance at `copy_rate` records/s in all (one data disk), restarts it and
+    verifies each copy, in `copy_overhead_seconds` plus the copying. `copy_rate` inf: reflink
+    clones (XFS, btrfs: metadata only), made for every instance the search may use in the
+    first round."""
 
     records_per_instance: int = 10_000_000
     loader_rate: float = 30_000.0
@@ -64,12 +71,20 @@ class CostModel:
     step_seconds: float = 180.0
     step_overhead_seconds: float = 60.0  # drop caches, stress-ng, start mongods, JVM warm-up
     load_overhead_seconds: float = 30.0  # start the instances to load, JVM start
+    seeding: str = "load"
+    copy_rate: float = math.inf
+    copy_overhead_seconds: float = 30.0  # clean shutdown, restart, verification (JVM start)
 
     def load_seconds(self, instances: int) -> float:
         if instances <= 0:
             return 0.0
         rate = min(instances * self.loader_rate, self.load_capacity)
         return self.load_overhead_seconds + instances * self.records_per_instance / rate
+
+    def copy_seconds(self, instances: int) -> float:
+        if instances <= 0:
+            return 0.0
+        return self.copy_overhead_seconds + instances * self.records_per_instance / self.copy_rate
 
     @property
     def step_total_seconds(self) -> float:
@@ -105,10 +120,12 @@ def simulate(
 ) -> SimRun:
     """Runs a search against `server` with the engine's own run_search and plan_step.
     search "anchor" is the anchor's schedule (linear, every step reloads all its instances);
-    "linear" and "bounded" load each instance once."""
+    "linear" and "bounded" load each instance once (or, with cost.seeding "copy", instance 0
+    only and copy its files to the others). `load_seconds` counts loading and copying."""
     measure = measure or (lambda n: server.measure(n, target))
     loaded: set[int] = set()
     records = load_s = wall = 0.0
+    copy_from = 0 if cost.seeding == "copy" and search != "anchor" else None
 
     def step(n: int) -> tuple[StepResult, dict]:
         nonlocal records, load_s, wall
@@ -118,12 +135,17 @@ def simulate(
             clients=clients,
             records=cost.records_per_instance,
             hosts=("server",),
+            copy_from=copy_from,
+            # clones (reflink) cost nothing: every instance the search may use in one round
+            copy_upto=server.max_instances if math.isinf(cost.copy_rate) else 0,
         )
         new = len(plan.load)
         records += new * cost.records_per_instance
-        load_s += cost.load_seconds(new)
-        wall += cost.load_seconds(new) + cost.step_total_seconds
+        seconds = cost.load_seconds(new) + cost.copy_seconds(len(plan.copy))
+        load_s += seconds
+        wall += seconds + cost.step_total_seconds
         loaded.update(p.instance for p in plan.load)
+        loaded.update(plan.copy)
         return measure(n), {}
 
     history = run_search(

@@ -17,6 +17,7 @@ import pytest
 from pymongo.errors import OperationFailure
 from standin_helpers import built_workdir
 
+from mongobench.core import shardkey
 from mongobench.deploy import placement, topology
 from mongobench.remote import javabuild, tlscerts
 from mongobench.testbed import bed as testbed
@@ -247,7 +248,7 @@ def test_sharding_needs_a_shard(workdir):
             assert c.admin.command("listShards")["shards"] == []
             for cmd in (
                 topology.enable_sharding_command("mb"),
-                topology.shard_collection_command("mb.c", "_id:hashed"),
+                shardkey.shard_collection_command("mb.c", "_id:hashed"),
             ):
                 details = _fails(lambda cmd=cmd: c.admin.command(cmd))
                 assert details["code"] == 70 and details["codeName"] == "ShardNotFound"
@@ -335,7 +336,7 @@ def test_secure_cluster_with_the_java_driver(workdir, tmp_path):
             assert _fails(lambda: c.admin.command(add))["code"] == 13
         with _client(mongos_uri, username="admin", password=PASSWORD, tlsCAFile=tls.ca_cert) as c:
             assert c.admin.command(add)["shardAdded"] == "sshard"
-            c.admin.command(topology.shard_collection_command("jsh.usertable", "_id:hashed"))
+            c.admin.command(shardkey.shard_collection_command("jsh.usertable", "_id:hashed"))
 
         urlfile = tmp_path / "uri"
         pw = urllib.parse.quote_plus(PASSWORD)

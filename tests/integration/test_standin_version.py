@@ -1,6 +1,6 @@
 """The stand-in claims a MongoDB release current drivers accept, and answers what they send:
 the installed pymongo (client-requirements.txt has no upper bound) and the engine's own
-OP_MSG driver (mongobench.wire)."""
+OP_MSG driver (mongobench.driver.connection)."""
 
 from __future__ import annotations
 

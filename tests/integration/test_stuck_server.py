@@ -150,3 +150,35 @@ def test_stuck_in_the_timed_phase_fails_within_the_bound(frozen_server):
         assert f"no reply in {BOUND_S:g} s" in str(res["error_samples"])
     assert elapsed < 25, elapsed
     print(f"timed phase: {elapsed:.1f} s", out.get("error") or out["value"]["error_samples"])
+
+
+def test_stuck_with_the_default_bound_on_the_run_client(tmp_path, frozen_server, monkeypatch):
+    # The URI sets no serverSelectionTimeoutMS: the run reconnects with its own 5 s selection.
+    # That client had no socketTimeoutMS when the bound was the default: prepare hung forever.
+    srv, freeze = frozen_server
+    monkeypatch.setattr(perftables, "DEFAULT_REPLY_TIMEOUT_S", BOUND_S)
+    base = WORKLOADS["insert"]
+
+    class FrozenBeforePrepare(base):
+        def prepare(self):
+            freeze()
+            return super().prepare()
+
+    monkeypatch.setitem(WORKLOADS, "insert", FrozenBeforePrepare)
+    lines = []
+    out, elapsed = _bounded(
+        lambda: perftables.run(
+            srv.uri,
+            ["insert_batchsize"],
+            "smoke",
+            str(tmp_path / "r.json"),
+            variants=["1000"],
+            log=lines.append,
+        ),  # fmt: skip
+        60,
+    )
+    (first,) = out["value"]["results"]
+    assert first["status"] == "failed"
+    assert first["error"].startswith(f"no reply from the server in {BOUND_S:g} s")
+    assert any(line.startswith(f"reply timeout: {BOUND_S:g} s (default;") for line in lines)
+    assert elapsed < 30, elapsed

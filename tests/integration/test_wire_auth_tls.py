@@ -1,4 +1,4 @@
-"""The pipelined driver (mongobench/wire.py) against the real stand-in: SCRAM-SHA-256
+"""The pipelined driver (mongobench/driver/connection.py) against the real stand-in: SCRAM-SHA-256
 credentials, TLS with a throwaway CA, replica-set discovery, and exact error counting."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The bottleneck judgement (core.bottleneck) on recorded figures: each case of issue 21."""
+"""The bottleneck judgement (measure.bottleneck) on recorded figures: each case of issue 21."""
 
 import datetime
 import pathlib
@@ -7,8 +7,7 @@ import pytest
 from bson import json_util
 from test_results_report import RUN, raw_result
 
-from mongobench.core import bottleneck
-from mongobench.perftables import serverstats
+from mongobench.measure import bottleneck, serverstats
 from mongobench.reports import results
 
 DATA = pathlib.Path(__file__).parent.parent / "data"

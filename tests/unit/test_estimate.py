@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from mongobench import cli
+from mongobench.measure import rates as rates_store
 from mongobench.perftables import estimate as est
 from mongobench.perftables import experiments as exp_mod
 from mongobench.sweep import estimate as sweep_est
@@ -61,7 +62,7 @@ def test_full_scale_is_flagged_as_hours():
 
 
 def test_past_runs_replace_the_default_rates_for_their_target_only(tmp_path, monkeypatch):
-    monkeypatch.setenv(est.RATES_ENV, str(tmp_path / "rates.json"))
+    monkeypatch.setenv(rates_store.RATES_ENV, str(tmp_path / "rates.json"))
     uri = "mongodb://alice:s3cret@db.example:27017/"
     assert est.rates_for(uri).source == "default (mongod)"
     results = [
@@ -94,7 +95,7 @@ def test_cost_from_the_price_tables_names_what_has_no_price():
 
 
 def test_sweep_estimate_counts_load_and_run_phases(tmp_path, monkeypatch):
-    monkeypatch.setenv(est.RATES_ENV, str(tmp_path / "rates.json"))
+    monkeypatch.setenv(rates_store.RATES_ENV, str(tmp_path / "rates.json"))
     steps = sweep_plan.plan([1, 2])
     phases = sweep_plan.parse_phases("all")
     rates = sweep_est.SweepRates(ops_s=100.0, phase_overhead_s=1.0)

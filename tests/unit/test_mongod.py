@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 from mongobench.deploy import hostsettings, install, mongod
-from mongobench.perftables import serverstats
+from mongobench.measure import serverstats
 from mongobench.remote import probes, processes
 
 PLATFORMS = [

@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from mongobench.perftables import ossampler
+from mongobench.measure import ossampler
 
 STAT_A = "cpu  100 0 50 800 40 0 10 0 0 0\ncpu0 1 2 3 4\n"
 STAT_B = "cpu  200 0 100 1500 90 0 10 0 0 0\n"
@@ -66,7 +66,7 @@ def test_standalone_process_writes_readings(tmp_path):
         [
             sys.executable,
             "-m",
-            "mongobench.perftables.ossampler",
+            "mongobench.measure.ossampler",
             "--out",
             str(out),
             "--interval",

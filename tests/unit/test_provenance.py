@@ -12,7 +12,7 @@ import tarfile
 import pytest
 from test_results_report import raw_result
 
-from mongobench.perftables import serverstats
+from mongobench.measure import serverstats
 from mongobench.remote import javabuild, provenance, shipping
 from mongobench.reports import results
 from mongobench.sweep import runner as sweep_runner

@@ -1,6 +1,6 @@
 from bson.int64 import Int64
 
-from mongobench.perftables import serverstats
+from mongobench.measure import serverstats
 
 # Shape of a real mongod 7.0 serverStatus (sections documented in the manual).
 REAL = {

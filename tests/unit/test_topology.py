@@ -12,6 +12,7 @@ import pytest
 from bson import json_util
 from pymongo import uri_parser
 
+from mongobench.core import shardkey
 from mongobench.deploy import placement, topology
 
 DATA = pathlib.Path(__file__).parent.parent / "data" / "rs_status"
@@ -189,11 +190,11 @@ def test_sharding_command_documents():
     }
     assert topology.enable_sharding_command("bench") == {"enableSharding": "bench"}
     # https://www.mongodb.com/docs/manual/reference/command/shardCollection/
-    assert topology.shard_collection_command("bench.usertable", "_id:hashed") == {
+    assert shardkey.shard_collection_command("bench.usertable", "_id:hashed") == {
         "shardCollection": "bench.usertable",
         "key": {"_id": "hashed"},
     }
-    assert topology.shard_collection_command("bench.c", {"a": 1, "b": 1}, unique=True) == {
+    assert shardkey.shard_collection_command("bench.c", {"a": 1, "b": 1}, unique=True) == {
         "shardCollection": "bench.c",
         "key": {"a": 1, "b": 1},
         "unique": True,
@@ -211,15 +212,15 @@ def test_sharding_command_documents():
 )
 def test_bad_shard_keys(spec, err):
     with pytest.raises(ValueError, match=err):
-        topology.parse_shard_key(spec)
+        shardkey.parse_shard_key(spec)
 
 
 def test_hashed_unique_and_bad_namespace_rejected():
     with pytest.raises(ValueError, match="unique"):
-        topology.shard_collection_command("db.c", "_id:hashed", unique=True)
+        shardkey.shard_collection_command("db.c", "_id:hashed", unique=True)
     with pytest.raises(ValueError, match="db.collection"):
-        topology.shard_collection_command("nodot", "_id:1")
-    assert topology.parse_shard_key("region, ts:1") == {"region": 1, "ts": 1}
+        shardkey.shard_collection_command("nodot", "_id:1")
+    assert shardkey.parse_shard_key("region, ts:1") == {"region": 1, "ts": 1}
 
 
 def test_sharded_cluster_plan():

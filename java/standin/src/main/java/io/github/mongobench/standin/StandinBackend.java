@@ -261,6 +261,46 @@ final class StandinBackend extends MemoryBackend {
     super.handleClose(channel);
   }
 
+  // ---- data files (DataFiles: --dbpath) -----------------------------------------------------
+
+  /** Names of the databases that exist. */
+  List<String> databaseNames() {
+    return new ArrayList<>(listDatabaseNames());
+  }
+
+  /** listCollections' entries of {@code db} (the library's own command, no auth check). */
+  List<?> collectionInfos(Channel channel, String db) {
+    Document reply =
+        super.handleCommand(channel, db, "listCollections", new Document("listCollections", 1));
+    Document cursor = (Document) reply.get("cursor");
+    return cursor == null ? List.of() : (List<?>) cursor.get("firstBatch");
+  }
+
+  /** Every document of {@code db.coll}, in the collection's order. */
+  List<Document> allDocuments(String db, String coll) {
+    var collection = resolveDatabase(db).resolveCollection(coll, false);
+    List<Document> docs = new ArrayList<>();
+    if (collection != null) {
+      collection.queryAll().forEach(docs::add);
+    }
+    return docs;
+  }
+
+  void createCollection(Channel channel, String db, String coll) {
+    super.handleCommand(channel, db, "create", new Document("create", coll));
+  }
+
+  void insertDocuments(Channel channel, String db, String coll, List<Document> docs) {
+    Document reply =
+        super.handleCommand(
+            channel, db, "insert", new Document("insert", coll).append("documents", docs));
+    Object written = reply.get("n");
+    if (!(written instanceof Number n) || n.intValue() != docs.size()) {
+      throw new IllegalStateException(
+          "restoring " + db + "." + coll + " from the data file: " + reply);
+    }
+  }
+
   private Session session(Channel channel) {
     return sessions.computeIfAbsent(channel, c -> new Session());
   }

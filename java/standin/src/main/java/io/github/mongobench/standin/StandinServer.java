@@ -26,6 +26,9 @@ import java.nio.file.Path;
  *   <li>{@code --tickets N}: at most N reads and N writes run at once, the rest wait, and
  *       serverStatus reports tickets and queue as mongod does (see {@link Tickets}); {@code
  *       --ticket-hold-ms M}: each holds its ticket at least M ms (a server of known capacity).
+ *   <li>{@code --dbpath DIR}: keep the store in a data file in DIR (see {@link DataFiles}): read
+ *       at start, written on a clean shutdown (SIGTERM), so the directory can be copied to another
+ *       instance as a stopped mongod's dbPath can.
  * </ul>
  */
 public final class StandinServer {
@@ -33,7 +36,7 @@ public final class StandinServer {
   private static final String USAGE =
       "usage: StandinServer [--host H] [--port N] [--users-file FILE] [--tls-cert-key-file PEM]"
           + " [--replset NAME [--advertise HOST:PORT] | --mongos [--config-db NAME/HOST:PORT,...]]"
-          + " [--tickets N [--ticket-hold-ms M]]";
+          + " [--tickets N [--ticket-hold-ms M]] [--dbpath DIR]";
 
   private StandinServer() {}
 
@@ -48,7 +51,8 @@ public final class StandinServer {
       boolean mongos,
       Mongos.SetSeeds configDb,
       int tickets,
-      int ticketHoldMs) {
+      int ticketHoldMs,
+      Path dbpath) {
 
     static Options parse(String[] args) {
       String host = "127.0.0.1";
@@ -61,6 +65,7 @@ public final class StandinServer {
       Mongos.SetSeeds configDb = null;
       int tickets = 0;
       int ticketHoldMs = 0;
+      Path dbpath = null;
       for (int i = 0; i < args.length; i++) {
         switch (args[i]) {
           case "--host" -> host = value(args, ++i);
@@ -73,6 +78,7 @@ public final class StandinServer {
           case "--config-db" -> configDb = Mongos.SetSeeds.parseConfigDb(nonEmpty(args, ++i));
           case "--tickets" -> tickets = positive(args, ++i);
           case "--ticket-hold-ms" -> ticketHoldMs = positive(args, ++i);
+          case "--dbpath" -> dbpath = Path.of(nonEmpty(args, ++i));
           default -> throw new IllegalArgumentException("unknown argument: " + args[i]);
         }
       }
@@ -90,7 +96,7 @@ public final class StandinServer {
       }
       return new Options(
           host, port, usersFile, tlsPem, replset, advertise, mongos, configDb, tickets,
-          ticketHoldMs);
+          ticketHoldMs, dbpath);
     }
 
     private static int positive(String[] args, int i) {
@@ -196,6 +202,18 @@ public final class StandinServer {
     if (options.tickets() > 0) {
       backend.tickets(new Tickets(options.tickets(), options.ticketHoldMs()));
     }
+    if (options.dbpath() != null) {
+      try {
+        long restored = DataFiles.load(backend, options.dbpath());
+        if (restored > 0) {
+          System.err.println("restored " + restored + " documents from " + options.dbpath());
+        }
+      } catch (Exception e) { // IOException, or a file that is not the stand-in's
+        System.err.println("cannot read the data file in " + options.dbpath() + ": " + e);
+        System.exit(66);
+        return;
+      }
+    }
     WireServer server = new WireServer(backend, ssl);
     int port;
     try {
@@ -206,6 +224,7 @@ public final class StandinServer {
       System.exit(2);
       return;
     }
+    server.dataPath(options.dbpath()); // bound: a clean shutdown now writes the data file
     Runtime.getRuntime().addShutdownHook(new Thread(server::shutdownNow, "standin-shutdown"));
     if (replSet != null && options.port() == 0) {
       replSet.bound(port);

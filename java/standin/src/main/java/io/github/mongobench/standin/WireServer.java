@@ -26,6 +26,7 @@ import io.netty.channel.socket.SocketChannel;
 import io.netty.channel.socket.nio.NioServerSocketChannel;
 import io.netty.handler.ssl.SslContext;
 import java.net.InetSocketAddress;
+import java.nio.file.Path;
 import java.util.concurrent.TimeUnit;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -54,6 +55,7 @@ final class WireServer {
   private static final int NOT_WRITABLE_PRIMARY = 10107;
 
   private final StandinBackend backend;
+  private volatile Path dataPath;
   private final SslContext ssl;
   private EventLoopGroup bossGroup;
   private EventLoopGroup workerGroup;
@@ -123,7 +125,21 @@ final class WireServer {
         group.shutdownGracefully(0, 5, TimeUnit.SECONDS).syncUninterruptibly();
       }
     }
+    if (dataPath != null) {
+      try {
+        long saved = DataFiles.save(backend, dataPath);
+        System.err.println("saved " + saved + " documents to " + dataPath);
+      } catch (Exception e) {
+        System.err.println("cannot write the data file in " + dataPath + ": " + e);
+      }
+      dataPath = null;
+    }
     backend.close();
+  }
+
+  /** Where shutdownNow writes the store (DataFiles), or null: nowhere. */
+  void dataPath(Path dir) {
+    dataPath = dir;
   }
 
   /** An OP_MSG sent with moreToCome: executed, never answered. */
@@ -170,6 +186,7 @@ final class WireServer {
   /** The library's handler, timed, and silent for unacknowledged messages. */
   static final class Handler extends MongoDatabaseHandler {
     private final StandinBackend backend;
+  private volatile Path dataPath;
 
     Handler(StandinBackend backend, ChannelGroup clients) {
       super(backend, clients);

@@ -113,7 +113,7 @@ public class MongoDbClient extends DB {
     }
   }
 
-  private static MongoClientSettings settings(ConnectionString cs, Properties props)
+  static MongoClientSettings settings(ConnectionString cs, Properties props)
       throws DBException {
     MongoClientSettings.Builder builder = MongoClientSettings.builder().applyConnectionString(cs);
     String caFile = props.getProperty(TlsCaFile.PROPERTY);

@@ -4,7 +4,7 @@ Reads /proc/stat and /proc/diskstats every `interval` seconds (a few
 microseconds of work), in a thread of the driver or as a process of its own on
 a server VM:
 
-    python -m mongobench.perftables.ossampler --path /scratch --out os.jsonl
+    python -m mongobench.measure.ossampler --path /scratch --out os.jsonl
 
 which appends one JSON reading per line until it receives SIGTERM or SIGINT.
 `summarize()` turns readings into the seed's Resource Usage figures.

@@ -118,7 +118,7 @@ def server_info(status: dict | None) -> dict:
 # -------------------------------------------------------------- saturation signals
 # Point-in-time figures of serverStatus that say whether the server held the clients up:
 # read during the timed phase (SignalSampler), their highest values judged by
-# core.bottleneck. Each is None on a server that lacks its section.
+# measure.bottleneck. Each is None on a server that lacks its section.
 
 
 def _pct(part, whole) -> float | None:
