@@ -85,9 +85,14 @@ setup(
     long_description_content_type="text/markdown",
     license="Apache-2.0",
     python_requires=">=3.10",
-    # the engine's sub-packages are found; the plugin's two are mapped by package_dir
+    # the engine's sub-packages are found; the plugin's two are mapped by package_dir.
+    # Development tools stay in the checkout: the test bed (mongobench.testbed, run by
+    # scripts/testbed and the tests) and scripts/ (the benchmarks, the native floor).
     packages=[
-        *find_packages(include=["mongobench", "mongobench.*"]),
+        *find_packages(
+            include=["mongobench", "mongobench.*"],
+            exclude=["mongobench.testbed", "mongobench.testbed.*"],
+        ),
         "mongobench_pkb",
         "mongobench_pkb.linux_benchmarks",
         "mongobench_pkb.linux_packages",

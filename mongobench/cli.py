@@ -47,8 +47,17 @@ from mongobench.sweep.runner import (
     server_memory_bytes,
 )
 from mongobench.sweep.samples import failed, table_text, yes_no
-from mongobench.testbed import bed as testbed
-from mongobench.testbed import ferretdb, fresh
+
+try:  # a development tool: in a checkout only, the installed package lacks it (setup.py)
+    from mongobench.testbed import bed as testbed
+    from mongobench.testbed import ferretdb, fresh
+except ImportError:
+    testbed = ferretdb = fresh = None
+
+NO_TESTBED = (
+    "mongobench testbed: the test bed is a development tool that the installed package does"
+    " not ship; run scripts/testbed in a checkout of the repository (docs/testbed.md)"
+)
 
 
 def _overrides(pairs: list[str] | None) -> dict:
@@ -383,6 +392,8 @@ def cmd_report(args) -> int:
 
 
 def cmd_testbed(args) -> int:
+    if testbed is None:
+        raise SystemExit(NO_TESTBED)
     if args.action == "up":
         try:
             state = testbed.up(
@@ -587,7 +598,7 @@ def build_parser() -> argparse.ArgumentParser:
     tb.add_argument("--no-ssh", action="store_true", help="only the MongoDB server")
     tb.add_argument(
         "--server",
-        choices=testbed.SERVER_KINDS,
+        choices=testbed.SERVER_KINDS if testbed else None,
         default="auto",
         help="auto: mongod when on PATH, else the stand-in; ferretdb (SQLite) and"
         " ferretdb-postgresql (a private PostgreSQL cluster): the pinned FerretDB, built with Go",
