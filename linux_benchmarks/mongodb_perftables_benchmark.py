@@ -39,7 +39,6 @@ from perfkitbenchmarker.linux_packages import (
 )
 
 from mongobench.core import names, shardkey
-from mongobench.core.samples import failure_sample
 from mongobench.deploy.atlas import api, cluster
 from mongobench.measure import ossampler
 from mongobench.perftables import estimate as estimate_mod
@@ -526,12 +525,7 @@ def _RunStep(benchmark_spec, step_index, overrides, extra_metadata):
         for s in results.to_samples(run, metadata)
     ]
     failed = results.failed(run)
-    for r in failed:
-        md = dict(extra_metadata, **results.engine_metadata(run))
-        md.update(
-            experiment=r["experiment"], variant=r["label"], server_version=run.get("server_version")
-        )
-        out.append(sample.Sample(**failure_sample("Variant Failed", r["error"], md)))
+    out += [sample.Sample(**s) for s in results.failure_samples(run, extra_metadata)]
     expected = sum(len(variants) for _, variants in _Plan()) * _REPEATS.value
     if len(run["results"]) < expected:
         failed.append({"experiment": "?", "label": "?", "error": f"run ended early: {last_line}"})

@@ -2,7 +2,7 @@
 
 mongobench perftables list
 mongobench perftables run --uri-file F [--experiments a,b] [--scale smoke] [--out r.json]
-mongobench report --pkb-results perfkitbenchmarker_results.json [...] [--out report.md]
+mongobench report --results perfkitbenchmarker_results.json [...] [--out report.md]
 mongobench testbed up|down|status [--dir D]
 """
 
@@ -28,7 +28,8 @@ from mongobench.perftables import coordination, progress, runner
 from mongobench.perftables import estimate as estimate_mod
 from mongobench.perftables import experiments as exp_mod
 from mongobench.remote import javabuild, provenance
-from mongobench.reports import report, results
+from mongobench.reports import loader, report, results, sections
+from mongobench.reports import runs as report_runs
 from mongobench.reports.compare import compare
 from mongobench.sweep import estimate as sweep_estimate
 from mongobench.sweep.plan import (
@@ -114,9 +115,10 @@ EXAMPLES = """examples:
   mongobench --version
   mongobench perftables list --scale smoke
   mongobench perftables run --uri-file target.uri --experiments insert_docsize --scale smoke
-  mongobench report --pkb-results perfkitbenchmarker_results.json --out report.md
+  mongobench report --results perfkitbenchmarker_results.json --out report.md
+  mongobench report --results perftables-results.json --out report.md
   mongobench sweep run --uri-file target.uri --sizes 1,2 --out results.json
-  mongobench compare --pkb-results a.json b.json --out report.md
+  mongobench compare --results a.json b.json --out report.md
   mongobench testbed up --dir /tmp/tb
 
 In a checkout, mongobench is .venv/bin/mongobench (scripts/setup makes it).
@@ -322,7 +324,7 @@ def cmd_perftables_run(args) -> int:
     except KeyboardInterrupt as e:  # SIGTERM or SIGINT: the partial results are written
         run = getattr(e, "run", None)
         if run is not None and args.samples:
-            files.write_json_atomic(args.samples, results.to_samples(run))
+            files.write_json_atomic(args.samples, results.run_samples(run))
         sig = interrupt.of(e)
         what = (run or {}).get("interrupted") or sig.name
         kept = f"; {len(run['results'])} variant result(s) in {args.out}" if run else ""
@@ -333,7 +335,7 @@ def cmd_perftables_run(args) -> int:
     _log(
         f"took {estimate_mod.human_seconds(wall)} (estimated {estimate_mod.human_seconds(est.seconds)})"
     )
-    samples = results.to_samples(run)
+    samples = results.run_samples(run)  # failed and n/a variants too
     if args.samples:
         files.write_json_atomic(args.samples, samples)
     print(report.render(samples, exp_mod.load(args.experiments_file or exp_mod.PERFTABLES_FILE)))
@@ -348,23 +350,16 @@ def cmd_perftables_run(args) -> int:
 
 
 def cmd_report(args) -> int:
-
-    samples = []
     try:
-        for path in args.pkb_results:
-            samples += report.load_pkb_results(path)
+        loaded = [(path, loader.load(path)) for path in args.results]
     except (OSError, ValueError) as e:
         raise SystemExit(f"mongobench report: {e}") from None
-    if not report.group(samples) and not report.failed_variants(samples):
-        # An empty report with exit status 0 looked like success (a sweep file, say).
-        sweep = any("ycsb_phase" in s["metadata"] for s in samples)
-        what = (
-            "YCSB sweep samples: `mongobench compare --pkb-results FILE --out report.md`"
-            " reports those"
-            if sweep
-            else f"{len(samples)} sample(s), none of them a Performance Tables sample"
-        )
-        raise SystemExit(f"mongobench report: {' '.join(args.pkb_results)}: {what}")
+    samples = [s for _, got in loaded for s in got]
+    sweeps = report_runs.sweep_runs(loaded)
+    if not report.group(samples) and not sweeps:
+        # An empty report with exit status 0 looked like success.
+        what = f"{len(samples)} sample(s), none of them a Performance Tables or sweep sample"
+        raise SystemExit(f"mongobench report: {' '.join(args.results)}: {what}")
     plots = args.plots_dir
     try:
         if args.out:
@@ -379,7 +374,13 @@ def cmd_report(args) -> int:
             if plots and args.out
             else plots
         )
-        text = report.render(samples, plots_dir=plots, plots_ref=ref)
+        text = ""
+        if report.group(samples) or not sweeps:
+            text = report.render(samples, plots_dir=plots, plots_ref=ref)
+        if sweeps:
+            lines, _ = sections.sweep_section(sweeps, plots, ref)
+            text = (text + "\n# YCSB\n") if text else "# MongoDB dataset-size sweep\n"
+            text += "\n" + "\n".join(lines)
         if args.out:
             files.write_text(args.out, text)
             _log(f"wrote {args.out}")
@@ -564,17 +565,21 @@ def build_parser() -> argparse.ArgumentParser:
     rp = _sub(
         sub,
         "report",
-        "markdown tables (the seed's layout) and plots from PKB results files",
-        "  mongobench report --pkb-results runs/*/perfkitbenchmarker_results.json --out report.md\n"
-        "  mongobench report --pkb-results results.json            # tables on stdout, no plots\n",
+        "markdown tables (the seed's layout) and plots from PKB results or the engine's --out files",
+        "  mongobench report --results runs/*/perfkitbenchmarker_results.json --out report.md\n"
+        "  mongobench report --results perftables-results.json     # tables on stdout, no plots\n"
+        "  mongobench report --results sweep-results.json --out sweep.md\n",
     )
     rp.add_argument(
+        "--results",
         "--pkb-results",
+        dest="results",
         nargs="+",
         required=True,
         metavar="FILE",
-        help="PKB results files (perfkitbenchmarker_results.json: one JSON sample a line);"
-        " with several, the tables get a Run column and rows per run",
+        help="results files: PKB's (perfkitbenchmarker_results.json), `perftables run --out`"
+        " or --samples, `sweep run --out`; with several, the tables get a Run column and"
+        " rows per run",
     )
     rp.add_argument("--out", help="markdown file (default: stdout)")
     rp.add_argument("--plots-dir", help="PNG plots (default: plots/ beside --out; none on stdout)")
@@ -650,7 +655,7 @@ def cmd_compare(args) -> int:
         labels = parse_pairs(args.label, "--label")
         prices = parse_pairs(args.price, "--price", number=True)
         _, plots = compare(
-            args.pkb_results,
+            args.results,
             args.out,
             args.plots_dir,
             labels,
@@ -665,21 +670,24 @@ def cmd_compare(args) -> int:
 
 
 def _add_compare(subparsers) -> argparse.ArgumentParser:
-    """`mongobench compare --pkb-results F1 F2 ... --out report.md`."""
+    """`mongobench compare --results F1 F2 ... --out report.md`."""
     p = _sub(
         subparsers,
         "compare",
-        "one markdown report with plots comparing several PKB results files",
-        "  mongobench compare --pkb-results a.json b.json --out report.md\n"
-        "  mongobench compare --pkb-results a.json b.json --label a.json=before \\\n"
+        "one markdown report with plots comparing several results files",
+        "  mongobench compare --results a.json b.json --out report.md\n"
+        "  mongobench compare --results a.json b.json --label a.json=before \\\n"
         "      --label b.json=after --baseline before --price n2-standard-4=0.19 --out report.md\n",
     )
     p.add_argument(
+        "--results",
         "--pkb-results",
+        dest="results",
         nargs="+",
         required=True,
         metavar="FILE",
-        help="PKB results files (perfkitbenchmarker_results.json), one run or more each",
+        help="results files, one run or more each: PKB's (perfkitbenchmarker_results.json),"
+        " `perftables run --out` or --samples, `sweep run --out`",
     )
     p.add_argument(
         "--label",

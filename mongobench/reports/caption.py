@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Iterable, Mapping
 
+from mongobench.perftables import identity
 from mongobench.remote.provenance import STANDIN_ENGINE
 
 STANDIN_NOTE = "stand-in: not a performance figure"
@@ -23,7 +24,7 @@ def target(md: Mapping) -> str:
     if md.get("atlas_tier"):
         return f"Atlas {md['atlas_tier']}, MongoDB {version} ({topology})"
     engine = md.get("storage_engine")
-    if engine == STANDIN_ENGINE:
+    if engine == STANDIN_ENGINE or md.get("server_product") == identity.STANDIN_PRODUCT:
         return f"stand-in claiming MongoDB {version} ({topology})"
     if engine and engine not in ("unknown", "?"):
         return f"mongod {version}, {engine} ({topology})"
@@ -76,6 +77,6 @@ def line(mds: list[Mapping], stamps: Iterable = ()) -> str:
         f"{n} repeat{'s' if n > 1 else ''}",
         error_bars(mds),
     ]
-    if any(m.get("storage_engine") == STANDIN_ENGINE for m in mds):
+    if any(target(m).startswith("stand-in") for m in mds):
         parts.append(STANDIN_NOTE)
     return ". ".join([parts[0], "; ".join(parts[1:])]) + "."

@@ -19,7 +19,7 @@ from mongobench.perftables import experiments as exp_mod
 from mongobench.perftables import identity
 from mongobench.reports import caption
 from mongobench.reports import layout as layouts
-from mongobench.reports.results import COLUMNS, NA_METRIC
+from mongobench.reports.results import COLUMNS, FAILED_METRIC, NA_METRIC
 from mongobench.reports.tableplots import plot_experiment
 
 _BY_METRIC = {c.metric: key for key, c in COLUMNS.items()}
@@ -78,11 +78,21 @@ def load_pkb_results(path: str) -> list[dict]:
     return samples
 
 
+# A variant without figures shows as a row all the same: its cells say why.
+STATUS = {FAILED_METRIC: "FAILED", NA_METRIC: "not run"}
+
+
 def group(samples: list[dict]) -> dict:
     """experiment -> (run_uri, variant_index, variant) -> {column key: value, "_md": metadata,
-    "_err": {column key: (low, high)} of figures with a 95 % interval or a stdev}."""
+    "_err": {column key: (low, high)} of figures with a 95 % interval or a stdev}.
+    A failed or n/a variant with no figures is a row too: no figure, and "_status" (FAILED,
+    not run) with "_why" (its error or reason)."""
     out: dict = {}
+    status = []
     for s in samples:
+        if s.get("metric") in STATUS and (s.get("metadata") or {}).get("experiment"):
+            status.append(s)
+            continue
         md = s.get("metadata") or {}
         experiment = md.get("experiment")
         key = _BY_METRIC.get(s["metric"])
@@ -100,7 +110,26 @@ def group(samples: list[dict]) -> dict:
         interval = _interval(row[key], md)
         if interval:
             row["_err"][key] = interval
+    for s in status:
+        md = s["metadata"]
+        rows = out.setdefault(str(md["experiment"]), {})
+        run, variant = s.get("run_uri", ""), str(md.get("variant"))
+        if any(k[0] == run and k[2] == variant for k in rows):
+            continue  # figures of the variant exist (a failed repeat, a fails_run variant)
+        idx = _float(md.get("variant_index"))
+        rows[(run, -1 if idx is None else int(idx), variant)] = {
+            "_md": md,
+            "_err": {},
+            "_status": STATUS[s["metric"]],
+            "_why": str(md.get("error") or md.get("na_reason") or "?"),
+            **({"_ts": s["timestamp"]} if s.get("timestamp") is not None else {}),
+        }
     return out
+
+
+def measured(rows: dict) -> dict:
+    """The rows with figures (not a failed or n/a variant's row)."""
+    return {k: r for k, r in rows.items() if not r.get("_status")}
 
 
 def _interval(value: float, md: dict) -> tuple[float, float] | None:
@@ -130,7 +159,7 @@ def table(layout: layouts.Layout, tab: layouts.Table, rows: dict) -> str:
         for c in tab.all_columns:
             lab = layout.label(c)
             if lab is None:
-                line.append(_cell(row, c))
+                line.append(row.get("_status") or _cell(row, c))
             elif c == first_label and _had_errors(md):
                 line.append(f"{lab.cell(md)} (errors)")
             else:
@@ -189,7 +218,7 @@ def failed_variants(samples: list[dict]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for s in samples:
         md = s.get("metadata") or {}
-        if s.get("metric") == "Variant Failed" and md.get("experiment"):
+        if s.get("metric") == FAILED_METRIC and md.get("experiment"):
             out.setdefault(str(md["experiment"]), []).append(
                 f"{md.get('variant', '?')}: {str(md.get('error', '?'))[:300]}"
             )
@@ -256,25 +285,16 @@ def render(
     na = na_variants(samples)
     sections: OrderedDict[str, list[str]] = OrderedDict()
     for name, experiment in catalog.items():
-        if name not in grouped and name not in failures and name not in na:
-            continue
         if name not in grouped:
-            parts = [f"## {experiment.title}", ""]
-            if failures.get(name):
-                parts += ["Every variant failed:" if name not in na else "Failed variants:", ""]
-                parts += [f"- {line}" for line in failures[name]] + [""]
-            if na.get(name):
-                parts += ["Not run: the server lacks what they need:", ""]
-                parts += [f"- {line}" for line in na[name]] + [""]
-            sections.setdefault(experiment.section, []).append("\n".join(parts))
             continue
         rows = layouts.prepare(grouped[name], experiment.label)
         layout = layouts.of(experiment)
         parts = [f"## {experiment.title}", ""]
         if experiment.description:
             parts += [experiment.description, ""]
+        shown = measured(rows) or rows
         note = caption.line(
-            [r["_md"] for r in rows.values()], [r.get("_ts") for r in rows.values()]
+            [r["_md"] for r in shown.values()], [r.get("_ts") for r in shown.values()]
         )
         parts += [note, ""]
         for tab in layout.tables:
@@ -291,7 +311,7 @@ def render(
             parts += ["Acknowledged writes missing on the server afterwards (the audit):", ""]
             parts += [*lost, ""]
         if failures.get(name):
-            parts += ["Failed variants (no figures):", ""]
+            parts += ["Failed variants:", ""]
             parts += [f"- {line}" for line in failures[name]] + [""]
         if na.get(name):
             parts += ["Not run: the server lacks what they need:", ""]
@@ -299,7 +319,8 @@ def render(
         necks = bottleneck_lines(rows)
         if necks:
             parts += ["Bottleneck (the resource closest to its limit):", "", *necks, ""]
-        if plots_dir:
+        if plots_dir and measured(rows):
+            rows = measured(rows)
             os.makedirs(plots_dir, exist_ok=True)
             png = os.path.join(plots_dir, f"{name}.png")
             runs = sorted({k[0] for k in rows})

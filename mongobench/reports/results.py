@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from mongobench.core import latency as lat
 from mongobench.core import repeats
-from mongobench.core.samples import sample
+from mongobench.core.samples import failure_sample, sample
 from mongobench.core.units import MiB
 from mongobench.measure import bottleneck, serverstats
 from mongobench.perftables import identity
@@ -295,6 +295,36 @@ def to_samples(run: dict, extra_metadata: dict | None = None) -> list[dict]:
     return repeats.combine(out) + na_samples(run, extra_metadata)
 
 
+FAILED_METRIC = "Variant Failed"
+
+
+def failure_samples(run: dict, extra_metadata: dict | None = None) -> list[dict]:
+    """One `Variant Failed` sample (1 count, its error in `error`) per variant that fails
+    the run (results.failed): PKB's results, the CLI's --samples and `report` show it."""
+    out = []
+    for r in failed(run):
+        md = dict(extra_metadata or {}, **engine_metadata(run))
+        md.update(
+            experiment=r["experiment"],
+            variant=r["label"],
+            server_version=run.get("server_version"),
+            scale=run.get("scale"),
+            topology=run.get("topology"),
+        )
+        if r.get("variant_index") is not None:
+            md["variant_index"] = r["variant_index"]
+        for k, v in list((r.get("settings") or {}).items())[:_SETTING_KEYS_MAX]:
+            md.setdefault(k, v if isinstance(v, (int, float, str, bool)) or v is None else str(v))
+        out.append(failure_sample(FAILED_METRIC, r["error"], md))
+    return out
+
+
+def run_samples(run: dict, extra_metadata: dict | None = None) -> list[dict]:
+    """Every sample of a run: the measured variants' (to_samples, n/a variants included) and
+    one per failed variant (failure_samples)."""
+    return to_samples(run, extra_metadata) + failure_samples(run, extra_metadata)
+
+
 def bottleneck_line(run: dict, res: dict, figs: dict | None = None) -> str:
     """measure.bottleneck's judgement of one variant: the server VM's OS figures (or Atlas'),
     serverStatus's signals over the phase, the provisioned disk and network from the
@@ -368,6 +398,7 @@ def na_samples(run: dict, extra_metadata: dict | None = None) -> list[dict]:
         md = {
             "experiment": res["experiment"],
             "variant": res["label"],
+            "variant_index": res.get("variant_index", -1),
             "scale": run.get("scale"),
             "server_version": run.get("server_version") or "unknown",
             "topology": run.get("topology"),

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from mongobench.core import pricing
-from mongobench.reports import layout, report
+from mongobench.reports import layout, loader, report
 from mongobench.stress import search as stress
 from mongobench.sweep import plan as sweep
 
@@ -101,11 +101,11 @@ def load_runs(paths: Sequence[str], labels: Mapping[str, str] | None = None) -> 
     labels = dict(labels or {})
     unknown = [k for k in labels if not any(_label_for(p, {k: k}) for p in paths)]
     if unknown:
-        raise ValueError(f"--label names no --pkb-results file: {', '.join(unknown)}")
+        raise ValueError(f"--label names no --results file: {', '.join(unknown)}")
     runs: list[Run] = []
     for path in paths:
         by_uri: dict[str, list[dict]] = {}
-        for s in report.load_pkb_results(path):
+        for s in loader.load(path):
             by_uri.setdefault(s.get("run_uri") or "", []).append(s)
         if not by_uri:
             raise ValueError(f"{path}: no samples")
@@ -121,6 +121,23 @@ def load_runs(paths: Sequence[str], labels: Mapping[str, str] | None = None) -> 
             runs.append(run)
     _assign_labels(runs)
     return runs
+
+
+def sweep_runs(loaded: Sequence[tuple[str, list[dict]]]) -> list[Run]:
+    """The runs (file, run_uri) of loaded files (path, samples) that hold sweep samples, each
+    labelled by its run_uri, else its file's name (`report`'s sweep section)."""
+    out: list[Run] = []
+    for path, samples in loaded:
+        by_uri: dict[str, list[dict]] = {}
+        for s in samples:
+            if _kind(s) == "sweep":
+                by_uri.setdefault(s.get("run_uri") or "", []).append(s)
+        for uri, got in by_uri.items():
+            label = uri or os.path.basename(path)
+            if any(r.label == label for r in out):
+                label = f"{label} ({len(out) + 1})"
+            out.append(Run(path=path, run_uri=uri, samples=got, label=label, benchmarks=["sweep"]))
+    return out
 
 
 def _assign_labels(runs: list[Run]) -> None:

@@ -51,7 +51,7 @@ def _sweep_section(runs, plots_dir, ref, plots) -> list[str]:
         ("runtime_s", "runtime (s)", "Runtime", "sweep_runtime"),
         ("throughput", "throughput (ops/s)", "Throughput", "sweep_throughput"),
     ]
-    for attr, ylabel, name, stem in specs:
+    for attr, ylabel, name, stem in specs if plots_dir is not None else ():
         for log, xs, kind in ((False, lin, "linear"), (True, sizes, "log")):
             png = os.path.join(plots_dir, f"{stem}_{kind}.png")
             scope = (
@@ -62,7 +62,9 @@ def _sweep_section(runs, plots_dir, ref, plots) -> list[str]:
             title = f"{name} vs dataset size ({scope})"
             plots.append(plot_sweep_metric(with_sweep, points, attr, ylabel, xs, log, title, png))
             out += [f"![{title}]({ref}/{os.path.basename(png)})", ""]
-    png = plot_sweep_p99(with_sweep, points, sizes, os.path.join(plots_dir, "sweep_p99.png"))
+    png = plots_dir and plot_sweep_p99(
+        with_sweep, points, sizes, os.path.join(plots_dir, "sweep_p99.png")
+    )
     if png:
         plots.append(png)
         out += [f"![p99 latency per operation]({ref}/{os.path.basename(png)})", ""]
@@ -106,6 +108,15 @@ def _sweep_section(runs, plots_dir, ref, plots) -> list[str]:
     if errors:
         out += ["Failed phases:", "", *errors, ""]
     return out
+
+
+def sweep_section(runs, plots_dir: str | None, ref: str | None) -> tuple[list[str], list[str]]:
+    """(markdown lines, PNGs written) of the dataset-size sweep section for `runs` (nothing
+    when none has sweep samples); `plots_dir` None: tables only."""
+    plots: list[str] = []
+    if plots_dir is not None:
+        os.makedirs(plots_dir, exist_ok=True)
+    return _sweep_section(runs, plots_dir, ref, plots), plots
 
 
 def _tput(p: SweepPoint) -> float | None:
@@ -180,7 +191,8 @@ def _perftables_section(runs, plots_dir, ref, plots, catalog, baseline=None) -> 
         for v in variants:
             row = [c.cell(shown[v]["_md"]) for c in lay.labels]
             for r in in_runs:
-                row.append(fmt(rows_by_run[r.label][name].get(v, {}).get(key), col.digits))
+                got = rows_by_run[r.label][name].get(v, {})
+                row.append(got.get("_status") or fmt(got.get(key), col.digits))
             for r in priced:
                 if r in in_runs:
                     value = rows_by_run[r.label][name].get(v, {}).get(key)
@@ -194,7 +206,8 @@ def _perftables_section(runs, plots_dir, ref, plots, catalog, baseline=None) -> 
                         cell += " (within noise)"
                     row.append(cell)
             rows.append(row)
-        note = caption.line([r["_md"] for r in all_rows], [r.get("_ts") for r in all_rows])
+        noted = [r for r in all_rows if not r.get("_status")] or all_rows
+        note = caption.line([r["_md"] for r in noted], [r.get("_ts") for r in noted])
         out += [f"### {title}", "", md_table(headers, rows), "", note, ""]
         png = os.path.join(plots_dir, f"perftables_{name}.png")
         if plot_experiment(title, lay, series, png, note) is not None:

@@ -28,6 +28,11 @@ def plot_experiment(
     # Imported here: matplotlib is not a client requirement (client VMs never plot).
     from matplotlib.figure import Figure
 
+    # A failed or n/a variant's row has no figure to plot (its table row says why).
+    series = {
+        n: {k: r for k, r in rows.items() if not r.get("_status")} for n, rows in series.items()
+    }
+    series = {n: rows for n, rows in series.items() if rows}
     every = [r for rows in series.values() for r in rows.values()]
     throughput = layout.throughput_key(every)
     panels = [k for k in (throughput, P99_KEY) if k and any(k in r for r in every)]

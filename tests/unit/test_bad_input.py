@@ -96,7 +96,7 @@ def test_cli_run_rejects_a_uri_file_without_scheme_and_hides_it(tmp_path, capsys
         (None, "No such file or directory"),
         ("not json\n", ":1: not a JSON sample"),
         (b"\x89PNG\r\n\x1a\n\x00\xff", "not a text file"),
-        ("[1, 2]\n", ":1: not a PKB sample"),
+        ("[1, 2]\n", ": item 1: not a sample"),  # a JSON array: a --samples file
         ('{"metric": "x"}\n', ":1: not a PKB sample"),
         ('{"metric": "x", "value": 1, "metadata": [1]}\n', ":1: metadata is not an object"),
     ],
@@ -136,19 +136,20 @@ def test_empty_sweep_sizes_are_an_error_not_the_default_sweep(value):
     assert len(sweep.plan(None)) == len(sweep.DEFAULT_SIZES_MB)
 
 
-def test_report_on_a_sweep_file_says_to_use_compare(tmp_path, capsys):
-    # issue 22, weak: `report` on sweep results wrote an empty report and exited 0
-    path = tmp_path / "sweep.json"
-    md = {"phase": "load", "ycsb_phase": "load", "size_mb": 1}
-    path.write_text(json.dumps({"metric": "overall Throughput", "value": 5.0, "metadata": md}))
-    out = _cli(capsys, "report", "--pkb-results", str(path))
+def test_report_on_a_file_without_perftables_or_sweep_samples_is_an_error(tmp_path, capsys):
+    # issue 22, weak: `report` on a file it had nothing to say about wrote an empty report
+    # and exited 0 (a sweep file then; `report` renders those now, issue 21)
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"metric": "lscpu", "value": 0.0, "metadata": {}}) + "\n")
+    out = _cli(capsys, "report", "--pkb-results", str(other))
     assert out == (
-        f"mongobench report: {path}: YCSB sweep samples: `mongobench compare --pkb-results"
-        " FILE --out report.md` reports those"
+        f"mongobench report: {other}: 1 sample(s), none of them a Performance Tables or sweep"
+        " sample"
     )
     empty = tmp_path / "empty.json"
     empty.write_text("\n")
     out = _cli(capsys, "report", "--pkb-results", str(empty))
     assert (
-        out == f"mongobench report: {empty}: 0 sample(s), none of them a Performance Tables sample"
+        out
+        == f"mongobench report: {empty}: 0 sample(s), none of them a Performance Tables or sweep sample"
     )

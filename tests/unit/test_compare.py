@@ -218,7 +218,7 @@ def test_same_machine_twice_is_told_apart_by_run_uri_and_user_labels_win(tmp_pat
     ]
     labels = {files[0]: "before", "b.json": "after"}  # by path or by file name
     assert [r.label for r in reports_runs.load_runs(files, labels)] == ["before", "after"]
-    with pytest.raises(ValueError, match="names no --pkb-results file"):
+    with pytest.raises(ValueError, match="names no --results file"):
         reports_runs.load_runs(files, {"other.json": "x"})
     with pytest.raises(ValueError, match="share the label"):
         reports_runs.load_runs(files, {files[0]: "same", files[1]: "same"})
