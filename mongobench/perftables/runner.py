@@ -628,6 +628,8 @@ def run(
             "client_path": client_path,
             "client_vms": client_vms,
             "repeats": int(repeats),
+            # --set (and the URI's write concern): what `compare` checks runs agree on
+            "overrides": {k: overrides[k] for k in sorted(overrides or {})},
             "provenance": provenance.engine(),  # this client's engine, Python, pymongo
             "estimate": dict(estimate or {}),
             "results": [],

@@ -31,6 +31,20 @@ def target(md: Mapping) -> str:
     return f"a compatible server reporting {version} ({topology}; no storage engine reported)"
 
 
+def target_kind(md: Mapping) -> str:
+    """What kind of server a sample measured: Atlas, mongod, the stand-in, or another
+    compatible server (with its product when known)."""
+    text = target(md)
+    if text.startswith("Atlas"):
+        return "Atlas"
+    if text.startswith("stand-in"):
+        return "stand-in"
+    if text.startswith("mongod"):
+        return "mongod"
+    product = md.get("server_product")
+    return f"{product}" if product not in (None, "", "unknown") else "compatible server"
+
+
 def _date(stamps: Iterable) -> str:
     got = []
     for t in stamps:

@@ -195,18 +195,31 @@ def error_lines(rows: dict) -> list[str]:
 NOISY_SHARE = 0.25  # a 95 % half-width above this share of the mean: the figure is noise
 
 
+def is_replicated(row: dict) -> bool:
+    """The row's figures are means of 2 or more repeats (they carry a 95 % interval)."""
+    n = _float((row.get("_md") or {}).get("repeats"))
+    return n is not None and n >= 2
+
+
+def is_noisy(row: dict, key: str) -> bool:
+    """A repeated figure whose 95 % half-width is above NOISY_SHARE of its mean (a single
+    run has no interval: a stdev alone is not one)."""
+    interval, mean = (row.get("_err") or {}).get(key), row.get(key)
+    if not interval or not mean or not is_replicated(row):
+        return False
+    return (interval[1] - interval[0]) / 2 > NOISY_SHARE * abs(mean)
+
+
 def noisy_lines(rows: dict) -> list[str]:
     """Variants whose repeated figures have a 95 % half-width above NOISY_SHARE of their
     mean (only figures with a confidence interval, i.e. --repeats 2 or more)."""
     out = []
     multi = len({k[0] for k in rows}) > 1
     for (run, _, variant), row in sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][1])):
-        if not _float(row["_md"].get("repeats")) or float(row["_md"]["repeats"]) < 2:
-            continue  # a single run has no interval (a stdev alone is not one)
         wide = []
         for key, (low, high) in sorted(row["_err"].items()):
-            mean = row.get(key)
-            if mean and (high - low) / 2 > NOISY_SHARE * abs(mean):
+            if is_noisy(row, key):
+                mean = row[key]
                 wide.append(f"{COLUMNS[key].header} {mean:.4g} ± {(high - low) / 2:.4g}")
         if wide:
             out.append(f"- {run + ': ' if multi else ''}{variant}: {'; '.join(wide)}")

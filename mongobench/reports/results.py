@@ -213,6 +213,8 @@ def metadata(run: dict, res: dict) -> dict:
     if md["storage_engine"] == "unknown" and md.get("server_backend"):
         md["storage_engine"] = f"{md['server_product']}/{md['server_backend']}"
     md.update(engine_metadata(run))
+    if "overrides" in run:  # absent from results written before the engine recorded them
+        md["overrides"] = overrides_text(run["overrides"])
     md.update(run.get("estimate") or {})  # what the run was estimated to cost, before it ran
     # The client that ran the timed phase: its path, processes and VMs.
     for key in ("client_path", "client_processes", "client_vms"):
@@ -250,6 +252,14 @@ def metadata(run: dict, res: dict) -> dict:
     if res.get("fails_run"):  # figures kept, marked, and the run fails
         md["fails_run"] = res["fails_run"]
     return md
+
+
+NO_OVERRIDES = "(none)"
+
+
+def overrides_text(overrides: dict | None) -> str:
+    """`threads=32,write_concern=1` (sorted), or "(none)": the run's setting overrides."""
+    return ",".join(f"{k}={v}" for k, v in sorted((overrides or {}).items())) or NO_OVERRIDES
 
 
 def engine_metadata(run: dict) -> dict:

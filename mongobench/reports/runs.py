@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from mongobench.core import pricing
-from mongobench.reports import layout, loader, report
+from mongobench.reports import caption, layout, loader, report
 from mongobench.stress import search as stress
 from mongobench.sweep import plan as sweep
 
@@ -257,14 +257,38 @@ def sweep_points(run: Run) -> dict[tuple[str, float], SweepPoint]:
     return out
 
 
+# The client latency percentiles `compare` shows beside throughput: (row key, sample stat).
+LATENCY_PERCENTILES = (("_p50_ms", "p50 latency"), ("_p99_ms", "p99 latency"))
+
+
 def perftables_rows(run: Run) -> dict[str, dict[tuple[int, str], dict]]:
-    """experiment -> (variant_index, variant) -> {column key: value}."""
+    """experiment -> (variant_index, variant) -> {column key: value}; with `_p50_ms` and
+    `_p99_ms`, the client latency percentiles of the variant's main operation (the one with
+    the most operations), when the samples have them."""
+    samples = [s for s in run.samples if _kind(s) == "perftables"]
     out: dict = {}
-    for experiment, rows in report.group(
-        [s for s in run.samples if _kind(s) == "perftables"]
-    ).items():
+    for experiment, rows in report.group(samples).items():
         for (_, idx, variant), row in rows.items():
             out.setdefault(experiment, {})[(idx, variant)] = row
+    # "<op> p50 latency" samples (results.LATENCY_STATS): per variant, the busiest op's.
+    best: dict = {}
+    for s in samples:
+        md = s["metadata"]
+        op = md.get("op")
+        for key, stat in LATENCY_PERCENTILES:
+            if not op or s["metric"] != f"{op} {stat}":
+                continue
+            try:
+                count = float(md.get("op_count") or 0)
+            except (TypeError, ValueError):
+                count = 0.0
+            rows = out.get(md.get("experiment"), {})
+            for (_, variant), row in rows.items():
+                if variant != str(md.get("variant")):
+                    continue
+                if count >= best.get((id(row), key), -1.0):
+                    best[(id(row), key)] = count
+                    row[key] = float(s["value"])
     return out
 
 
@@ -292,6 +316,8 @@ def stress_kpis(run: Run) -> dict[str, dict]:
     }
 
 
+# The kind of server a run measured (caption.target_kind), computed from its perftables samples.
+TARGET_KIND = "target_kind"
 # What makes two runs comparable: (what the warning calls it, metadata keys in order).
 COMPARABLE = (
     ("scale", ("scale",)),
@@ -300,6 +326,8 @@ COMPARABLE = (
     ("topology", ("topology", "deployment")),
     ("driver", ("client_path", "pymongo_version", "java_driver_version")),
     ("client count", ("client_vms", "client_processes")),
+    ("setting overrides", ("overrides",)),  # --set, and the URI's write concern
+    ("target", (TARGET_KIND,)),
 )
 
 
@@ -312,13 +340,41 @@ def comparability_warnings(runs: Sequence[Run]) -> list[str]:
         for r in runs:
             found = {}
             for key in keys:
-                seen = sorted({v for s in r.samples if (v := _value(s["metadata"], key))})
+                if key == TARGET_KIND:
+                    seen = sorted({caption.target_kind(s["metadata"]) for s in _measured(r)})
+                else:
+                    seen = sorted({v for s in r.samples if (v := _value(s["metadata"], key))})
                 if seen:
                     found[key] = "/".join(seen)
             values[r.label] = ", ".join(f"{k} {v}" for k, v in found.items()) or None
         if len({v for v in values.values() if v is not None}) > 1:
             shown = "; ".join(f"{label}: {v or 'n/a'}" for label, v in values.items())
             out.append(f"the runs differ in {what} ({shown})")
+    return out
+
+
+def _measured(run: Run) -> list[dict]:
+    """The run's perftables samples of measured variants (they name the server they ran on)."""
+    return [s for s in run.samples if _kind(s) == "perftables" and s["metric"] not in report.STATUS]
+
+
+def replicated(md: Mapping) -> bool:
+    """The sample is the mean of two or more repeats (--repeats): it has an interval."""
+    try:
+        return float(md.get("repeats") or 1) >= 2
+    except (TypeError, ValueError):
+        return False
+
+
+def unreplicated_runs(runs: Sequence[Run]) -> list[str]:
+    """Labels of the runs whose perftables or sweep figures are single runs (no --repeats):
+    a difference against them cannot be told from run-to-run noise."""
+    out = []
+    for r in runs:
+        figures = [s for s in r.samples if _kind(s) in ("perftables", "sweep")]
+        figures = [s for s in figures if s["metric"] not in report.STATUS]
+        if figures and not any(replicated(s["metadata"]) for s in figures):
+            out.append(r.label)
     return out
 
 

@@ -8,11 +8,12 @@ from collections.abc import Mapping, Sequence
 from mongobench.core import pricing
 from mongobench.core.markdown import NA, fmt, md_table
 from mongobench.perftables import experiments as exp_mod
-from mongobench.reports import caption, layout
+from mongobench.reports import caption, layout, report
 from mongobench.reports.plots import linear_sizes, plot_bars, plot_sweep_metric, plot_sweep_p99
 from mongobench.reports.results import COLUMNS
 from mongobench.reports.runs import (
     _MISSING,
+    LATENCY_PERCENTILES,
     Run,
     SweepPoint,
     baseline_run,
@@ -24,6 +25,7 @@ from mongobench.reports.runs import (
     stress_kpis,
     sweep_points,
     throughput_key,
+    unreplicated_runs,
 )
 from mongobench.reports.tableplots import plot_experiment
 from mongobench.stress import search as stress
@@ -143,6 +145,33 @@ def _within_noise(row: dict, base_row: dict, key: str) -> bool:
     return bool(a and b) and a[0] <= b[1] and b[0] <= a[1]
 
 
+def _figure_cell(row: dict, key: str, digits: int) -> str:
+    """The figure, its 95 % half-width when repeats gave one, and "(noisy)" when that is
+    above a quarter of the mean."""
+    text = fmt(row.get(key), digits)
+    interval = row.get("_err", {}).get(key)
+    if interval and row.get(key) is not None and report.is_replicated(row):
+        text += f" ± {fmt((interval[1] - interval[0]) / 2, digits)}"
+    return text + (" (noisy)" if report.is_noisy(row, key) else "")
+
+
+def _change_cell(row: dict, base_row: dict, key: str) -> str:
+    """% change against the baseline, marked: (unreplicated) when either is a single run,
+    (within noise) when both intervals overlap, (noisy) when either interval is wide."""
+    cell = _pct(percent_change(row.get(key), base_row.get(key)))
+    if cell == NA:
+        return cell
+    if not (row.get("_md") and base_row.get("_md")):
+        return cell
+    if not (report.is_replicated(row) and report.is_replicated(base_row)):
+        return cell + " (unreplicated)"
+    if _within_noise(row, base_row, key):
+        return cell + " (within noise)"
+    if report.is_noisy(row, key) or report.is_noisy(base_row, key):
+        return cell + " (noisy)"
+    return cell
+
+
 def _perftables_section(runs, plots_dir, ref, plots, catalog, baseline=None) -> list[str]:
     rows_by_run = {r.label: perftables_rows(r) for r in runs}
     experiments = [e for e in catalog if any(e in rows_by_run[r.label] for r in runs)]
@@ -183,7 +212,17 @@ def _perftables_section(runs, plots_dir, ref, plots, catalog, baseline=None) -> 
         title = catalog[name].title if name in catalog else name
         first = lay.tables[0] if lay.tables else None
         headers = [lay.header(first, c.name) if first else c.header for c in lay.labels]
-        headers += [f"{r.label} ({col.header})" for r in in_runs]
+        # Per run: its throughput, then its client p50/p99 latency where its samples have them.
+        lat = {
+            r.label: [
+                (k, stat) for k, stat in LATENCY_PERCENTILES
+                if any(k in row for row in rows_by_run[r.label][name].values())
+            ]
+            for r in in_runs
+        }  # fmt: skip
+        for r in in_runs:
+            headers.append(f"{r.label} ({col.header})")
+            headers += [f"{r.label} {stat.split()[0]} (ms)" for _, stat in lat[r.label]]
         headers += [f"{r.label} ops/$" for r in priced if r in in_runs]
         others = [r for r in in_runs if baseline in in_runs and r is not baseline]
         headers += [f"{r.label} vs {baseline.label}" for r in others]
@@ -192,7 +231,8 @@ def _perftables_section(runs, plots_dir, ref, plots, catalog, baseline=None) -> 
             row = [c.cell(shown[v]["_md"]) for c in lay.labels]
             for r in in_runs:
                 got = rows_by_run[r.label][name].get(v, {})
-                row.append(got.get("_status") or fmt(got.get(key), col.digits))
+                row.append(got.get("_status") or _figure_cell(got, key, col.digits))
+                row += [fmt(got.get(k), 2) for k, _ in lat[r.label]]
             for r in priced:
                 if r in in_runs:
                     value = rows_by_run[r.label][name].get(v, {}).get(key)
@@ -201,10 +241,7 @@ def _perftables_section(runs, plots_dir, ref, plots, catalog, baseline=None) -> 
                 base_row = rows_by_run[baseline.label][name].get(v, {})
                 for r in others:
                     other = rows_by_run[r.label][name].get(v, {})
-                    cell = _pct(percent_change(other.get(key), base_row.get(key)))
-                    if _within_noise(other, base_row, key):
-                        cell += " (within noise)"
-                    row.append(cell)
+                    row.append(_change_cell(other, base_row, key))
             rows.append(row)
         noted = [r for r in all_rows if not r.get("_status")] or all_rows
         note = caption.line([r["_md"] for r in noted], [r.get("_ts") for r in noted])
@@ -323,9 +360,15 @@ def render(
         ),
         "",
     ]
-    warnings = comparability_warnings(runs)
+    warnings = [f"{w}: compare with care." for w in comparability_warnings(runs)]
+    single = unreplicated_runs(runs)
+    if single and len(runs) > 1:
+        warnings.append(
+            f"single runs (no --repeats): {', '.join(single)}: their differences are"
+            " unreplicated and cannot be told from run-to-run noise; marked (unreplicated)."
+        )
     if warnings:
-        head += ["## Warnings", ""] + [f"- {w}: compare with care." for w in warnings] + [""]
+        head += ["## Warnings", ""] + [f"- {w}" for w in warnings] + [""]
     body = (
         _sweep_section(runs, plots_dir, ref, plots)
         + _perftables_section(runs, plots_dir, ref, plots, catalog, base)
