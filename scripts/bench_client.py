@@ -62,6 +62,7 @@ and "replay_targets".
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import resource
@@ -181,6 +182,15 @@ def experiment_costs(
                         entry["replay"] = replay_figures(
                             rep, experiment, v, more, rec, pairs, again
                         )
+                        r = entry["replay"]
+                        print(  # as it goes: a run cut short still says what it measured
+                            f"replay: {key}: {r['replay_us_per_op']:.1f} us/op, C floor"
+                            f" {r['floor_us_per_op']:.1f}, client busy"
+                            f" {r['replay_client_busy']:.0%}, one client"
+                            f" {r['one_client_us_per_op']:.1f} us/op, floor round trip"
+                            f" {r['floor_round_trip_us']:.1f} us",
+                            flush=True,
+                        )
                     except (RuntimeError, OSError, ValueError, PyMongoError) as e:  # reported
                         entry["replay"] = {"replay_error": str(e)[:300]}
                         print(f"! {key}: replay failed: {entry['replay']['replay_error']}")
@@ -192,9 +202,9 @@ def experiment_costs(
 def _variant(rep: dict, experiment, v, more: dict | None, uri: str, processes, **extra) -> dict:
     """Variant `v` (with `more` and `extra` settings) prepared on the stand-in, its timed
     phase on the multiplexed path against `uri`; its result (errors fail it)."""
-    [variant] = [
-        x for x in experiment.resolve("smoke", {**(more or {}), **extra}) if x.index == v.index
-    ]
+    # Set on a copy: resolving with threads=1 would merge variants that differ by threads.
+    variant = copy.deepcopy(v)
+    variant.settings.update({**(more or {}), **extra})
     res = perftables.run_variant(
         rep["standin"], DB, experiment, variant, log=lambda m: None, os_path=False, uri=uri,
         processes=processes,

@@ -1,5 +1,5 @@
-"""scripts/bench_client.py --replay --json on two small variants (one single-operation,
-one bulk insert): the earlier schema is kept and every replayed variant has the new
+"""scripts/bench_client.py --replay --json on three small variants (single operations,
+a bulk insert): the earlier schema is kept and every replayed variant has the new
 figures. Figures are not judged (a shared machine); only their presence and sense."""
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ def test_replay_json_keeps_the_earlier_schema_and_adds_the_replay_figures(tmp_pa
         "--min-ops", "300", "--min-mb", "1",
         "--experiment", "query_fetch", "--variant", "1 document, cached",
         "--experiment", "insert_batchsize", "--variant", "10",
+        # not the experiment's first: at one client it must stay itself (threads set to 1)
+        "--experiment", "concurrency", "--variant", "20, False",
     ]  # fmt: skip
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     # 0: every target met, 1: one missed (this machine decides); a traceback: failed
@@ -40,7 +42,9 @@ def test_replay_json_keeps_the_earlier_schema_and_adds_the_replay_figures(tmp_pa
     assert "replay targets:" in run.stdout and out.exists(), said
     doc = json.loads(out.read_text())
     assert EARLIER <= set(doc)
-    assert set(doc["experiments"]) == {"query_fetch/1 document, cached", "insert_batchsize/10"}
+    assert set(doc["experiments"]) == {
+        "query_fetch/1 document, cached", "insert_batchsize/10", "concurrency/20, False",
+    }  # fmt: skip
     for key, e in doc["experiments"].items():
         assert all(isinstance(e[f], float) for f in NEW), key
         assert e["replay_us_per_op"] > 0 and e["floor_us_per_op"] > 0, key
@@ -57,5 +61,5 @@ def test_replay_json_keeps_the_earlier_schema_and_adds_the_replay_figures(tmp_pa
         assert doc["ycsb_replay_us_per_op"][name]["us_per_op"] > 0
         assert doc["ycsb_replay_us_per_op"][name]["replay_server"]["missed"] == 0
     targets = doc["replay_targets"]
-    assert targets["variants"] == 2 and isinstance(targets["met"], bool)
+    assert targets["variants"] == 3 and not targets["failed"] and isinstance(targets["met"], bool)
     assert (run.returncode == 0) == targets["met"]
