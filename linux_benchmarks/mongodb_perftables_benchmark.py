@@ -43,6 +43,8 @@ from mongobench.deploy.atlas import api, cluster
 from mongobench.measure import ossampler
 from mongobench.perftables import estimate as estimate_mod
 from mongobench.perftables import experiments as exp_mod
+from mongobench.perftables import ratesteps
+from mongobench.perftables import runner as perftables_runner
 from mongobench.remote import shipping
 from mongobench.reports import results
 
@@ -147,6 +149,14 @@ _REPEATS = flags.DEFINE_integer(
     " drift favours none); samples carry the mean with repeats, stdev, ci95_low and"
     " ci95_high (t-distribution).",
     lower_bound=1,
+)
+_RATE_STEPS = flags.DEFINE_string(
+    "mongodb_perftables_rate_steps",
+    None,
+    "A latency-versus-throughput curve of each single-operation variant: it runs closed"
+    " loop, then in an open loop (target_ops_per_s) at each step's rate: 'auto' (0.1..1.2"
+    " of the closed loop's throughput), fractions of it (0.25,0.5,1,1.5) or rates"
+    " (100/s,400/s). Multi-operation and bulk variants are refused.",
 )
 FLAGS = flags.FLAGS
 
@@ -288,6 +298,9 @@ def CheckPrerequisites(benchmark_config):
         )
     try:
         planned = _Plan()
+        perftables_runner.check_open_loop(planned, _CLIENT_PATH.value)
+        steps = ratesteps.parse(_RATE_STEPS.value, "--mongodb_perftables_rate_steps")
+        perftables_runner.check_rate_steps(planned, steps, _CLIENT_PATH.value)
         names.check_database(_DATABASE.value, "--mongodb_perftables_database")
     except ValueError as e:  # ExperimentError too
         raise errors.Config.InvalidValue(str(e)) from None
@@ -327,7 +340,10 @@ def _LogEstimate(benchmark_config, planned):
     (PKB does not ask; the samples carry the engine's estimate as metadata)."""
     kind = _Deployment()
     uri = _ReadUri() if kind == "uri" else None
-    est = estimate_mod.estimate(planned, estimate_mod.rates_for(uri), _REPEATS.value)
+    steps = ratesteps.parse(_RATE_STEPS.value, "--mongodb_perftables_rate_steps") or ()
+    est = estimate_mod.estimate(
+        planned, estimate_mod.rates_for(uri), _REPEATS.value * (1 + len(steps))
+    )
     vms = []
     for group in (getattr(benchmark_config, "vm_groups", None) or {}).values():
         if getattr(group, "static_vms", None):
@@ -465,6 +481,7 @@ def _RunStep(benchmark_spec, step_index, overrides, extra_metadata):
         run_id=run_id,
         # belt and braces after Provision's wait: a new Atlas user may reach a member late
         auth_retry_s=mongobench_atlas.AUTH_RETRY_S if "atlas" in state else None,
+        rate_steps=_RATE_STEPS.value,
     )
     followers = mongobench_client.StartFollowers(
         clients[1:], state["follower_workdirs"], run_id, _CLIENT_PROCESSES.value

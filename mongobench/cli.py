@@ -24,7 +24,7 @@ from mongobench.core.markdown import md_table
 from mongobench.core.pairs import parse_pairs
 from mongobench.core.units import MB, MiB
 from mongobench.deploy import topology
-from mongobench.perftables import coordination, progress, runner
+from mongobench.perftables import coordination, progress, ratesteps, runner
 from mongobench.perftables import estimate as estimate_mod
 from mongobench.perftables import experiments as exp_mod
 from mongobench.remote import javabuild, provenance
@@ -279,6 +279,9 @@ def _checked_run_args(args) -> dict:
         )
         catalog = exp_mod.load(args.experiments_file or exp_mod.PERFTABLES_FILE)
         plan_args["planned"] = exp_mod.plan(catalog, scale=args.scale, **plan_args)
+        runner.check_open_loop(plan_args["planned"], args.client_path)
+        plan_args["rate_steps"] = ratesteps.parse(args.rate_steps)
+        runner.check_rate_steps(plan_args["planned"], plan_args["rate_steps"], args.client_path)
     except (ValueError, OSError) as e:  # ExperimentError, OutputError are ValueErrors
         raise SystemExit(f"mongobench: {e}") from None
     return plan_args
@@ -287,8 +290,12 @@ def _checked_run_args(args) -> dict:
 def cmd_perftables_run(args) -> int:
     plan_args = _checked_run_args(args)
     uri = _target_uri(args)
+    steps = plan_args.pop("rate_steps")
+    # rate steps run each variant once closed loop and once per step (at least as long)
     est = estimate_mod.estimate(
-        plan_args.pop("planned"), estimate_mod.rates_for(uri, args.rates), args.repeats
+        plan_args.pop("planned"),
+        estimate_mod.rates_for(uri, args.rates),
+        args.repeats * (1 + len(steps or ())),
     )
     _log(f"plan: {est.summary()}; scale {args.scale}; results to {args.out}")
     _confirm(est.seconds, args.yes, "this run")
@@ -317,6 +324,7 @@ def cmd_perftables_run(args) -> int:
             auth_retry_s=args.auth_retry_s,
             estimate=est.metadata(),
             reply_timeout_s=args.reply_timeout,
+            rate_steps=steps,
         )
     except (exp_mod.ExperimentError, redact.TargetError) as e:
         # One last line on stderr: PKB's module makes it the run's status detail.
@@ -525,6 +533,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=1,
         help="run each variant N times, interleaved across variants (rounds alternate"
         " direction); samples carry the mean, stdev and 95%% interval (t-distribution)",
+    )
+    run.add_argument(
+        "--rate-steps",
+        metavar="STEPS",
+        help="a latency-versus-throughput curve of each (single-operation) variant: it runs"
+        " closed loop, then in an open loop at each step's rate: 'auto' (0.1..1.2 of the"
+        " closed loop's throughput), fractions of it ('0.25,0.5,1,1.5') or rates ('100/s,400/s')",
     )
     run.add_argument(
         "--auth-retry-s",

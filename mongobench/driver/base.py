@@ -46,6 +46,8 @@ class ThreadStats:
     errors: Counter = field(default_factory=Counter)  # "<op>: <ErrorClass>" -> count
     error_samples: dict = field(default_factory=dict)  # first message per key
     counters: Counter = field(default_factory=Counter)  # workload-specific counts
+    # open loop: latency from the actual send (`latency` counts from the intended time)
+    service: LatencyRecorder = field(default_factory=LatencyRecorder)
 
     def error(self, op: str, exc: BaseException, n: int = 1) -> None:
         key = f"{op}: {type(exc).__name__}"
@@ -54,6 +56,7 @@ class ThreadStats:
 
     def merge(self, other: ThreadStats) -> None:
         self.latency.merge(other.latency)
+        self.service.merge(other.service)
         self.ops.update(other.ops)
         self.docs += other.docs
         self.bytes += other.bytes

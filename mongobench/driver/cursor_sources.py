@@ -6,14 +6,11 @@ templates they fill in (RANDINT / RANDINTLIST, as driver.queries reads them).
 from __future__ import annotations
 
 import random
-import time
 
 from mongobench.driver import ops, replies
 from mongobench.driver.catalog import WORKLOADS
 from mongobench.driver.multiplex import Client, count_error
 from mongobench.driver.queries import _RANDINT, _RANDINTLIST, sample_distinct, template_bound
-
-clock = time.perf_counter
 
 
 def micros(run, t0: float) -> float:
@@ -106,14 +103,14 @@ def _finder(c, first_t, values, check, get_more, limit, expect: int | None):
     op = check.op
     rng = random.Random(c.index + 1)
     run, stats = c.run, c.stats
-    record, counts, counters = stats.latency.record, stats.ops, stats.counters
+    record, counts, counters = c.record, stats.ops, stats.counters
     buf = first_t.buffer()
     gm = (get_more[0], get_more[0].buffer(), get_more[2])
     for _ in c.ops():
         if run.stopped:
             return
         first_t.write(buf, c.rid, *values(rng))
-        t0 = clock()
+        t0 = c.begin()
         out = yield buf, check
         if out[0] is not None:
             bad, got, more = out, 0, 0

@@ -22,6 +22,18 @@ to the reply with no queueing behind other requests of its own. It stops when
 its quota is done or `client.run.stopped` turns true (a deadline or a stop
 flag); an operation in flight is always completed first.
 
+Open loop (`paced`, the `target_ops_per_s` setting): each client follows an intended
+schedule, the variant's rate split evenly over every client of every process and client
+VM (`Schedule`). The source takes its start with `client.begin()` instead of the clock:
+that is the operation's intended send time, and the loop holds its first request until
+then (a timer), or sends it at once when the client is late (its last operation ended
+after this one was due). Its latency still counts from the intended time, so a server
+that falls behind shows in the latency instead of silently slowing the clients down
+(coordinated omission, as wrk2 and YCSB's intended-time measurement correct it);
+`client.record` also records the service time (from the actual send) in
+`stats.service`. Closed loop (the default), `begin()` is the clock and the next request
+goes as soon as the last reply is read.
+
 A connection that breaks, times out or answers out of protocol costs its
 client: the operation in flight is counted as an error under the check's `op`
 (e.g. "read: AutoReconnect") and that client stops; the others go on.
@@ -29,6 +41,7 @@ client: the operation in flight is counted as an error under the check's `op`
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import select
 import ssl
@@ -54,19 +67,57 @@ Source = Callable[["Client"], Generator]
 
 
 class Run:
-    """What a loop's clients share: the time of the current wake-up and whether to stop."""
+    """What a loop's clients share: the time of the current wake-up, whether to stop, and
+    the start of the timed phase (`epoch`: an open loop's schedules count from it)."""
 
-    __slots__ = ("now", "stopped")
+    __slots__ = ("now", "stopped", "epoch")
 
     def __init__(self):
-        self.now = time.perf_counter()
+        self.now = self.epoch = time.perf_counter()
         self.stopped = False
 
 
-class Client:
-    """One virtual client as its source sees it."""
+class Schedule:
+    """One virtual client's intended send times in an open loop: `rate` operations per
+    second split evenly over `clients` clients, their sends interleaved. Client `index`
+    sends its k-th operation at epoch + (k * clients + index) / rate: every time is
+    computed from the epoch, never by adding intervals (no drift), and the clients
+    together send at exactly `rate`. A late client is not given a new schedule: its
+    next operations are due at once (catch-up), each counting from its own time."""
 
-    __slots__ = ("index", "clients", "rid", "quota", "run", "stats")
+    __slots__ = ("index", "clients", "rate", "k")
+
+    def __init__(self, rate: float, index: int, clients: int):
+        if not rate > 0:
+            raise ValueError(f"target_ops_per_s must be > 0, not {rate}")
+        self.index, self.clients, self.rate, self.k = index, clients, float(rate), 0
+
+    def due(self, k: int) -> float:
+        """Seconds after the epoch when operation k is due."""
+        return (k * self.clients + self.index) / self.rate
+
+    def next(self, epoch: float) -> float:
+        """The intended time of the next operation (perf_counter seconds)."""
+        k, self.k = self.k, self.k + 1
+        return epoch + self.due(k)
+
+    def owed(self, elapsed: float) -> int:
+        """Operations due in the first `elapsed` seconds that were not begun: what a
+        client that fell behind still owed when the phase ended."""
+        if elapsed < self.due(0):
+            return 0
+        return max(0, int((elapsed * self.rate - self.index) // self.clients) + 1 - self.k)
+
+
+class Client:
+    """One virtual client as its source sees it.
+
+    A source takes each logical operation's start with `begin()` and records its latency
+    with `record(op, micros)` (both differ in an open loop: see `pace`)."""
+
+    __slots__ = (
+        "index", "clients", "rid", "quota", "run", "stats", "schedule", "due", "lag", "record",
+    )  # fmt: skip
 
     def __init__(self, index: int, clients: int, run: Run, stats: ThreadStats, total=None):
         self.index = index  # among all clients of the variant (every process)
@@ -75,10 +126,46 @@ class Client:
         self.quota = share(int(total), clients, index) if total else None
         self.run = run
         self.stats = stats
+        self.schedule = None  # closed loop
+        self.due = None  # open loop: the intended send time of the request to hold
+        self.lag = 0.0  # open loop: how late (s) the current operation was sent
+        self.record = stats.latency.record
 
     def ops(self):
         """Operation numbers 0, 1, ... up to the client's quota (endless without one)."""
         return range(self.quota) if self.quota is not None else itertools.count()
+
+    def pace(self, rate: float) -> None:
+        """Puts the client in an open loop at its share of `rate` operations per second:
+        `begin()` gives the intended send times and `record` also records the service
+        time (the latency less the send's lateness) in `stats.service`."""
+        self.schedule = Schedule(rate, self.index, self.clients)
+        intended, service = self.stats.latency.record, self.stats.service.record
+
+        def record(op: str, micros: float) -> None:
+            intended(op, micros)
+            service(op, micros - self.lag * 1e6)
+
+        self.record = record
+
+    def begin(self) -> float:
+        """The start of a logical operation, from which its latency counts: the clock
+        (closed loop), or the operation's intended send time (open loop; the loop then
+        holds its first request until that time, or sends it at once when late)."""
+        if self.schedule is None:
+            return time.perf_counter()
+        self.due = due = self.schedule.next(self.run.epoch)
+        return due
+
+
+def paced(source: Source, rate: float) -> Source:
+    """`source` with its clients in an open loop at `rate` operations per second in all."""
+
+    def start(c: Client):
+        c.pace(rate)
+        return source(c)
+
+    return start
 
 
 def count_error(stats: ThreadStats, op: str, kind: str, message, n: int = 1) -> None:
@@ -167,6 +254,7 @@ class Loop:
         self.run, self.stats = run, stats
         self.deadline, self.stop, self.timeout = deadline, stop, timeout
         self.conns = {}
+        self.timers = []  # open loop: (due, fd, request) held until due (a heap)
         self.ep = select.epoll()
         for sock, client in zip(socks, clients, strict=True):
             c = _Conn(sock, client, source(client))
@@ -179,8 +267,14 @@ class Loop:
             count_error(self.stats, c.check.op, kind, message)
         self._drop(c)
 
-    def _drop(self, c: _Conn) -> None:
-        self.conns.pop(c.fd, None)
+    def _drop(self, c: _Conn, owing: bool = True) -> None:
+        """Ends a client (`owing`: ended before its work was done: stopped or failed)."""
+        sched = c.client.schedule
+        if self.conns.pop(c.fd, None) is not None and sched is not None and owing:
+            # an open loop's catch-up accounting: operations due that were never begun
+            owed = sched.owed(self.run.now - self.run.epoch)
+            if owed:
+                self.stats.counters["open_loop_owed_ops"] += owed
         try:
             self.ep.unregister(c.fd)
         except (OSError, ValueError):
@@ -248,11 +342,40 @@ class Loop:
         """Hands `outcome` to the client's source and sends its next request."""
         try:
             data, c.check = c.gen.send(outcome) if outcome is not None else next(c.gen)
-        except StopIteration:
+        except StopIteration:  # its work is done, or it saw the stop
             c.check = None
-            self._drop(c)
+            self._drop(c, owing=self.run.stopped)
+            return
+        if c.client.due is not None and self._hold(c, data, self.run.now):
             return
         self._send(c, data)
+
+    def _hold(self, c: _Conn, data, now: float) -> bool:
+        """Open loop: the first request of an operation waits for its intended time (True:
+        held on a timer); a late one goes now, its lateness kept for the service time."""
+        client = c.client
+        due, client.due = client.due, None
+        if due > now:
+            heapq.heappush(self.timers, (due, c.fd, data))
+            return True
+        client.lag = now - due
+        return False
+
+    def _fire(self, now: float) -> None:
+        """Sends the held requests that are due (all of them dropped, unsent, once the
+        phase is stopped: their operations were never started)."""
+        timers = self.timers
+        while timers and (self.run.stopped or timers[0][0] <= now):
+            due, fd, data = heapq.heappop(timers)
+            c = self.conns.get(fd)
+            if c is None:
+                continue
+            if self.run.stopped:
+                c.check = None  # not sent: not an error
+                self._drop(c)
+                continue
+            c.client.lag = now - due
+            self._send(c, data)
 
     def _check_time(self, now: float, idle: float) -> None:
         if self.stop is not None and self.stop.is_set():
@@ -263,8 +386,8 @@ class Loop:
 
     # -- the loop
     def run_all(self) -> None:
-        run, conns, clock = self.run, self.conns, time.perf_counter
-        run.now = clock()
+        run, conns, clock, timers = self.run, self.conns, time.perf_counter, self.timers
+        run.now = run.epoch = clock()
         if self.deadline is not None and run.now >= self.deadline:
             run.stopped = True
         for c in list(conns.values()):
@@ -276,6 +399,8 @@ class Loop:
         try:
             while conns:
                 wait = TICK if run.stopped else min(TICK, max(0.001, deadline - run.now))
+                if timers:  # epoll rounds up to the next millisecond: a send is < 1 ms late
+                    wait = min(wait, max(0.0, timers[0][0] - run.now))
                 events = poll(wait)
                 now = run.now = clock()
                 if events:
@@ -284,7 +409,11 @@ class Loop:
                     run.stopped = True
                 if now >= next_tick:
                     next_tick = now + TICK
+                    if len(timers) >= len(conns):  # none in flight: no reply is awaited
+                        last_reply = now
                     self._check_time(now, now - last_reply)
+                if timers:
+                    self._fire(now)
                 for fd, ev in events:
                     c = conns.get(fd)
                     if c is None:
@@ -325,7 +454,9 @@ class Loop:
                         data, c.check = c.gen.send(c.check(buf, length))
                     except StopIteration:
                         c.check = None
-                        self._drop(c)
+                        self._drop(c, owing=run.stopped)
+                        continue
+                    if c.client.due is not None and self._hold(c, data, now):
                         continue
                     try:
                         n = c.send(data)

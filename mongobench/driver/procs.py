@@ -125,6 +125,7 @@ def encode_stats(stats: ThreadStats) -> dict:
     """`stats` as plain data (pipes between processes, documents between client VMs)."""
     return {
         "latency": stats.latency.encode(),
+        "service_latency": stats.service.encode(),
         "ops": dict(stats.ops),
         "docs": stats.docs,
         "bytes": stats.bytes,
@@ -135,7 +136,10 @@ def encode_stats(stats: ThreadStats) -> dict:
 
 
 def decode_stats(part: dict) -> ThreadStats:
-    s = ThreadStats(latency=LatencyRecorder.decode(part["latency"]))
+    s = ThreadStats(
+        latency=LatencyRecorder.decode(part["latency"]),
+        service=LatencyRecorder.decode(part.get("service_latency") or {}),
+    )
     s.ops.update(part["ops"])
     s.docs, s.bytes = part["docs"], part["bytes"]
     s.errors.update(part["errors"])

@@ -27,9 +27,9 @@ from bson.raw_bson import RawBSONDocument
 
 from mongobench.core.split import part, share
 from mongobench.core.units import KiB
-from mongobench.driver import ops, protocol, replies
+from mongobench.driver import multiplex, ops, protocol, replies
 from mongobench.driver.catalog import WORKLOADS
-from mongobench.driver.cursor_sources import aggregate, clock, micros, query, regex_prefix
+from mongobench.driver.cursor_sources import aggregate, micros, query, regex_prefix
 from mongobench.driver.docgen import DocFactory
 from mongobench.driver.multiplex import Client, count_error
 from mongobench.driver.readupdate import Zipfian
@@ -64,13 +64,13 @@ def _writes(c: Client, t: ops.Tmpl, check, op: str, fill, field: int, expect=Non
     (value, message) any other count is an error, after its latency is recorded
     (as the pymongo path records it)."""
     run, stats = c.run, c.stats
-    record, counts = stats.latency.record, stats.ops
+    record, counts = c.record, stats.ops
     buf = t.buffer()
     for i in c.ops():
         if run.stopped:
             return
         fill(buf, i)
-        t0 = clock()
+        t0 = c.begin()
         out = yield buf, check
         if out[0] is not None:
             count_error(stats, op, out[0], out[4])
@@ -102,7 +102,7 @@ def read_update(s, db, wc):
         rng = random.Random(c.index + 1)
         rand, run, stats = rng.random, c.run, c.stats
         next_key = zipf.sampler(rand)  # zipf.key(rand()) as one closure
-        record, counts = stats.latency.record, stats.ops
+        record, counts = c.record, stats.ops
         rbuf, ubuf = read_t.buffer(), update_t.buffer()
         rwrite, uwrite = read_t.write, update_t.write
         for i in c.ops():
@@ -111,7 +111,7 @@ def read_update(s, db, wc):
             key = next_key()
             if rand() < reads:
                 rwrite(rbuf, c.rid, key)
-                t0 = clock()
+                t0 = c.begin()
                 out = yield rbuf, rcheck
                 if out[0] is not None:
                     count_error(stats, "read", out[0], out[3])
@@ -124,7 +124,7 @@ def read_update(s, db, wc):
                     count_error(stats, "read", "RuntimeError", "document not found")
             else:
                 uwrite(ubuf, c.rid, key, i)
-                t0 = clock()
+                t0 = c.begin()
                 out = yield ubuf, ucheck
                 if out[0] is not None:
                     count_error(stats, "update", out[0], out[4])
@@ -178,7 +178,7 @@ def update_api(s, db, wc):
         dn = docs.size
         rng = random.Random(c.index + 1)
         run, stats = c.run, c.stats
-        record, counts, counters = stats.latency.record, stats.ops, stats.counters
+        record, counts, counters = c.record, stats.ops, stats.counters
         buf, ibuf = t.buffer(), ins.buffer()
         new_base = n * (c.index + 1) + 10**9  # disjoint new keys per client
         for i in c.ops():
@@ -188,7 +188,7 @@ def update_api(s, db, wc):
             key = new_base + i if is_new else rng.randrange(n)
             t.write(buf, c.rid, key)
             docs.write(buf, at, 1, (key,))
-            t0 = clock()
+            t0 = c.begin()
             out = yield buf, check
             if out[0] is not None:
                 count_error(stats, fn, out[0], out[4] if fn == "update_one" else out[3])
@@ -293,7 +293,7 @@ def delete(s, db, wc):
 
     def source(c: Client):
         run, stats = c.run, c.stats
-        record, counts = stats.latency.record, stats.ops
+        record, counts = c.record, stats.ops
         buf = t.buffer()
         mine = part(n, c.clients, c.index)
         end = mine.stop
@@ -305,7 +305,7 @@ def delete(s, db, wc):
                 t.write(buf, c.rid, lo)
             else:
                 t.write(buf, c.rid, lo, hi)
-            t0 = clock()
+            t0 = c.begin()
             out = yield buf, check
             if out[0] is not None:
                 count_error(stats, op, out[0], out[4])
@@ -337,13 +337,13 @@ def insert(s, db, wc):
 
     def run_ops(c: Client, docs, per_msg, buf):
         run, stats = c.run, c.stats
-        record, counts = stats.latency.record, stats.ops
+        record, counts = c.record, stats.ops
         quota, done = share(total, c.clients, c.index), 0
         serial = s["id_type"] == "serial"
         while done < quota and not run.stopped:
             n = min(batch, quota - done)
             done += n
-            t0, ok, failed, bad = clock(), 0, 0, None
+            t0, ok, failed, bad = c.begin(), 0, 0, None
             for lo in range(0, n, per_msg):  # insert_many splits as pymongo does
                 m = min(per_msg, n - lo)
                 pos = bulk.write_prefix(buf, c.rid, m * docs.size)
@@ -391,13 +391,13 @@ def mixed(s, db, wc):
 
 def _single_inserts(c: Client, bulk, docs, check):
     run, stats = c.run, c.stats
-    record, counts = stats.latency.record, stats.ops
+    record, counts = c.record, stats.ops
     buf = bytearray(bulk.prefix_size() + docs.size)
     for _ in c.ops():
         if run.stopped:
             return
         docs.write(buf, bulk.write_prefix(buf, c.rid, docs.size), 1)
-        t0 = clock()
+        t0 = c.begin()
         out = yield buf, check
         if out[0] is not None:
             count_error(stats, "insert", out[0], out[4])
@@ -428,12 +428,12 @@ def bucket(s, db, wc):
 
     def source(c: Client):
         run, stats = c.run, c.stats
-        record, counts = stats.latency.record, stats.ops
+        record, counts = c.record, stats.ops
         for rec in part(n, c.clients, c.index):
             if run.stopped:
                 return
             data = protocol.encode_msg(command(rec), c.rid)
-            t0 = clock()
+            t0 = c.begin()
             out = yield data, check
             if out[0] is not None:
                 count_error(stats, op, out[0], out[4])
@@ -477,7 +477,9 @@ def check_bounds(workload: str, settings: dict) -> None:
 
 def make(workload: str, settings: dict, database: str, wc: dict | None = None):
     """The source for `workload` with the variant's settings (wc: the write concern,
-    see ops.write_concern)."""
+    see ops.write_concern); in an open loop with `target_ops_per_s` (multiplex.paced)."""
     if workload not in SOURCES:
         raise ValueError(f"the multiplexed driver has no source for workload {workload!r}")
-    return SOURCES[workload](settings, database, wc)
+    source = SOURCES[workload](settings, database, wc)
+    rate = settings.get("target_ops_per_s")
+    return multiplex.paced(source, float(rate)) if rate else source

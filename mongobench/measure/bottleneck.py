@@ -9,7 +9,9 @@ the same line (`judge`):
   `WiredTiger dirty cache (110% of the 20% trigger, serverStatus)`;
 - `none saturated (highest: server CPU 43%)` when none is;
 - `offered load (99% of 500 ops/s; highest: client CPU 12%)` for a rate-limited client
-  that got its rate and nothing was saturated;
+  (an open loop's target_ops_per_s, a throttled YCSB) that got its rate and nothing was
+  saturated; on a shared host whose highest figure is a CPU, `offered load (...; shared
+  host, highest: ...)`;
 - `shared host (client and server on one machine; highest: client CPU 97%)` when the
   highest is a CPU figure and the client runs on the server's host (the test bed): each
   side's CPU is then the other's too, so neither can be named;
@@ -165,17 +167,24 @@ def judge(
             return f"offered load ({offered_share * 100:.0f}% of {offered_rate:g} ops/s)"
         return "unknown (no figures)"
     top = max(found, key=lambda r: r.ratio)
+    met = offered_share is not None and offered_share >= OFFERED_MET
+
+    def offered(note: str = "") -> str:
+        return (
+            f"offered load ({offered_share * 100:.0f}% of {offered_rate:g} ops/s;"
+            f" {note}highest: {top.short()})"
+        )
+
     if shared_host:  # CPU figures are both sides' at once: judge by the others
         other = max((r for r in found if not r.cpu), key=lambda r: r.ratio, default=None)
         if other is not None and other.ratio >= SATURATED:
             return other.named()
+        if top.cpu and met:  # the rate was met: the load, not the host, set the throughput
+            return offered("shared host, ")
         if top.cpu:
             return f"shared host (client and server on one machine; highest: {top.short()})"
     if top.ratio >= SATURATED:
         return top.named()
-    if offered_share is not None and offered_share >= OFFERED_MET:
-        return (
-            f"offered load ({offered_share * 100:.0f}% of {offered_rate:g} ops/s;"
-            f" highest: {top.short()})"
-        )
+    if met:
+        return offered()
     return f"none saturated (highest: {top.short()})"

@@ -327,6 +327,8 @@ SETTINGS: dict[str, Setting] = {
     "total_ops": Setting("int", 1, _COUNT, nullable=True),
     "duration_s": Setting("float", 0.001, 10**7, nullable=True),
     "warmup_s": Setting("float", 0, 10**7, nullable=True),
+    # open loop: the variant's operations per second over all its clients (docs/perftables.md)
+    "target_ops_per_s": Setting("float", 0.001, 10**9, nullable=True),
     "index_update": Setting("bool"),
     "function": Setting("str", choices=("update_one", "find_one_and_update")),
     "upsert": Setting("bool"),

@@ -13,6 +13,7 @@ nothing. `mongobench.results` turns raw results into samples and tables.
 
 from __future__ import annotations
 
+import collections
 import functools
 import ipaddress
 import threading
@@ -38,7 +39,7 @@ from mongobench.driver import base, connection, ops, procs, sources
 from mongobench.driver.base import ThreadStats
 from mongobench.driver.catalog import WORKLOADS
 from mongobench.measure import ossampler, serverstats
-from mongobench.perftables import coordination, identity, probe, progress
+from mongobench.perftables import coordination, identity, probe, progress, ratesteps
 from mongobench.perftables import experiments as exp_mod
 from mongobench.remote import provenance
 
@@ -247,6 +248,58 @@ def timed_path(workload: str, settings: dict, client_path: str = "multiplexed") 
     return "multiplexed"
 
 
+def check_open_loop(plans, client_path: str = "multiplexed") -> None:
+    """Refuses, before anything runs, an open-loop variant (`target_ops_per_s`) whose timed
+    phase would not run on the multiplexed driver: only its event loops keep a schedule
+    (the pymongo reference path and the pipelined harness-cost threads are closed loops)."""
+    for experiment, variants in plans:
+        for v in variants:
+            rate = v.settings.get("target_ops_per_s")
+            path = timed_path(experiment.workload, v.settings, client_path)
+            if rate and path != "multiplexed":
+                why = (
+                    "--client-path pymongo is a closed loop only"
+                    if client_path == "pymongo"
+                    else f"its timed phase runs on the {path} client, a closed loop only"
+                )
+                raise exp_mod.ExperimentError(
+                    f"target_ops_per_s={rate:g} in {experiment.name} [{v.label}]: {why};"
+                    " the open loop runs on the multiplexed client path"
+                )
+
+
+def check_rate_steps(plans, steps, client_path: str = "multiplexed") -> None:
+    """Refuses, before anything runs, rate steps (see ratesteps) for variants that are not
+    one operation at a time, or whose timed phase has no open loop."""
+    if not steps:
+        return
+    if client_path != "multiplexed":
+        raise exp_mod.ExperimentError(
+            f"--rate-steps runs open loops, on the multiplexed client path only, not"
+            f" --client-path {client_path}"
+        )
+    ratesteps.check(plans)
+    check_open_loop(
+        [(e, [ratesteps.step_variant(v, steps[0], 1.0) for v in vs]) for e, vs in plans],
+        client_path,
+    )
+
+
+def open_loop_figures(settings: dict, stats: ThreadStats, duration_s: float) -> dict | None:
+    """An open-loop variant's rate against its target (None in a closed loop)."""
+    rate = settings.get("target_ops_per_s")
+    if not rate:
+        return None
+    achieved = sum(stats.ops.values()) / max(duration_s, 1e-9)
+    return {
+        "target_ops_per_s": float(rate),
+        "achieved_ops_per_s": achieved,
+        "achieved_share": achieved / float(rate),
+        # operations the schedule had due by the end that no client could begin
+        "owed_ops": stats.counters.get("open_loop_owed_ops", 0),
+    }
+
+
 def run_variant(
     client,
     database: str,
@@ -336,6 +389,7 @@ def run_variant(
         )
 
     total = timed.pop("stats")
+    open_loop = open_loop_figures(variant.settings, total, timed["duration_s"])
     if status_after is None and sum(total.errors.values()):
         baseline = None  # the server did not answer serverStatus after errors: no audit wait
     try:
@@ -376,7 +430,10 @@ def run_variant(
         "finished": finished,
         "audit": audit,
         "error_samples": total.error_samples,
-        "latency": total.latency.encode(),
+        "latency": total.latency.encode(),  # open loop: from the intended send times
+        **(
+            {"open_loop": open_loop, "service_latency": total.service.encode()} if open_loop else {}
+        ),
         "server_before": before,
         "server_after": after,
         "server_info": serverstats.server_info(status_after),
@@ -558,6 +615,7 @@ def run(
     auth_retry_s: float = 0.0,
     estimate: dict | None = None,
     reply_timeout_s: float | None = None,
+    rate_steps: list | None = None,
 ) -> dict:
     """Every selected variant; results go to `out_path` after each variant.
 
@@ -570,7 +628,8 @@ def run(
     that many times, interleaved (see schedule); the samples fold them into a
     mean with its 95 % interval (core.repeats). `auth_retry_s`: see first_use.
     `estimate`: the plan's estimate (its metadata: estimated_seconds, estimated_data_mb, estimate_rates), kept in the results
-    and on every sample beside the measured figures.
+    and on every sample beside the measured figures. `rate_steps` (ratesteps.parse): each
+    variant runs closed loop, then in an open loop at each step's rate (a curve).
     """
     if int(repeats) < 1:
         raise exp_mod.ExperimentError(f"repeats must be 1 or more, not {repeats}")
@@ -582,6 +641,8 @@ def run(
     overrides = uri_write_concern(uri, overrides, log)
     plans = exp_mod.plan(catalog, names, scale, variants, overrides, skip)
     timed_path("", {}, client_path)  # a bad path fails before any variant
+    check_open_loop(plans, client_path)
+    check_rate_steps(plans, rate_steps, client_path)
     bound, bound_from = reply_timeout(uri, reply_timeout_s)
     if bound_from != "uri":  # the URI's own timeoutMS/socketTimeoutMS is what the user asked
         log(f"reply timeout: {bound:g} s ({bound_from}; --reply-timeout or the URI's"
@@ -632,12 +693,14 @@ def run(
             "overrides": {k: overrides[k] for k in sorted(overrides or {})},
             "provenance": provenance.engine(),  # this client's engine, Python, pymongo
             "estimate": dict(estimate or {}),
+            **({"rate_steps": [st.name for st in rate_steps]} if rate_steps else {}),
             "results": [],
         }
         write_json_atomic(out_path, doc)
         order = schedule(plans, repeats)
-        bar_ = progress.terminal_bar(len(order)) if bar else None
-        track = progress.Progress(len(order), log, bar=bar_)
+        runs = len(order) * (1 + len(rate_steps or ()))
+        bar_ = progress.terminal_bar(runs) if bar else None
+        track = progress.Progress(runs, log, bar=bar_)
         leader = (
             coordination.Leader(client, run_id, client_vms, on_phase=track.phase)
             if client_vms > 1
@@ -649,7 +712,7 @@ def run(
                 client, order, repeats, doc, out_path, target, track, log, caps,
                 database=database, os_path=os_path, max_seconds=max_seconds, uri=uri,
                 client_path=client_path, processes=processes, leader=leader,
-                reply_timeout=bound,
+                reply_timeout=bound, steps=rate_steps,
             )  # fmt: skip
         except KeyboardInterrupt as e:  # the partial results are written; the caller says so
             e.run, interrupted = doc, True
@@ -689,13 +752,18 @@ def _probe(client, database: str, uri: str, log) -> tuple[dict, dict]:
     return server, caps
 
 
-def _run_plans(client, order, repeats, doc, out_path, target, track, log, caps=None, **kw):
+def _run_plans(
+    client, order, repeats, doc, out_path, target, track, log, caps=None, steps=None, **kw
+):
     """The variants in `order` (see schedule); each result is written as soon as it
     exists. A variant that needs a feature the server lacks (`caps`, see probe) is n/a, not
-    run. `kw`: the run_variant arguments every variant shares."""
+    run. `steps` (ratesteps): after each variant, its open-loop steps at the rates its
+    closed-loop throughput gives. `kw`: the run_variant arguments every variant shares."""
     uri = kw["uri"]
     gone = None  # why the server cannot be reached any more
-    for experiment, v, r in order:
+    queue = collections.deque((e, v, r, 0, None) for e, v, r in order)
+    while queue:
+        experiment, v, r, step, closed = queue.popleft()
         name = f"{experiment.name}/{v.label}"
         track.begin(name if repeats == 1 else f"{name} (repeat {r + 1}/{repeats})")
         missing = probe.lacking(v.settings, caps)
@@ -740,6 +808,8 @@ def _run_plans(client, order, repeats, doc, out_path, target, track, log, caps=N
             track.end(summary)
         if repeats > 1:
             res.update(repeat=r, repeats=repeats)
+        if steps:
+            queue.extendleft(reversed(_rate_steps(experiment, v, r, step, closed, res, steps, log)))
         too_many = _error_share(res)
         if too_many:
             res["fails_run"] = too_many
@@ -753,6 +823,25 @@ def _run_plans(client, order, repeats, doc, out_path, target, track, log, caps=N
                 if res["status"] == "ok":  # a fragment measured before the server went
                     res["fails_run"] = f"the server was lost during this variant: {why}"
                 write_json_atomic(out_path, doc)
+
+
+def _rate_steps(experiment, v, r, step, closed, res, steps, log) -> list[tuple]:
+    """Marks `res` with its rate step; after a closed-loop result (step 0), the queue
+    entries of its open-loop steps (none when it gave no throughput to step from)."""
+    if step:
+        res["rate_step"] = ratesteps.step_record(step, steps, closed)
+        return []
+    closed = ratesteps.closed_loop_rate(res)
+    res["rate_step"] = ratesteps.step_record(0, steps, closed)
+    if closed is None:
+        if res.get("status") != "n/a":
+            log(f"rate steps of {experiment.name} [{v.label}] not run: its closed loop"
+                " measured no throughput")  # fmt: skip
+        return []
+    return [
+        (experiment, ratesteps.step_variant(v, st, closed), r, i, closed)
+        for i, st in enumerate(steps, 1)
+    ]
 
 
 # A variant with a larger share of failed operations fails the run (its figures are kept,

@@ -127,6 +127,7 @@ def perftables_command(
     run_id: str | None = None,
     auth_retry_s: float | None = None,
     reply_timeout: float | None = None,
+    rate_steps: str | None = None,
 ) -> str:
     """The client command for one perftables run (no secret: the URI is in a file)."""
     q = shlex.quote
@@ -158,6 +159,8 @@ def perftables_command(
         args += ["--client-vms", str(client_vms), "--run-id", str(run_id)]
     if auth_retry_s:
         args += ["--auth-retry-s", f"{auth_retry_s:g}"]
+    if rate_steps:
+        args += ["--rate-steps", rate_steps]
     return f"cd {q(workdir)} && " + " ".join(q(a) for a in args)
 
 

@@ -17,7 +17,7 @@ from collections import OrderedDict
 from mongobench.core.markdown import fixed, md_table
 from mongobench.perftables import experiments as exp_mod
 from mongobench.perftables import identity
-from mongobench.reports import caption
+from mongobench.reports import caption, ratecurve
 from mongobench.reports import layout as layouts
 from mongobench.reports.results import COLUMNS, FAILED_METRIC, NA_METRIC
 from mongobench.reports.tableplots import plot_experiment
@@ -96,8 +96,8 @@ def group(samples: list[dict]) -> dict:
         md = s.get("metadata") or {}
         experiment = md.get("experiment")
         key = _BY_METRIC.get(s["metric"])
-        if not experiment or key is None:
-            continue
+        if not experiment or key is None or ratecurve.is_step(md):
+            continue  # rate steps: their own section (ratecurve)
         try:
             idx = int(float(md.get("variant_index", -1)))
         except (TypeError, ValueError):
@@ -294,6 +294,7 @@ def render(
     """
     catalog = catalog or exp_mod.load()
     grouped = group(samples)
+    curves = ratecurve.collect(samples)  # --rate-steps: latency versus throughput
     failures = failed_variants(samples)
     na = na_variants(samples)
     sections: OrderedDict[str, list[str]] = OrderedDict()
@@ -332,6 +333,8 @@ def render(
         necks = bottleneck_lines(rows)
         if necks:
             parts += ["Bottleneck (the resource closest to its limit):", "", *necks, ""]
+        if curves.get(name):
+            parts += ratecurve.section(name, curves[name], plots_dir, plots_ref)
         if plots_dir and measured(rows):
             rows = measured(rows)
             os.makedirs(plots_dir, exist_ok=True)

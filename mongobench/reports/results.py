@@ -188,8 +188,10 @@ def server_latency(res: dict) -> tuple[float | None, dict]:
     return None, {}
 
 
-def latency_figures(res: dict) -> dict[str, dict[str, float]]:
-    hist = lat.LatencyRecorder.decode(res.get("latency") or {})
+def latency_figures(res: dict, key: str = "latency") -> dict[str, dict[str, float]]:
+    """Per-operation latency summaries: `latency` (an open loop's from the intended send
+    times) or `service_latency` (an open loop's from the actual sends)."""
+    hist = lat.LatencyRecorder.decode(res.get(key) or {})
     return {op: lat.summarize(h) for op, h in sorted(hist.histograms.items())}
 
 
@@ -230,6 +232,16 @@ def metadata(run: dict, res: dict) -> dict:
         md[k] = v
     for k, v in (res.get("counters") or {}).items():
         md[k] = v
+    ol = res.get("open_loop")
+    if ol:  # target_ops_per_s (in the settings) against what was achieved
+        md["achieved_ops_per_s"] = round(ol["achieved_ops_per_s"], 3)
+        md["achieved_of_target_pct"] = round(100.0 * ol["achieved_share"], 1)
+    step = res.get("rate_step")
+    if step:  # one point of a latency-versus-throughput curve (perftables.ratesteps)
+        md["rate_step"], md["rate_steps"] = step["step"], step["steps"]
+        md["rate_step_name"] = step.get("name") or "closed loop"
+        if step.get("closed_loop_ops_per_s") is not None:
+            md["closed_loop_ops_per_s"] = round(step["closed_loop_ops_per_s"], 3)
     if res.get("repeats"):  # one of several runs of the variant; combined by reports.repeats
         md["repeat"] = res["repeat"]
     if res.get("stopped_early"):
@@ -294,12 +306,17 @@ def to_samples(run: dict, extra_metadata: dict | None = None) -> list[dict]:
             col = COLUMNS[key]
             fig_md = dict(md, **per_figure[key]) if key in per_figure else md
             out.append(_stamped(sample(col.metric, value, col.unit, fig_md), stamp))
-        for op, summary in latency_figures(res).items():
-            if not summary.get("count"):
-                continue
-            op_md = dict(md, op=op, op_count=summary["count"], latency_source="client")
-            for stat, name in LATENCY_STATS:
-                out.append(_stamped(sample(f"{op} {name}", summary[stat], "ms", op_md), stamp))
+        open_loop = bool(res.get("open_loop"))
+        for key, kind in (("latency", ""), ("service_latency", "service ")):
+            for op, summary in latency_figures(res, key).items():
+                if not summary.get("count"):
+                    continue
+                op_md = dict(md, op=op, op_count=summary["count"], latency_source="client")
+                if open_loop:  # docs/perftables.md: open loop
+                    op_md["latency_from"] = "actual send" if kind else "intended send time"
+                for stat, name in LATENCY_STATS:
+                    metric = f"{op} {kind}{name}"
+                    out.append(_stamped(sample(metric, summary[stat], "ms", op_md), stamp))
     # A variant run several times (--repeats) gives one sample per figure: the mean and its
     # 95 % interval.
     return repeats.combine(out) + na_samples(run, extra_metadata)

@@ -66,6 +66,16 @@ def _cli(capsys, *argv):
         (["--max-seconds", "-5"], "--max-seconds: must be a number of seconds > 0, not '-5'"),
         (["--max-seconds", "0"], "--max-seconds: must be a number of seconds > 0, not '0'"),
         (["--skip", "nope/1"], "skip names unknown variant(s): nope/1"),
+        (["--set", "target_ops_per_s=0"], "--set: target_ops_per_s=0 is not a number in"),
+        (
+            ["--set", "target_ops_per_s=100", "--client-path", "pymongo"],
+            "--client-path pymongo is a closed loop only",
+        ),
+        (["--rate-steps", "0.5,100/s"], "--rate-steps '0.5,100/s': fractions and rates"),
+        (
+            ["--rate-steps", "auto", "--experiments", "insert_batchsize"],
+            "inserts in batches of 10 (a bulk operation); rate steps need a single-operation",
+        ),
     ],
 )
 def test_cli_run_rejects_bad_flags_before_connecting(tmp_path, capsys, args, expected):

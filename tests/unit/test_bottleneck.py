@@ -72,6 +72,16 @@ def test_a_rate_limited_client_that_got_its_rate_is_offered_load():
     assert bottleneck.judge(found, offered_share=0.6, offered_rate=500).startswith("server CPU")
 
 
+def test_an_open_loop_that_met_its_rate_on_a_shared_host_is_offered_load():
+    """The test bed's client shares the server's host: CPU judges nothing there, but a
+    rate that was met says what set the throughput (the open loop's target)."""
+    found = bottleneck.readings({"cpu_pct": 97.0}, client_share=0.4, client_cores=2)
+    line = bottleneck.judge(found, shared_host=True, offered_share=0.98, offered_rate=50)
+    assert line == "offered load (98% of 50 ops/s; shared host, highest: server CPU 97%)"
+    missed = bottleneck.judge(found, shared_host=True, offered_share=0.5, offered_rate=50)
+    assert missed.startswith("shared host (")
+
+
 def test_on_a_shared_host_cpu_names_nothing_but_server_signals_still_do():
     found = bottleneck.readings({"cpu_pct": 99.0}, client_share=0.98, client_cores=1)
     line = bottleneck.judge(found, shared_host=True)
