@@ -298,9 +298,12 @@ def CheckPrerequisites(benchmark_config):
         )
     try:
         planned = _Plan()
-        perftables_runner.check_open_loop(planned, _CLIENT_PATH.value)
+        path_flag = "--mongodb_perftables_client_path"
+        perftables_runner.check_open_loop(planned, _CLIENT_PATH.value, path_flag)
         steps = ratesteps.parse(_RATE_STEPS.value, "--mongodb_perftables_rate_steps")
-        perftables_runner.check_rate_steps(planned, steps, _CLIENT_PATH.value)
+        perftables_runner.check_rate_steps(
+            planned, steps, _CLIENT_PATH.value, "--mongodb_perftables_rate_steps", path_flag
+        )
         names.check_database(_DATABASE.value, "--mongodb_perftables_database")
     except ValueError as e:  # ExperimentError too
         raise errors.Config.InvalidValue(str(e)) from None

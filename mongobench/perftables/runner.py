@@ -248,17 +248,18 @@ def timed_path(workload: str, settings: dict, client_path: str = "multiplexed") 
     return "multiplexed"
 
 
-def check_open_loop(plans, client_path: str = "multiplexed") -> None:
+def check_open_loop(plans, client_path: str = "multiplexed", path_flag="--client-path") -> None:
     """Refuses, before anything runs, an open-loop variant (`target_ops_per_s`) whose timed
     phase would not run on the multiplexed driver: only its event loops keep a schedule
-    (the pymongo reference path and the pipelined harness-cost threads are closed loops)."""
+    (the pymongo reference path and the pipelined harness-cost threads are closed loops).
+    `path_flag`: the flag the message names (PKB's or the CLI's)."""
     for experiment, variants in plans:
         for v in variants:
             rate = v.settings.get("target_ops_per_s")
             path = timed_path(experiment.workload, v.settings, client_path)
             if rate and path != "multiplexed":
                 why = (
-                    "--client-path pymongo is a closed loop only"
+                    f"{path_flag} pymongo is a closed loop only"
                     if client_path == "pymongo"
                     else f"its timed phase runs on the {path} client, a closed loop only"
                 )
@@ -268,20 +269,23 @@ def check_open_loop(plans, client_path: str = "multiplexed") -> None:
                 )
 
 
-def check_rate_steps(plans, steps, client_path: str = "multiplexed") -> None:
+def check_rate_steps(
+    plans, steps, client_path="multiplexed", steps_flag="--rate-steps", path_flag="--client-path"
+) -> None:
     """Refuses, before anything runs, rate steps (see ratesteps) for variants that are not
     one operation at a time, or whose timed phase has no open loop."""
     if not steps:
         return
     if client_path != "multiplexed":
         raise exp_mod.ExperimentError(
-            f"--rate-steps runs open loops, on the multiplexed client path only, not"
-            f" --client-path {client_path}"
+            f"{steps_flag} runs open loops, on the multiplexed client path only, not"
+            f" {path_flag} {client_path}"
         )
-    ratesteps.check(plans)
+    ratesteps.check(plans, steps_flag)
     check_open_loop(
         [(e, [ratesteps.step_variant(v, steps[0], 1.0) for v in vs]) for e, vs in plans],
         client_path,
+        path_flag,
     )
 
 

@@ -178,3 +178,36 @@ def test_perftables_repeats_give_intervals(pkb_python, tmp_path, pkb_temp):
         assert "|repeats:2|" in labels and "|ci95_low:" in labels and "|stdev:" in labels
     log = open(f"{run_dir}/pkb.log").read()
     assert "[4/4] insert_docsize/1 (repeat 2/2): " in log
+
+
+def test_perftables_rate_steps_give_a_curve_in_the_samples(pkb_python, tmp_path, pkb_temp):
+    """--mongodb_perftables_rate_steps 0.5,2: a hot-document variant runs closed loop, then in
+    an open loop at half and twice its throughput; PKB's samples carry each step, the open
+    ones their target, achieved rate and service-time latency."""
+    state = testbed.up(str(tmp_path / "tb"))
+    try:
+        p = run_pkb(
+            pkb_python,
+            "mongodb_perftables",
+            state["configs"]["mongodb_perftables"],
+            pkb_temp,
+            "--mongodb_perftables_experiments=concurrency",
+            "--mongodb_perftables_variants=10, False",
+            "--mongodb_perftables_client_processes=1",
+            "--mongodb_perftables_rate_steps=0.5,2",
+            timeout=900,
+        )
+    finally:
+        testbed.down(str(tmp_path / "tb"))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    [run_dir] = glob.glob(str(pkb_temp / "runs" / "*"))
+    run = json.load(open(f"{run_dir}/perftables-results.json"))
+    assert [r["label"] for r in run["results"]] == ["10, False", "10, False @ 0.5x",
+                                                     "10, False @ 2x"]  # fmt: skip
+    samples = [json.loads(line) for line in open(f"{run_dir}/perfkitbenchmarker_results.json")]
+    tput = {s["labels"].split("|rate_step_name:")[1].split("|")[0]: s["labels"]
+            for s in samples if s["metric"] == "Operation Throughput"}  # fmt: skip
+    assert set(tput) == {"closed loop", "0.5x", "2x"}
+    assert "|target_ops_per_s:" in tput["2x"] and "|achieved_of_target_pct:" in tput["2x"]
+    assert "|target_ops_per_s:" not in tput["closed loop"]
+    assert any(s["metric"] == "update service p99 latency" for s in samples)
