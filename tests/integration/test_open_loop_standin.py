@@ -75,7 +75,7 @@ def test_below_saturation_the_open_loop_gets_its_rate(server_uri, tmp_path):
     run, paced = _variant(server_uri, tmp_path, "slow", target_ops_per_s=40)
     ol = paced["open_loop"]
     assert 0.9 <= ol["achieved_share"] <= 1.05, ol
-    assert not ol["owed_ops"]
+    assert ol["owed_ops"] <= 3  # at most one a client behind when the phase ended
     md = {s["metric"]: s["metadata"] for s in results.to_samples(run)}
     line = md["Operation Throughput"]["bottleneck"]
     assert line.startswith("offered load (") and "of 40 ops/s" in line, line
