@@ -44,7 +44,7 @@ from perfkitbenchmarker.linux_packages import mongobench_host, mongobench_mongod
 
 from mongobench.deploy import mongod
 from mongobench.stress import report as stress_report
-from mongobench.stress import search, steps
+from mongobench.stress import search, seeding, steps
 
 BENCHMARK_NAME = "mongodb_stress"
 BENCHMARK_CONFIG = """
@@ -244,6 +244,16 @@ _TLS = flags.DEFINE_bool(
     " for this run on the PKB host (cryptography package); YCSB connects with tls=true and"
     " trusts that CA.",
 )
+_SEEDING = flags.DEFINE_enum(
+    "mongodb_stress_data_seeding",
+    "copy",
+    seeding.SEEDINGS,
+    "copy: YCSB loads instance 0, which is then shut down cleanly and its data files copied"
+    " to the other instances (cp --reflink=auto), each copy verified (record count, SHA-256"
+    " of sampled records) before its step; loading is used instead where copying is not"
+    " possible (instances' storage settings differ), and the metadata says why. load: YCSB"
+    " loads every instance.",
+)
 _CLIENT_VMS = flags.DEFINE_integer(
     "mongodb_stress_client_vms",
     None,
@@ -315,6 +325,7 @@ def _Settings():
         drop_caches=_DROP_CACHES.value,
         host_settings=_HOST_SETTINGS.value,
         tls=_TLS.value,
+        seeding=_SEEDING.value,
     )
 
 
@@ -353,7 +364,7 @@ def Run(benchmark_spec) -> list[sample.Sample]:
         found,
         metadata=st.metadata,
         search_seconds=round(time.time() - t0, 1),
-        records_loaded=st.sizing.records * len(st.loaded),
+        records_loaded=st.sizing.records * len(st.ycsb_loaded),
         sla_ms=_SLA_MS.value,
         mongodb_version=st.server.version,
         max_instances=st.sizing.max_instances,

@@ -396,7 +396,7 @@ def _Marker(server):
     return server.workdir
 
 
-def _StandinArgv(server, inst):
+def _StandinArgv(server, inst, data_files=False):
     # the stand-in binds one address: all of them when several are asked for
     bind = inst.bind_ip if "," not in inst.bind_ip else "0.0.0.0"
     argv = [
@@ -415,19 +415,23 @@ def _StandinArgv(server, inst):
         argv += ["--replset", inst.replset]
     if inst.tls_pem:  # the stand-in takes no config file: TLS comes as an option
         argv += ["--tls-cert-key-file", inst.tls_pem]
+    if data_files:  # its store in a data file in dbPath, written at a clean stop
+        argv += ["--dbpath", inst.paths.dbpath]
     return argv
 
 
-def Start(vm, server, inst, config_text, *, numactl=(), timeout_s=None):
+def Start(vm, server, inst, config_text, *, numactl=(), timeout_s=None, data_files=False):
     """Writes the config, starts the instance detached with its PID file, waits until it
     accepts connections on inst.host:inst.port. Returns its PID. A clear error with the end
-    of its log when it exits or does not listen in time."""
+    of its log when it exits or does not listen in time. `data_files`: the stand-in keeps its
+    store in a data file in its dbPath too (read at start, written at a clean stop), as mongod
+    always does, so its dbPath can be copied to another instance."""
     q = shlex.quote
     p = inst.paths
     vm.RemoteCommand(f"mkdir -p {q(p.dbpath)}")
     mongobench_ycsb.WriteRemoteFile(vm, p.config, config_text)
     if server.kind == "standin":
-        argv = _StandinArgv(server, inst)
+        argv = _StandinArgv(server, inst, data_files)
         cmd = processes.background_command(argv, pid_file=p.pid_file, stdout=p.stdout)
     else:
         binary = "mongos" if inst.role == "mongos" else "mongod"

@@ -13,6 +13,8 @@ benchmark's flags say. It defines no Install function, so PKB never installs it.
 import dataclasses
 import logging
 import os
+import posixpath
+import shlex
 import time
 
 from perfkitbenchmarker import background_tasks, errors, vm_util
@@ -25,10 +27,11 @@ from perfkitbenchmarker.linux_packages import (
 
 from mongobench.core import units
 from mongobench.remote import probes
-from mongobench.stress import placement, steps, usage
+from mongobench.stress import placement, seeding, steps, usage
 from mongobench.stress import report as stress_report
 from mongobench.stress import sizing as stress_sizing
 
+VERIFY_TIMEOUT_S = 600
 DROP_CACHES_COMMAND = "sync && echo 3 | sudo tee /proc/sys/vm/drop_caches >/dev/null"
 STRESS_NG_SAFETY_S = 900  # stress-ng ends by itself this long after a step should have
 
@@ -65,6 +68,7 @@ class Settings:
     drop_caches: bool
     host_settings: bool
     tls: bool
+    seeding: str = "copy"
 
     @property
     def uses_numactl(self):
@@ -82,9 +86,18 @@ class State:
     instance_nodes: list  # NUMA node id of each instance
     tls_pem: str | None  # the server's certificate-key PEM on the server VM
     metadata: dict
-    loaded: set = dataclasses.field(default_factory=set)
+    seeding: "seeding.Seeding" = None  # stress.seeding.Seeding, chosen by Prepare
+    reflink: bool = False  # copies are clones (stress.seeding.reflink_probe_command)
+    loaded: set = dataclasses.field(default_factory=set)  # instances holding their data
+    ycsb_loaded: set = dataclasses.field(default_factory=set)  # ... loaded by YCSB
+    pending: dict = dataclasses.field(default_factory=dict)  # copy -> its source's Fingerprint
+    verified: dict = dataclasses.field(default_factory=dict)  # copy -> Fingerprint it matched
     running: set = dataclasses.field(default_factory=set)
     failure: str | None = None
+
+    @property
+    def copying(self):
+        return self.seeding is not None and self.seeding.mode == "copy"
 
 
 # ----------------------------------------------------------------------------- prepare
@@ -223,7 +236,27 @@ def Prepare(server_vm, clients, settings):
     else:
         meta["host_settings_applied"] = False
     logging.info("mongodb_stress sizing: %s", sizing.metadata())
-    return State(server, sizing, facts, hosts, bind_ip, numactl, placed, tls_pem, meta)
+    st = State(server, sizing, facts, hosts, bind_ip, numactl, placed, tls_pem, meta)
+    _ChooseSeeding(server_vm, st, settings)
+    return st
+
+
+def _ChooseSeeding(vm, st, settings):
+    """Copy or load (stress.seeding.choose over every instance's config), and for copies
+    whether the scratch disk clones files; recorded in the run's metadata."""
+    configs = [
+        mongobench_mongod.Config(st.server, _Instance(st, settings, i), cache_gb=st.sizing.cache_gb)
+        for i in range(st.sizing.max_instances)
+    ]
+    st.seeding = seeding.choose(settings.seeding, server_kind=st.server.kind, configs=configs)
+    st.metadata.update(st.seeding.metadata())
+    if st.copying:
+        _, _, rc = vm.RemoteCommandWithReturnCode(
+            seeding.reflink_probe_command(st.server.instances_dir), ignore_failure=True
+        )
+        st.reflink = rc == 0
+        st.metadata["data_copy"] = "reflink" if st.reflink else "plain"
+    logging.info("mongodb_stress data seeding: %s (%s)", st.seeding.mode, st.seeding.reason)
 
 
 # ----------------------------------------------------------------------------- steps
@@ -249,14 +282,20 @@ def _EnsureInstances(vm, st, settings, n):
         if extra:
             mongobench_mongod.Stop(vm, st.server, [_Instance(st, settings, i) for i in extra])
             st.running.difference_update(extra)
+    _StartInstances(vm, st, settings, [i for i in range(n) if i not in st.running])
+
+
+def _StartInstances(vm, st, settings, todo):
+    """Starts the instances `todo` (with copies, the stand-in keeps its data files)."""
 
     def start(index):
         inst = _Instance(st, settings, index)
         config = mongobench_mongod.Config(st.server, inst, cache_gb=st.sizing.cache_gb)
-        mongobench_mongod.Start(vm, st.server, inst, config, numactl=st.numactl[index])
+        mongobench_mongod.Start(
+            vm, st.server, inst, config, numactl=st.numactl[index], data_files=st.copying
+        )
         return index
 
-    todo = [i for i in range(n) if i not in st.running]
     if todo:
         started = background_tasks.RunThreaded(start, todo, max_concurrent_threads=8)
         st.running.update(started)
@@ -302,6 +341,79 @@ def _Load(clients, st, settings, plan):
         rc = _ReturnCode(state, out, f"loading instance {p.instance}", timeout)
         steps.load_result(p, rc, out.text)
         st.loaded.add(p.instance)
+        st.ycsb_loaded.add(p.instance)
+
+
+def _Fingerprints(clients, st, procs):
+    """instance -> stress.seeding.Fingerprint of each process's instance (record count,
+    SHA-256 of sampled records), read by the YCSB binding's VerifyData on the first client VM
+    in one JVM. StepError with its stderr when an instance cannot be read."""
+    vm = clients[0]
+    files = {}
+    for p in procs:
+        path = posixpath.join(mongobench_ycsb.RunDir(vm), f"verify-i{p.instance:03d}.properties")
+        extra = {seeding.SAMPLES_PROPERTY: seeding.VERIFY_SAMPLES}
+        text = steps.load_properties(p, tls_ca_file=_TlsCa(st, vm), extra=extra)
+        mongobench_ycsb.WriteRemoteFile(vm, path, text)
+        files[p.instance] = path
+    argv = seeding.verify_command(
+        mongobench_ycsb.Java(),
+        mongobench_ycsb.Classpath(mongobench_ycsb.WorkDir(vm)),
+        list(files.values()),
+    )
+    out, err, rc = vm.RemoteCommandWithReturnCode(
+        shlex.join(argv), ignore_failure=True, timeout=VERIFY_TIMEOUT_S
+    )
+    got = seeding.parse_verify(out)
+    missing = [i for i, f in files.items() if f not in got]
+    if rc or missing:
+        tail = "\n".join(err.strip().splitlines()[-5:])
+        raise steps.StepError(
+            f"data seeding: VerifyData on {vm.name} could not read instance(s) {missing}"
+            f" (exit {rc}):\n{tail}"
+        )
+    return {i: got[f] for i, f in files.items()}
+
+
+def _Copy(vm, clients, st, settings, plan):
+    """The source (running, loaded) is fingerprinted and checked, stopped cleanly, its
+    dbPath copied to every instance of plan.copy in parallel; the copies then await their
+    verification (st.pending). Returns step metadata."""
+    t0 = time.time()
+    [source_proc] = [p for p in plan.run if p.instance == plan.source]
+    fp = _Fingerprints(clients, st, [source_proc])[plan.source]
+    seeding.check_source(fp, st.sizing.records)
+    source = _Instance(st, settings, plan.source)
+    mongobench_mongod.Stop(vm, st.server, [source])
+    st.running.discard(plan.source)
+    targets = [_Instance(st, settings, i).paths.dbpath for i in plan.copy]
+    _, err, rc = vm.RemoteCommandWithReturnCode(
+        seeding.copy_command(source.paths.dbpath, targets), ignore_failure=True
+    )
+    if rc:
+        raise steps.StepError(f"data seeding: copying instance {plan.source}'s files: {err}")
+    for i in plan.copy:
+        st.pending[i] = fp
+        st.loaded.add(i)
+    return {
+        "copied_instances": ",".join(str(i) for i in plan.copy),
+        "copy_seconds": round(time.time() - t0, 1),
+    }
+
+
+def _VerifyCopies(clients, st, plan):
+    """Every copy this step runs that was not verified yet equals its source (record count,
+    sampled records), else StepError; the run's metadata then says so."""
+    todo = [p for p in plan.run if p.instance in st.pending]
+    if not todo:
+        return {}
+    got = _Fingerprints(clients, st, todo)
+    for p in todo:
+        seeding.check_copy(p.instance, got[p.instance], st.pending[p.instance])
+        st.verified[p.instance] = st.pending.pop(p.instance)
+    source = st.verified[todo[-1].instance]
+    st.metadata.update(seeding.verification_metadata(source, st.verified))
+    return {"verified_copies": ",".join(str(p.instance) for p in todo)}
 
 
 def _HoldMemory(vm, st, settings, n):
@@ -357,12 +469,27 @@ def Step(server_vm, clients, st, settings, n):
         records=st.sizing.records,
         hosts=st.hosts,
         first_port=settings.first_port,
+        copy_from=seeding.SOURCE if st.copying else None,
+        # clones cost nothing: every instance the search may use, in the first round
+        copy_upto=st.sizing.max_instances if st.copying and st.reflink else 0,
     )
     info = {"loaded_instances": ",".join(str(p.instance) for p in plan.load) or "none"}
     t0 = time.time()
-    _EnsureInstances(server_vm, st, settings, n)
-    if plan.load:
-        _Load(clients, st, settings, plan)
+    if st.copying:  # the source runs alone while it is loaded and copied
+        if plan.load or plan.copy:
+            _StartInstances(
+                server_vm, st, settings, [plan.source] if plan.source not in st.running else []
+            )
+        if plan.load:
+            _Load(clients, st, settings, plan)
+        if plan.copy:
+            info.update(_Copy(server_vm, clients, st, settings, plan))
+        _EnsureInstances(server_vm, st, settings, n)
+        info.update(_VerifyCopies(clients, st, plan))
+    else:
+        _EnsureInstances(server_vm, st, settings, n)
+        if plan.load:
+            _Load(clients, st, settings, plan)
     info["load_seconds"] = round(time.time() - t0, 1)
 
     if settings.drop_caches:

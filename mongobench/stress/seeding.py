@@ -27,6 +27,7 @@ from mongobench.stress.steps import StepError
 SEEDINGS = ("copy", "load")
 SOURCE = 0  # the instance YCSB loads; the others get copies of its files
 VERIFY_SAMPLES = 64
+SAMPLES_PROPERTY = "mongobench.verify.samples"  # VerifyData: records sampled
 VERIFY_CLASS = "io.github.mongobench.ycsb.VerifyData"
 # Settings that may differ between instances whose files are copies of one another: where the
 # files are, and the cache (a runtime setting, not written into the files).
@@ -98,23 +99,35 @@ def choose(
 
 
 def copy_command(source_dbpath: str, target_dbpaths: Sequence[str], *, sudo: bool = True) -> str:
-    """Copies the (stopped) source's dbPath into every target dbPath, all in parallel, each
-    target emptied first; `cp -a --reflink=auto` keeps owners and modes and clones extents
-    where the file system can. Exits non-zero, naming the target, when any copy fails."""
+    """Copies the (stopped) source's dbPath to every target dbPath, all in parallel: each
+    target's parent is made as the caller (as Start makes them), the target replaced by
+    `cp -a --reflink=auto` (owners and modes kept, extents cloned where the file system can).
+    Exits non-zero, naming the target, when any copy fails."""
     if not target_dbpaths:
         raise ValueError("no target to copy to")
     q = shlex.quote
     s = "sudo " if sudo else ""
-    src = q(source_dbpath.rstrip("/") + "/.")
+    src = q(source_dbpath.rstrip("/"))
     parts = ["pids=''"]
     for target in target_dbpaths:
-        t = q(target)
+        t = q(target.rstrip("/"))
         parts.append(
-            f"{{ {s}rm -rf {t} && {s}mkdir -p {t} && {s}cp -a --reflink=auto {src} {t}/ ||"
+            f"{{ mkdir -p {t} && {s}rm -rf {t} && {s}cp -a --reflink=auto {src} {t} ||"
             f" {{ echo 'copy to '{t}' failed' >&2; exit 1; }}; }} & pids=\"$pids $!\""
         )
     parts.append("rc=0; for p in $pids; do wait $p || rc=1; done; exit $rc")
     return "; ".join(parts)
+
+
+def reflink_probe_command(directory: str) -> str:
+    """Exits 0 when `cp --reflink=always` clones a file in `directory` (XFS with reflink,
+    btrfs): copies are then clones, free in time and space, and made for every instance at
+    once."""
+    d = shlex.quote(directory)
+    return (
+        f'f=$(mktemp -p {d}) && cp --reflink=always "$f" "$f.clone" 2>/dev/null; rc=$?; '
+        'rm -f "$f" "$f.clone"; exit $rc'
+    )
 
 
 # ----------------------------------------------------------------------------- verification

@@ -61,6 +61,9 @@ def test_stress_on_the_test_bed(pkb_python, tmp_path, pkb_temp):
             pkb_temp,
             "--mongodb_stress_hold_memory",
             f"--mongodb_stress_hold_memory_gb={HOLD_GB}",
+            # the config's 3 s steps: under a load of 26 on this 2-core host both YCSB
+            # processes of a step connected after their 3 s were over (0 operations)
+            "--mongodb_stress_step_seconds=10",
             timeout=1200,
         )
         leftover = os.listdir(scratch)  # the run's directories are gone (before `down`)
@@ -115,9 +118,21 @@ def test_stress_on_the_test_bed(pkb_python, tmp_path, pkb_temp):
     assert len(cpu) == len(steps) and all(s["unit"] == "%" and 0 <= s["value"] <= 100 for s in cpu)
     assert all(labels(s)["bottleneck"] != "unknown" for s in steps)
     assert meta["bottleneck"] != "unknown" and meta["server_cpu_pct"] not in ("", "None")
-    # each instance was loaded once, not once per step
+    # Data seeding by copy: YCSB loaded instance 0 only, once; every other instance got a
+    # copy of its data files (the stand-in keeps its store in its dbpath), verified (record
+    # count, SHA-256 of sampled records) before its step; YCSB ran on every copy.
     [loaded] = by_metric["Records Loaded"]
-    assert loaded["value"] == 1000 * max(tried)
+    assert loaded["value"] == 1000
+    assert meta["data_seeding"] == "copy", meta.get("data_seeding_reason")
+    assert meta["data_copy"] in ("reflink", "plain")
+    assert meta["data_seeding_verified"] == "True"
+    copies = [int(i) for i in meta["data_seeding_copies"].split(",")]
+    assert copies == list(range(1, max(tried)))
+    assert meta["data_seeding_records"] == "1000" and meta["data_seeding_sampled_keys"] == "64"
+    assert re.fullmatch(r"[0-9a-f]{64}", meta["data_seeding_sha256"])
+    first = min(steps, key=lambda s: int(labels(s)["step"]))
+    assert labels(first)["loaded_instances"] == "0" and labels(first)["copied_instances"]
+    assert all(labels(s)["loaded_instances"] == "none" for s in steps if s is not first)
     assert "Step Failed" not in by_metric
 
     # Every process the benchmark started (it logs each PID) is gone, and nothing of the
@@ -185,6 +200,8 @@ def test_stress_with_tls_on_the_test_bed(pkb_python, tmp_path, pkb_temp):
         assert meta["tls_mode"] == "requireTLS" and meta["tls_server_names"] == "127.0.0.1"
     [top] = [s for s in ours if s["metric"] == "Maximum Throughput"]
     assert top["value"] > 0 and labels(top)["p99_source"] == "merged histograms"
+    # the copies were verified over TLS too (VerifyData trusts the run's CA as YCSB does)
+    assert labels(top)["data_seeding"] == "copy" and labels(top)["data_seeding_verified"] == "True"
 
     log = open(f"{run_dir}/pkb.log").read()
     # the stand-ins got the PEM; YCSB trusted the run's CA; no key material was logged

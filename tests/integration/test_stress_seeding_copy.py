@@ -30,7 +30,7 @@ def _props(uri: str, proc: steps.YcsbProcess, **extra) -> str:
         operationcount=proc.insertcount,
         threadcount=2,
         url=uri.rstrip("/") + "/ycsb",
-        extra={"mongobench.verify.samples": 32, **extra},
+        extra={seeding.SAMPLES_PROPERTY: 32, **extra},
     )
 
 
