@@ -29,6 +29,7 @@ SOURCE = 0  # the instance YCSB loads; the others get copies of its files
 VERIFY_SAMPLES = 64
 SAMPLES_PROPERTY = "mongobench.verify.samples"  # VerifyData: records sampled
 VERIFY_CLASS = "io.github.mongobench.ycsb.VerifyData"
+FTDC_DIR = "diagnostic.data"  # mongod's full-time diagnostic data capture, per instance
 # Settings that may differ between instances whose files are copies of one another: where the
 # files are, and the cache (a runtime setting, not written into the files).
 _PER_INSTANCE_STORAGE = (("dbPath",), ("wiredTiger", "engineConfig", "cacheSizeGB"))
@@ -101,7 +102,8 @@ def choose(
 def copy_command(source_dbpath: str, target_dbpaths: Sequence[str], *, sudo: bool = True) -> str:
     """Copies the (stopped) source's dbPath to every target dbPath, all in parallel: each
     target's parent is made as the caller (as Start makes them), the target replaced by
-    `cp -a --reflink=auto` (owners and modes kept, extents cloned where the file system can).
+    `cp -a --reflink=auto` (owners and modes kept, extents cloned where the file system can),
+    without the source's diagnostic.data (FTDC: each instance records its own).
     Exits non-zero, naming the target, when any copy fails."""
     if not target_dbpaths:
         raise ValueError("no target to copy to")
@@ -112,7 +114,8 @@ def copy_command(source_dbpath: str, target_dbpaths: Sequence[str], *, sudo: boo
     for target in target_dbpaths:
         t = q(target.rstrip("/"))
         parts.append(
-            f"{{ mkdir -p {t} && {s}rm -rf {t} && {s}cp -a --reflink=auto {src} {t} ||"
+            f"{{ mkdir -p {t} && {s}rm -rf {t} && {s}cp -a --reflink=auto {src} {t} &&"
+            f" {s}rm -rf {t}/{FTDC_DIR} ||"
             f" {{ echo 'copy to '{t}' failed' >&2; exit 1; }}; }} & pids=\"$pids $!\""
         )
     parts.append("rc=0; for p in $pids; do wait $p || rc=1; done; exit $rc")

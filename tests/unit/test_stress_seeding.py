@@ -60,6 +60,8 @@ def test_copy_command_copies_into_every_target_in_parallel(tmp_path):
     (src / "journal").mkdir(parents=True)
     (src / "collection-0.wt").write_bytes(b"x" * 4096)
     (src / "journal" / "WiredTigerLog.1").write_text("log")
+    (src / "diagnostic.data").mkdir()
+    (src / "diagnostic.data" / "metrics.interim").write_text("ftdc of the source")
     stale = tmp_path / "t1"
     stale.mkdir()
     (stale / "old.wt").write_text("stale")
