@@ -24,7 +24,9 @@ def _follower(uri_file, run_id, index, log):
     )  # fmt: skip
 
 
-def _run_with_follower(uri_file, server_uri, tmp_path, experiments, variants, database):
+def _run_with_follower(
+    uri_file, server_uri, tmp_path, experiments, variants, database, overrides=None
+):
     run_id = f"it{int(time.time() * 1000)}"
     log = open(tmp_path / f"follower-{database}.log", "w+")
     follower = _follower(uri_file, run_id, 1, log)
@@ -32,7 +34,7 @@ def _run_with_follower(uri_file, server_uri, tmp_path, experiments, variants, da
         run = perftables.run(
             server_uri, experiments, "smoke", str(tmp_path / f"{database}.json"),
             database=database, variants=variants, os_path=False,
-            processes=1, client_vms=2, run_id=run_id, log=lambda _: None,
+            processes=1, client_vms=2, run_id=run_id, log=lambda _: None, overrides=overrides,
         )  # fmt: skip
         assert follower.wait(60) == 0
     finally:
@@ -161,3 +163,20 @@ def test_a_follower_that_starts_late_is_reported(uri_file, server_uri, tmp_path,
     assert any("client VM 1 started" in line and "after the common start" in line for line in lines)
     md = results.to_samples(run)[0]["metadata"]
     assert md["client_vm_late_s"] == round(late, 3)
+
+
+def test_two_client_vms_share_one_open_loop_rate(uri_file, server_uri, tmp_path):
+    """target_ops_per_s is the variant's rate over every client of every client VM: two VMs
+    together achieve it (each VM alone at the full rate would double it), each about half,
+    and the service time of both VMs is merged with their intended-time latency."""
+    over = {"target_ops_per_s": 60, "duration_s": 2.0, "total_ops": 10**9, "threads": 4}
+    run = _run_with_follower(
+        uri_file, server_uri, tmp_path, ["concurrency"], ["10, False"], "mb_vmo", over
+    )
+    [r] = run["results"]
+    assert 0.85 <= r["open_loop"]["achieved_share"] <= 1.1, r["open_loop"]
+    vms = r["client_per_vm"]
+    assert all(0.35 <= v["ops"] / sum(r["ops"].values()) <= 0.65 for v in vms), vms
+    figures = {op: f["count"] for op, f in results.latency_figures(r).items()}
+    service = {op: f["count"] for op, f in results.latency_figures(r, "service_latency").items()}
+    assert figures == service == {"update": sum(r["ops"].values())}
