@@ -908,7 +908,13 @@ def _nothing_acknowledged(res: dict) -> str:
 def _one_line(res: dict) -> str:
     ops = sum(res["ops"].values())
     errors = sum(res["errors"].values())
+    ol = res.get("open_loop")
+    offered = (
+        f", {ol['achieved_ops_per_s']:.0f} of {ol['target_ops_per_s']:g} ops/s offered"
+        if ol
+        else ""
+    )
     return (
         f"{ops} ops, {res['docs']} docs in {res['duration_s']:.2f}s "
-        f"({res['docs'] / max(res['duration_s'], 1e-9):.0f} docs/s), {errors} errors"
+        f"({res['docs'] / max(res['duration_s'], 1e-9):.0f} docs/s), {errors} errors{offered}"
     )

@@ -8,6 +8,8 @@ service time (from the actual send) does not tell the difference. Below saturati
 unlimited stand-in) the open loop gets its rate and the bottleneck line says so. Orderings with wide margins, not
 timings: the machine is a loaded 2-core one."""
 
+import re
+
 import pytest
 
 from mongobench.core import latency as lat
@@ -30,10 +32,10 @@ def one_ticket(tmp_path_factory):
     srv.stop()
 
 
-def _variant(uri, tmp_path, name, **extra) -> tuple[dict, dict]:
+def _variant(uri, tmp_path, name, log=lambda m: None, **extra) -> tuple[dict, dict]:
     run = perftables.run(
         uri, ["concurrency"], "smoke", str(tmp_path / f"{name}.json"), database="mb_open",
-        variants=["10, False"], overrides=dict(OVER, **extra), log=lambda m: None,
+        variants=["10, False"], overrides=dict(OVER, **extra), log=log,
         os_path=False, processes=1,
     )  # fmt: skip
     [r] = run["results"]
@@ -72,8 +74,11 @@ def test_beyond_saturation_the_open_loop_latency_exceeds_the_closed_loop_figure(
 
 
 def test_below_saturation_the_open_loop_gets_its_rate(server_uri, tmp_path):
-    run, paced = _variant(server_uri, tmp_path, "slow", target_ops_per_s=40)
+    lines = []
+    run, paced = _variant(server_uri, tmp_path, "slow", lines.append, target_ops_per_s=40)
     ol = paced["open_loop"]
+    # the variant's [i/N] line says the rate it got against the offered one
+    assert any(re.search(r"\[1/1\] .* errors, \d+ of 40 ops/s offered,", x) for x in lines), lines
     assert 0.9 <= ol["achieved_share"] <= 1.05, ol
     assert ol["owed_ops"] <= 3  # at most one a client behind when the phase ended
     md = {s["metric"]: s["metadata"] for s in results.to_samples(run)}
