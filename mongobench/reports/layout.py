@@ -12,6 +12,7 @@
           headers: {threads: Threads}                                   # this table's headers
           extra: [p99_latency_ms, errors]                               # the project's, after
       plot: {x: limit, lines: [{setting: query_type, pattern: "(not cached|cached)$"}]}
+      # plot: {y: mb_per_s}     # the plotted figure (default: the throughput the tables show)
 
 A column is a figure (a key of results.COLUMNS) or a label column; `label` in a list stands
 for every label column. `sort` is the seed's $sort (`-` descending; a list gives an explicit
@@ -143,6 +144,7 @@ class Layout:
     x: LabelColumn | None = None  # the plot's x axis (None: the first numeric label column)
     lines: tuple[LabelColumn, ...] | None = None  # the plot's line settings (None: the others)
     plot_x_declared: bool = False
+    y: str | None = None  # the plot's figure (a results.COLUMNS key; None: the throughput)
 
     def label(self, name: str) -> LabelColumn | None:
         return next((c for c in self.labels if c.name == name), None)
@@ -234,8 +236,10 @@ def parse(spec: Mapping, label_settings: Sequence[str] = (), where: str = "layou
     )
     sort = tuple(_sort_key(s, names, where) for s in spec.get("sort") or ())
     plot = spec.get("plot") or {}
-    if set(plot) - {"x", "lines"}:
-        raise LayoutError(f"{where}: plot takes x and lines, not {sorted(plot)}")
+    if set(plot) - {"x", "lines", "y"}:
+        raise LayoutError(f"{where}: plot takes x, lines and y, not {sorted(plot)}")
+    if plot.get("y") is not None and plot["y"] not in COLUMNS:
+        raise LayoutError(f"{where}: plot y {plot['y']!r} is not a figure")
     by_name = {c.name: c for c in labels}
 
     def column(c):
@@ -243,7 +247,7 @@ def parse(spec: Mapping, label_settings: Sequence[str] = (), where: str = "layou
 
     x = column(plot["x"]) if plot.get("x") else None
     lines = tuple(column(c) for c in plot["lines"]) if "lines" in plot else None
-    return Layout(labels, tables, sort, x, lines, "x" in plot)
+    return Layout(labels, tables, sort, x, lines, "x" in plot, plot.get("y"))
 
 
 def _label_column(c, where: str) -> LabelColumn:
@@ -315,6 +319,10 @@ def _sort_key(s, labels: Sequence[str], where: str) -> SortKey:
 # ----------------------------------------------------------------------------- plots
 
 
+# A numeric setting with fewer values (0 % or 50 % new keys) is two categories: bars.
+MIN_LINE_POINTS = 3
+
+
 def is_numeric(values: Iterable) -> bool:
     values = [v for v in values if v is not None]
     return bool(values) and all(
@@ -324,11 +332,17 @@ def is_numeric(values: Iterable) -> bool:
 
 def plot_axes(layout: Layout, mds: Sequence[Mapping]) -> tuple[LabelColumn | None, tuple]:
     """(x column, line columns): the declared ones, else the first label column whose values
-    are all numbers as x and the other label columns as lines; (None, labels) when none is."""
+    are all numbers, and at least MIN_LINE_POINTS of them, as x and the other label columns
+    as lines; (None, labels) when none is: categories are grouped bars, not lines."""
+
+    def numeric_axis(c: LabelColumn) -> bool:
+        values = [c.raw(md) for md in mds]
+        return is_numeric(values) and len({v for v in values if v is not None}) >= MIN_LINE_POINTS
+
     x = layout.x
     if x is None and not layout.plot_x_declared:
-        x = next((c for c in layout.labels if is_numeric(c.raw(md) for md in mds)), None)
-    if x is not None and not is_numeric(x.raw(md) for md in mds):
+        x = next((c for c in layout.labels if numeric_axis(c)), None)
+    if x is not None and not numeric_axis(x):
         x = None
     lines = layout.lines
     if lines is None:

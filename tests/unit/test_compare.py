@@ -371,7 +371,7 @@ def test_report_tables_plots_and_na(three_runs, tmp_path):
 
 
 def test_report_of_perftables_only_has_no_sweep_plots(tmp_path):
-    f = write_results(tmp_path / "p.json", perftables_samples({"1": 5.0}), "r1", {})
+    f = write_results(tmp_path / "p.json", perftables_samples({"1": 5.0, "4": 3.0}), "r1", {})
     text, plots = compare.compare([f], str(tmp_path / "r.md"))
     assert [pathlib.Path(p).name for p in plots] == ["perftables_insert_docsize.png"]
     assert pathlib.Path(plots[0]).parent == tmp_path / "r-plots"

@@ -112,7 +112,8 @@ def test_cli_samples_and_report_keep_failures(tmp_path, capsys):
     assert cli.main(["report", "--results", str(out), "--out", str(md)]) == 0
     text = md.read_text()
     assert "| 32 |" in text and "FAILED" in text and "not run" in text
-    assert (tmp_path / "plots" / "insert_docsize.png").exists()
+    # one measured variant: a table row, no single-bar plot (issue 21 item 8)
+    assert not (tmp_path / "plots" / "insert_docsize.png").exists()
     metrics = [s["metric"] for s in results.run_samples(perftables_out())]
     assert metrics.count("Variant Failed") == 1 and metrics.count("Variant Not Applicable") == 1
 

@@ -7,6 +7,7 @@ import pathlib
 import re
 
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.container import BarContainer
 
 from mongobench.perftables import experiments as exp_mod
@@ -248,7 +249,8 @@ def test_a_numeric_label_is_the_x_axis_and_the_others_are_lines(catalog, tmp_pat
     for ax in (tput, p99):
         assert ax.get_xscale() == "log"  # 10 to 400 threads
         assert ax.get_xlabel() == "Num Threads"
-        assert _legend(ax) == {"Updating Index: false", "Updating Index: true"}
+        assert _legend(ax) == {"false", "true"}  # short: the title names the setting
+        assert ax.get_legend().get_title().get_text() == "Updating Index"
         lines = [ln for ln in ax.get_lines() if not ln.get_label().startswith("_")]
         assert [list(ln.get_xdata()) for ln in lines] == [[10, 20, 50, 100, 200, 400]] * 2
         assert not ax.containers  # no repeats, no error bars
@@ -261,7 +263,8 @@ def test_small_spans_stay_linear_and_derived_settings_make_lines(catalog, tmp_pa
     fetch = _plot(catalog, tmp_path, "query_fetch")
     ax = fetch.axes[0]
     assert ax.get_xscale() == "log" and ax.get_xlabel() == "Documents fetched"
-    assert _legend(ax) == {"Cache: cached", "Cache: not cached"}
+    assert _legend(ax) == {"cached", "not cached"}
+    assert ax.get_legend().get_title().get_text() == "Cache"
 
 
 def test_without_a_numeric_label_bars_per_variant(catalog, tmp_path):
@@ -311,3 +314,80 @@ def test_report_links_a_plot_per_experiment(catalog, tmp_path):
     text = report.render(report.load_pkb_results(path), catalog, plots_dir=str(plots))
     assert sorted(p.name for p in plots.iterdir()) == ["concurrency.png", "insert_idtype.png"]
     assert "](plots/concurrency.png)" in text
+
+
+# ----------------------------------------------------------------------------- readable plots
+# issue 21 item 8: the figure objects, not pixels.
+
+
+def test_document_size_is_plotted_in_mb_per_s_on_a_log_size_axis(catalog, tmp_path):
+    fig = _plot(catalog, tmp_path, "insert_docsize")
+    ax = fig.axes[0]
+    assert ax.get_title() == "Speed (MB/s)" and ax.get_ylabel() == "Speed (MB/s)"
+    assert ax.get_xscale() == "log"
+
+
+def test_figures_spanning_two_decades_get_a_log_y_axis(catalog, tmp_path):
+    e = catalog["insert_docsize"]
+    # docs/s falls 1000-fold from 1 KB to 2 MB documents: a linear axis puts them on zero
+    lay = layout.parse({"labels": [{"setting": "doc_size_kb", "header": "KB"}]}, e.label)
+    rows = report.group(samples_of(catalog, {"insert_docsize"}))["insert_docsize"]
+    for row in rows.values():
+        row["docs_per_s"] = 100_000.0 / float(row["_md"]["doc_size_kb"])
+    fig = plot_experiment(e.title, lay, {"": layout.prepare(rows, e.label)},
+                          str(tmp_path / "d.png"))  # fmt: skip
+    assert fig.axes[0].get_title() == "Speed (docs/s)" and fig.axes[0].get_yscale() == "log"
+    # p99 in this made-up data spans less: linear, from zero
+    assert fig.axes[1].get_yscale() == "linear" and fig.axes[1].get_ylim()[0] == 0
+
+
+def test_a_numeric_setting_of_two_values_is_grouped_bars_not_lines(catalog, tmp_path):
+    fig = _plot(catalog, tmp_path, "updateapi")
+    ax = fig.axes[0]
+    assert not [ln for ln in ax.get_lines() if len(ln.get_xdata()) > 1]  # no lines
+    bars = [c for c in ax.containers if isinstance(c, BarContainer)]
+    assert len(bars) == 4  # updateOne/findOneAndUpdate x upsert true/false
+    assert all(len(b.patches) == 2 for b in bars)  # one bar in each of the two groups
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["0", "50"]
+    assert ax.get_ylabel() == "Percent Inserts"
+    assert ax.get_legend().get_title().get_text() == "Function, Using Upsert"
+    assert _legend(ax) == {"updateOne, false", "updateOne, true", "findOneAndUpdate, false",
+                           "findOneAndUpdate, true"}  # fmt: skip
+
+
+def test_value_labels_sit_on_the_bars_and_whiskers_stop_at_zero(catalog, tmp_path):
+    def wide(e, v, key):  # a 95 % interval wider than the mean: its low end below zero
+        return {"repeats": 3, "ci95_low": -1000.0, "ci95_high": 5000.0}
+
+    fig = _plot(catalog, tmp_path, "insert_idtype", wide)
+    ax = fig.axes[0]
+    [bars] = [c for c in ax.containers if isinstance(c, BarContainer)]
+    labels = [t for t in ax.texts if t.get_text().replace(",", "").replace(".", "").isdigit()]
+    assert len(labels) == len(bars.patches) == 3
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    for patch, text in zip(bars.patches, labels, strict=True):
+        where, bar = text.get_window_extent(renderer), patch.get_window_extent(renderer)
+        # on the bar (its middle), not at the whisker's end (5000, far right of the bar)
+        assert bar.x0 < (where.x0 + where.x1) / 2 < bar.x1
+        assert bar.y0 < (where.y0 + where.y1) / 2 < bar.y1
+    (segments,) = [c for c in bars.errorbar.lines[2]]
+    lows = [min(seg[0][0], seg[1][0]) for seg in segments.get_segments()]
+    assert min(lows) == 0.0  # clipped at zero, not -1000
+    assert ax.get_xlim()[0] == 0
+
+
+def test_one_variant_of_one_run_is_a_table_row_not_a_plot(catalog, tmp_path):
+    e = catalog["insert_iops"]
+    rows = layout.prepare(report.group(samples_of(catalog, {"insert_iops"}))["insert_iops"],
+                          e.label)  # fmt: skip
+    assert len(rows) == 1
+    png = tmp_path / "iops.png"
+    assert plot_experiment(e.title, layout.of(e), {"": rows}, str(png)) is None
+    assert not png.exists()
+    text = report.render(samples_of(catalog, {"insert_iops"}), catalog, plots_dir=str(tmp_path))
+    assert "insert_iops.png" not in text and "### Performance" in text
+    # two runs of it: bars side by side
+    fig = plot_experiment(e.title, layout.of(e), {"a": rows, "b": rows}, str(png))
+    assert fig is not None and len(fig.axes[0].patches) == 2
