@@ -38,7 +38,7 @@ from perfkitbenchmarker.linux_packages import (
     mongobench_topology,
 )
 
-from mongobench.core import names, shardkey
+from mongobench.core import interrupt, names, shardkey
 from mongobench.deploy.atlas import api, cluster
 from mongobench.measure import ossampler
 from mongobench.perftables import estimate as estimate_mod
@@ -409,6 +409,8 @@ def _HardwareLabels(benchmark_spec, kind):
     return out
 
 
+# SIGTERM to PKB is handled like Ctrl-C: Cleanup runs (PKB alone would end at once).
+@interrupt.sigterm_as_ctrl_c()
 def Prepare(benchmark_spec):
     # PKB calls Cleanup on cloud VMs, and after a failed stage, only with this flag:
     # without it an Atlas cluster or a failed variant would go unnoticed and stay.
@@ -564,6 +566,7 @@ def _LastLine(stderr):
     return lines[-1][:1000] if lines else "the engine wrote nothing on stderr"
 
 
+@interrupt.sigterm_as_ctrl_c()
 def Run(benchmark_spec):
     state = benchmark_spec.mongobench
     user = _Overrides()

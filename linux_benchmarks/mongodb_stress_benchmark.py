@@ -42,6 +42,7 @@ from absl import flags
 from perfkitbenchmarker import configs, errors, sample
 from perfkitbenchmarker.linux_packages import mongobench_host, mongobench_mongod, mongobench_stress
 
+from mongobench.core import interrupt
 from mongobench.deploy import mongod
 from mongobench.stress import report as stress_report
 from mongobench.stress import search, seeding, steps
@@ -333,6 +334,8 @@ def _Vms(spec):
     return spec.vm_groups["servers"][0], list(spec.vm_groups["clients"])
 
 
+# SIGTERM to PKB is handled like Ctrl-C: Cleanup runs (PKB alone would end at once).
+@interrupt.sigterm_as_ctrl_c()
 def Prepare(benchmark_spec) -> None:
     """Installs and ships what each VM needs, sizes the run, applies host settings."""
     benchmark_spec.always_call_cleanup = True  # stop what we started even when a stage fails
@@ -344,6 +347,7 @@ def _Log(message, problem=False):
     (logging.error if problem else logging.info)("mongodb_stress: %s", message)
 
 
+@interrupt.sigterm_as_ctrl_c()
 def Run(benchmark_spec) -> list[sample.Sample]:
     """Searches for the peak; samples of every step and the two KPIs."""
     st = benchmark_spec.mongodb_stress

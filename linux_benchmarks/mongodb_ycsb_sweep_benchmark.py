@@ -29,7 +29,7 @@ from perfkitbenchmarker.linux_packages import (
     mongobench_ycsb,
 )
 
-from mongobench.core import names, redact, units
+from mongobench.core import interrupt, names, redact, units
 from mongobench.perftables import estimate as estimate_mod
 from mongobench.remote import shipping
 from mongobench.sweep import estimate as sweep_estimate
@@ -142,8 +142,12 @@ def CheckPrerequisites(benchmark_config):
         # An empty flag is no request for the default sweep (up to 10 GB): leave it out.
         raise errors.Config.InvalidValue(f"--mongodb_ycsb_sweep_sizes_mb: {e}") from None
     try:
+        phases = plan.parse_phases(_PHASES.value)
+    except plan.SweepError as e:
+        raise errors.Config.InvalidValue(f"--mongodb_ycsb_sweep_phases: {e}") from None
+    try:
         steps = plan.plan(_SIZES.value, operation_count=_OPERATIONS.value)
-        plan.check_mix(steps, plan.parse_phases(_PHASES.value))
+        plan.check_mix(steps, phases)
         names.check_collection(_TABLE.value, "--mongodb_ycsb_sweep_table")
     except ValueError as e:  # SweepError too
         raise errors.Config.InvalidValue(f"mongodb_ycsb_sweep: {e}") from None
@@ -184,6 +188,8 @@ def _Drop(vm, state):
     return memory
 
 
+# SIGTERM to PKB is handled like Ctrl-C: Cleanup runs (PKB alone would end at once).
+@interrupt.sigterm_as_ctrl_c()
 def Prepare(benchmark_spec):
     # PKB calls Cleanup on cloud VMs, and after a failed stage, only with this flag.
     benchmark_spec.always_call_cleanup = True
@@ -277,6 +283,7 @@ def _Log(message, problem=False):
     (logging.error if problem else logging.info)("mongodb_ycsb_sweep: %s", message)
 
 
+@interrupt.sigterm_as_ctrl_c()
 def Run(benchmark_spec):
     clients = _Clients(benchmark_spec)
     state = benchmark_spec.mongobench_sweep

@@ -749,7 +749,9 @@ def cmd_plan(args) -> int:
     if memory is None:
         memory, source = host_memory_bytes(), "this host"
     try:
-        steps = plan(args.sizes, operation_count=args.operations, memory_bytes=memory)
+        steps = _named(
+            "--sizes", plan, args.sizes, operation_count=args.operations, memory_bytes=memory
+        )
     except SweepError as e:
         raise SystemExit(f"mongobench: {e}") from None
     print(f"memory: {round(memory / MiB) if memory else 'unknown'} MiB ({source})")
@@ -760,7 +762,7 @@ def cmd_plan(args) -> int:
     headers = ["Size", "Records", "Operations per run", "Dataset (MB)", "> memory"]
     print(md_table(headers, rows, ["--:", "--:", "--:", "--:", ":--"]))
     try:
-        phases = parse_phases(args.phases)
+        phases = _named("--phases", parse_phases, args.phases)
     except SweepError as e:
         raise SystemExit(f"mongobench: {e}") from None
     est = sweep_estimate.estimate(steps, phases, sweep_estimate.rates_for(None, args.rates))
@@ -777,12 +779,21 @@ def _check_sweep_args(args) -> tuple:
             files.check_output(args.out, "--out", rewritten=True)
         if args.raw_dir:
             files.check_output_dir(args.raw_dir, "--raw-dir")
-        steps = plan(args.sizes, operation_count=args.operations)
-        phases = parse_phases(args.phases)
+        steps = _named("--sizes", plan, args.sizes, operation_count=args.operations)
+        phases = _named("--phases", parse_phases, args.phases)
         check_mix(steps, phases)
     except ValueError as e:  # SweepError, OutputError
         raise SystemExit(f"mongobench: {e}") from None
     return steps, phases
+
+
+def _named(option, parse, *a, **kw):
+    """parse(*a, **kw), its SweepError naming `option` (an empty --sizes is no request for
+    the default sweep: the line says which option was empty)."""
+    try:
+        return parse(*a, **kw)
+    except SweepError as e:
+        raise SweepError(f"{option}: {e}") from None
 
 
 def cmd_run(args) -> int:

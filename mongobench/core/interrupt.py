@@ -61,6 +61,25 @@ def installed():
             signal.signal(s, handler)
 
 
+@contextlib.contextmanager
+def sigterm_as_ctrl_c():
+    """While in the block (or the decorated function), SIGTERM raises Interrupted(SIGTERM) in
+    the main thread, a KeyboardInterrupt: a host program that handles Ctrl-C handles SIGTERM
+    the same way. PKB has no SIGTERM handler (it would end at once, without its Cleanup); it
+    answers a KeyboardInterrupt in a stage by calling the benchmark's Cleanup when the
+    benchmark set `always_call_cleanup`. SIGINT is left to the host; outside the main thread
+    nothing changes; the earlier SIGTERM handler comes back after the block, so a second
+    SIGTERM during Cleanup ends the host as before."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGTERM, _raise)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
 _PR_SET_PDEATHSIG = 1
 
 

@@ -2,14 +2,14 @@
 
 Refused before anything is provisioned (CheckPrerequisites or flag parsing, no VM
 contacted), or survived as stated: a server killed in the last variant fails the run with
-that variant marked (through the CLI: tests/integration/test_fault_campaign.py; the
-./pkb.py run of it is not here yet), and Ctrl-C to pkb.py mid-variant leaves no engine
-process behind. No device node is replaced. The engine's own cases are in
+that variant marked (FAILED, no unmarked throughput), and Ctrl-C or SIGTERM to pkb.py
+mid-variant runs Cleanup and leaves no engine process behind. No device node is replaced. The engine's own cases are in
 tests/integration/test_fault_campaign.py and tests/integration/test_interrupt.py.
 Runs when PKB_DIR names a PKB checkout (see tests/e2e/conftest.py).
 """
 
 import glob
+import json
 import os
 import signal
 import stat
@@ -119,18 +119,23 @@ def _engine_processes(scratch) -> list[str]:
     return out
 
 
-def test_ctrl_c_on_pkb_mid_variant_leaves_no_engine_process(pkb_python, tmp_path, pkb_temp):
+STOP_BOUND_S = 180  # from the signal to PKB's end, Cleanup included, on a loaded 2-core host
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_signal_to_pkb_mid_variant_runs_cleanup_and_leaves_no_engine_process(
+    pkb_python, tmp_path, pkb_temp, signum
+):
     # bad 2: Ctrl-C on ./pkb.py left two engine workers running for about 30 s, their work
-    # directory already deleted (Cleanup sent TERM to the engine's PID only). (SIGTERM to
-    # pkb.py ends PKB without its Cleanup: the detached engine then runs to its end; see
-    # docs/faults.md.)
+    # directory already deleted (Cleanup sent TERM to the engine's PID only); SIGTERM to
+    # pkb.py ended PKB without its Cleanup, and the detached engine ran to its end.
     state, vm, scratch = bed_vm(tmp_path)
     flags = {
         "mongodb_perftables_uri_file": state["uri_file"],
         "mongodb_perftables_scale": "smoke",
         "mongodb_perftables_experiments": "update_fields",
         "mongodb_perftables_variants": TWO_VARIANTS,
-        "mongodb_perftables_set": "duration_s=120",
+        "mongodb_perftables_set": "duration_s=300",
         "mongodb_perftables_client_processes": 2,
     }
     config = config_with(tmp_path / "p.yaml", "mongodb_perftables", vm, flags)
@@ -141,8 +146,10 @@ def test_ctrl_c_on_pkb_mid_variant_leaves_no_engine_process(pkb_python, tmp_path
         while len(_engine_processes(scratch)) < 3 and time.monotonic() < deadline:
             time.sleep(0.2)
         assert len(_engine_processes(scratch)) >= 3, _pkb_log(pkb_temp)[-4000:]
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=300)
+        t0 = time.monotonic()
+        proc.send_signal(signum)
+        proc.wait(timeout=STOP_BOUND_S + 120)
+        elapsed = time.monotonic() - t0
         out = _output(pkb_temp)
         left = _engine_processes(scratch)
     finally:
@@ -152,3 +159,64 @@ def test_ctrl_c_on_pkb_mid_variant_leaves_no_engine_process(pkb_python, tmp_path
     assert proc.returncode != 0, out[-3000:]
     assert left == [], left
     assert os.listdir(scratch) == []  # Cleanup ran, after the engine was gone
+    assert "Cleaning up benchmark mongodb_perftables" in _pkb_log(pkb_temp)
+    # well before the variant's 300 s would have ended by itself
+    assert elapsed < STOP_BOUND_S, elapsed
+
+
+def _samples(temp_dir) -> list[dict]:
+    """The run's samples, their collapsed labels '|k:v|k:v|' as a dict in `md`."""
+    (path,) = glob.glob(str(temp_dir / "runs" / "*" / "perfkitbenchmarker_results.json"))
+    out = []
+    for line in open(path):
+        s = json.loads(line)
+        s["md"] = dict(part.partition(":")[::2] for part in s["labels"].strip("|").split("|"))
+        out.append(s)
+    return out
+
+
+def _status(temp_dir) -> dict:
+    (path,) = glob.glob(str(temp_dir / "runs" / "*" / "completion_statuses.json"))
+    (status,) = [json.loads(line) for line in open(path)]
+    return status
+
+
+def test_a_server_killed_in_the_last_variant_fails_the_pkb_run(pkb_python, tmp_path, pkb_temp):
+    # bad 1: the server died during the last variant after some operations were
+    # acknowledged; PKB said SUCCEEDED and published the fragment as that variant's figures
+    state, vm, scratch = bed_vm(tmp_path)
+    flags = {
+        "mongodb_perftables_uri_file": state["uri_file"],
+        "mongodb_perftables_scale": "smoke",
+        "mongodb_perftables_experiments": "update_fields",
+        "mongodb_perftables_variants": TWO_VARIANTS,
+        "mongodb_perftables_set": "duration_s=20",
+        "mongodb_perftables_client_processes": 1,
+    }
+    config = config_with(tmp_path / "p.yaml", "mongodb_perftables", vm, flags)
+    proc = _start_pkb(pkb_python, config, pkb_temp)
+    try:
+        _wait_log(pkb_temp, "[2/2] update_fields/10, 500000, plain: running", proc)
+        time.sleep(3.0)  # some operations of the last variant are acknowledged
+        testbed.stop_pid(state["pids"]["server"])
+        proc.wait(timeout=600)
+        out = _output(pkb_temp)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        testbed.down(str(tmp_path / "tb"))
+    assert proc.returncode != 0, out[-3000:]
+    status = _status(pkb_temp)
+    assert status["status"] == "FAILED", status
+    assert "update_fields [10, 500000, plain]" in status["status_detail"], status
+    samples = [s for s in _samples(pkb_temp) if s["md"].get("experiment") == "update_fields"]
+    last = [s for s in samples if s["md"].get("variant") == "10, 500000, plain"]
+    assert last, samples
+    # the fragment measured before the server died is kept only marked (fails_run), or the
+    # variant is a "Variant Failed" sample: never published as that variant's throughput
+    for s in last:
+        assert s["metric"] == "Variant Failed" or s["md"].get("fails_run"), s
+    first = [s for s in samples if s["md"].get("variant") == "1, 500000, plain"]
+    assert any(s["metric"] != "Variant Failed" and not s["md"].get("fails_run")
+               for s in first), first  # fmt: skip
+    assert _engine_processes(scratch) == []

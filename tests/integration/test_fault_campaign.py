@@ -162,7 +162,8 @@ def test_bad_uri_files(tmp_path, case, content, expected):
         ("sweep --out /dev/full", ("--out", "/dev/full"), ["--out /dev/full", "regular"]),
         # weak: a one-record sweep failed its 50/50 phase with "no READ operations"
         ("one-record sweep", ("--sizes", "0.001"), ["too few", "50/50", "at least 30"]),
-        ("empty phases", ("--phases", ""), ["no phase given"]),
+        ("empty phases", ("--phases", ""), ["--phases: no phase given"]),
+        ("empty sizes", ("--sizes", ""), ["--sizes: no dataset sizes given"]),
     ],
 )
 def test_sweep_refused_before_the_target_is_touched(tmp_path, case, argv, expected):
