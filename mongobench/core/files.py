@@ -59,9 +59,16 @@ def check_output_dir(path: str, option: str) -> None:
         raise OutputError(f"{option} {path}: the directory {parent} does not exist")
 
 
+_SPECIAL_DIRS = ("/dev", "/proc")
+
+
 def is_regular_or_absent(path: str) -> bool:
     """Whether files may be placed beside `path` (a default plots directory next to a
-    report): not for /dev/stdout and friends."""
+    report): not for /dev/stdout and friends, even when the shell sent that stream to a
+    regular file (`--out /dev/stdout > report.md` must not create /dev/plots)."""
+    parent = os.path.realpath(os.path.dirname(os.path.abspath(path)))
+    if any(parent == d or parent.startswith(d + "/") for d in _SPECIAL_DIRS):
+        return False
     return not os.path.exists(path) or stat.S_ISREG(os.stat(path).st_mode)
 
 

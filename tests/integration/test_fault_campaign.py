@@ -175,17 +175,60 @@ def test_sweep_refused_before_the_target_is_touched(tmp_path, case, argv, expect
 # ----------------------------------------------------------------- survived as stated
 
 
-def test_report_to_a_full_device_is_one_line_and_makes_no_plots_dir(tmp_path, server_uri):
-    # bad 3 and 4: `report --out /dev/full` gave a traceback and created /dev/plots/
+def _perftables_samples(tmp_path):
     samples = tmp_path / "samples.json"
     samples.write_text(
         json.dumps({"metric": "Document Throughput", "value": 1.0, "unit": "docs/sec",
                     "metadata": {"experiment": "insert_docsize", "variant": "1"}}) + "\n"
     )  # fmt: skip
-    p = mongobench("report", "--pkb-results", str(samples), "--out", "/dev/full")
+    return str(samples)
+
+
+def test_report_to_a_full_device_is_one_line_and_makes_no_plots_dir(tmp_path):
+    # bad 3 and 4: `report --out /dev/full` gave a traceback and created /dev/plots/
+    p = mongobench("report", "--pkb-results", _perftables_samples(tmp_path), "--out", "/dev/full")
     refused(p, "/dev/full", "No space left on device")
     assert not os.path.exists("/dev/plots")
     assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+
+
+def test_report_to_dev_stdout_sent_to_a_file_makes_no_plots_dir(tmp_path):
+    # bad 3: /dev/stdout redirected by the shell to a regular file counted as a report file,
+    # and its plots went to a new /dev/plots/
+    out = tmp_path / "report.md"
+    with open(out, "w") as f:
+        p = subprocess.run(
+            [sys.executable, "-m", "mongobench", "report", "--pkb-results",
+             _perftables_samples(tmp_path), "--out", "/dev/stdout"],
+            stdout=f, stderr=subprocess.PIPE, text=True, timeout=180,
+        )  # fmt: skip
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert not os.path.exists("/dev/plots")
+    assert out.read_text().startswith("# MongoDB Performance Tables")
+
+
+def test_report_under_a_file_is_one_line(tmp_path):
+    # bad 4: `report --out /etc/hostname/x` gave a traceback
+    p = mongobench(
+        "report", "--pkb-results", _perftables_samples(tmp_path), "--out", "/etc/hostname/x"
+    )
+    refused(p, "--out /etc/hostname/x", "/etc/hostname is not a directory")
+
+
+def test_report_symlink_out_is_written_through(tmp_path, fresh_symlink):
+    # bad 3: a symlink given as --out was replaced by the atomic rename
+    link, target, inode = fresh_symlink
+    p = mongobench("report", "--pkb-results", _perftables_samples(tmp_path), "--out", str(link))
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert os.stat(target).st_ino == inode
+    assert target.read_text().startswith("# MongoDB Performance Tables")
+
+
+def test_a_port_above_65535_in_the_uri_is_refused(tmp_path):
+    # weak: perftables port 70000 was found after provisioning and a server start (PKB's
+    # flag: tests/e2e/test_pkb_fault_campaign.py); the URI's port is checked up front
+    refused(mongobench(*run_args(tmp_path, "mongodb://127.0.0.1:70000/")), "70000", "Port must be")
 
 
 def test_symlink_out_is_written_through_not_replaced(tmp_path, uri_file, fresh_symlink):
