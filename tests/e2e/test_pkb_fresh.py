@@ -169,5 +169,8 @@ def test_stress_on_fresh_machines(bed, pkb_python, pkb_temp):
     steps = by_metric["overall Throughput"]
     assert steps and all(s["value"] > 0 for s in steps)
     assert by_metric["Maximum Throughput"] and by_metric["Server CPU Usage"]
+    # data seeding by copy on the server VM, each copy verified from the client VM
+    top = by_metric["Maximum Throughput"][0]["labels"]
+    assert "|data_seeding:copy|" in top and "|data_seeding_verified:True|" in top
     # YCSB on the client VM drove the stand-ins on the server VM's address
     assert f"{server}:27017" in log
