@@ -39,6 +39,7 @@ from perfkitbenchmarker.linux_packages import (
 )
 
 from mongobench.core import interrupt, names, shardkey
+from mongobench.core import series as core_series
 from mongobench.deploy.atlas import api, cluster
 from mongobench.measure import ossampler
 from mongobench.perftables import estimate as estimate_mod
@@ -141,6 +142,14 @@ _CLIENT_PATH = flags.DEFINE_enum(
     ("multiplexed", "pymongo"),
     "Client of the timed phases: multiplexed (virtual clients over processes) or pymongo"
     " (the reference path: one thread per client in one process).",
+)
+_INTERVAL = flags.DEFINE_float(
+    "mongodb_perftables_interval_s",
+    core_series.DEFAULT_INTERVAL_S,
+    "Seconds of each interval of the per-variant time series (throughput, errors and"
+    " latency percentiles per interval, on the client VMs' common clock), published as PKB"
+    " time-series samples; 0: none.",
+    lower_bound=0.0,
 )
 _REPEATS = flags.DEFINE_integer(
     "mongodb_perftables_repeats",
@@ -478,6 +487,7 @@ def _RunStep(benchmark_spec, step_index, overrides, extra_metadata):
         os_path=state["workdir"],
         max_seconds=_MAX_SECONDS.value,
         reply_timeout=_REPLY_TIMEOUT.value,
+        interval_s=_INTERVAL.value,
         skip=_SKIP.value,
         processes=_CLIENT_PROCESSES.value or client.NumCpusForBenchmark(),
         client_path=_CLIENT_PATH.value,
@@ -542,10 +552,7 @@ def _RunStep(benchmark_spec, step_index, overrides, extra_metadata):
 
     metadata = dict(state["metadata"], **extra_metadata)
     # Each variant's samples are stamped with its start, not the end of Run.
-    out = [
-        sample.Sample(s["metric"], s["value"], s["unit"], s["metadata"], s.get("timestamp"))
-        for s in results.to_samples(run, metadata)
-    ]
+    out = [mongobench_client.ToSample(s) for s in results.to_samples(run, metadata)]
     failed = results.failed(run)
     out += [sample.Sample(**s) for s in results.failure_samples(run, extra_metadata)]
     expected = sum(len(variants) for _, variants in _Plan()) * _REPEATS.value

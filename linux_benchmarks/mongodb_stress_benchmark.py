@@ -40,7 +40,12 @@ import time
 
 from absl import flags
 from perfkitbenchmarker import configs, errors, sample
-from perfkitbenchmarker.linux_packages import mongobench_host, mongobench_mongod, mongobench_stress
+from perfkitbenchmarker.linux_packages import (
+    mongobench_client,
+    mongobench_host,
+    mongobench_mongod,
+    mongobench_stress,
+)
 
 from mongobench.core import interrupt
 from mongobench.deploy import mongod
@@ -373,7 +378,7 @@ def Run(benchmark_spec) -> list[sample.Sample]:
         mongodb_version=st.server.version,
         max_instances=st.sizing.max_instances,
     )
-    return [sample.Sample(**s) for s in samples]
+    return [mongobench_client.ToSample(s) for s in samples]
 
 
 def Cleanup(benchmark_spec) -> None:

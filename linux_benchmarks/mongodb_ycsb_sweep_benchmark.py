@@ -22,7 +22,7 @@ import os
 import posixpath
 
 from absl import flags
-from perfkitbenchmarker import configs, errors, sample, vm_util
+from perfkitbenchmarker import configs, errors, vm_util
 from perfkitbenchmarker.linux_packages import (
     mongobench_client,
     mongobench_host,
@@ -317,7 +317,7 @@ def Run(benchmark_spec):
         f"{s['metadata']['size_label']} {s['metadata']['phase']}: {s['metadata']['error'][:300]}"
         for s in sweep_samples.failed(samples)
     ]
-    return [sample.Sample(s["metric"], s["value"], s["unit"], s["metadata"]) for s in samples]
+    return [mongobench_client.ToSample(s) for s in samples]
 
 
 def Cleanup(benchmark_spec):

@@ -14,10 +14,11 @@ import os
 import posixpath
 
 from absl import flags
-from perfkitbenchmarker import errors, vm_util
+from perfkitbenchmarker import errors, sample, vm_util
 from perfkitbenchmarker.linux_packages import mongobench_vm
 
 from mongobench.core import redact
+from mongobench.core import samples as core_samples
 from mongobench.deploy import platforms
 from mongobench.remote import diagnostics, shipping
 
@@ -220,3 +221,21 @@ def StopSampler(vm, sampler, local_dir):
     local = os.path.join(local_dir, f"os-readings-{vm.name}.jsonl")
     vm.PullFile(local, out)
     return local
+
+
+def ToSample(s):
+    """The PKB sample of an engine sample dict (metric, value, unit, metadata, timestamp);
+    per-interval figures through PKB's own CreateTimeSeriesSample (its time-series form:
+    the values, timestamps and interval in the metadata)."""
+    if core_samples.is_time_series(s):
+        md = {k: v for k, v in s["metadata"].items() if k not in core_samples.TIME_SERIES_KEYS}
+        made = sample.CreateTimeSeriesSample(
+            values=s["metadata"]["values"],
+            timestamps=s["metadata"]["timestamps"],
+            metric=s["metric"],
+            units=s["unit"],
+            interval=s["metadata"]["interval"],
+            additional_metadata=md,
+        )
+        return made._replace(timestamp=s["timestamp"]) if s.get("timestamp") else made
+    return sample.Sample(s["metric"], s["value"], s["unit"], s["metadata"], s.get("timestamp"))

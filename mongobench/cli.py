@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pymongo import MongoClient
 from pymongo.errors import PyMongoError
 
-from mongobench.core import files, interrupt, names, redact
+from mongobench.core import files, interrupt, names, redact, series
 from mongobench.core.markdown import md_table
 from mongobench.core.pairs import parse_pairs
 from mongobench.core.units import MB, MiB
@@ -86,6 +86,16 @@ def _positive_seconds(text: str) -> float:
         value = float("nan")
     if not 0 < value < float("inf"):
         raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, not {text!r}")
+    return value
+
+
+def _seconds_or_zero(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, not {text!r}")
     return value
 
 
@@ -325,6 +335,7 @@ def cmd_perftables_run(args) -> int:
             estimate=est.metadata(),
             reply_timeout_s=args.reply_timeout,
             rate_steps=steps,
+            interval_s=args.interval_s,
         )
     except (exp_mod.ExperimentError, redact.TargetError) as e:
         # One last line on stderr: PKB's module makes it the run's status detail.
@@ -510,6 +521,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive_seconds,
         help="seconds any call waits for the server's reply before its variant fails"
         f" (default: the URI's timeoutMS or socketTimeoutMS, else {runner.DEFAULT_REPLY_TIMEOUT_S:g})",
+    )
+    run.add_argument(
+        "--interval-s",
+        type=_seconds_or_zero,
+        default=series.DEFAULT_INTERVAL_S,
+        help="throughput, errors and latency percentiles of each timed phase per interval of"
+        " this many seconds, on the clients' common clock (0: none; default: %(default)g)",
     )
     run.add_argument(
         "--client-path",

@@ -29,8 +29,13 @@ class LatencyRecorder:
     def __init__(self):
         self._hist: dict[str, HdrHistogram] = {}
         self._pending: dict[str, Counter] = {}
+        # Called before each operation is recorded, when set: a client thread's interval
+        # recorder (core.series) checks the clock there.
+        self.tick = None
 
     def record(self, op: str, micros: float) -> None:
+        if self.tick is not None:
+            self.tick()
         pending = self._pending.get(op)
         if pending is None:
             pending = self._pending[op] = Counter()
@@ -38,14 +43,20 @@ class LatencyRecorder:
 
     @property
     def histograms(self) -> dict[str, HdrHistogram]:
-        for op, pending in self._pending.items():
+        self.take_pending()
+        return self._hist
+
+    def take_pending(self) -> dict[str, Counter]:
+        """The latencies recorded since the last call (op -> Counter of microseconds), now
+        in the histograms too (core.series keeps them per interval)."""
+        taken, self._pending = self._pending, {}
+        for op, pending in taken.items():
             hist = self._hist.get(op)
             if hist is None:
                 hist = self._hist[op] = new_histogram()
             for micros, count in pending.items():
                 hist.record_value(min(max(micros, LOWEST_US), HIGHEST_US), count)
-        self._pending = {}
-        return self._hist
+        return taken
 
     def merge(self, other: LatencyRecorder) -> None:
         mine = self.histograms

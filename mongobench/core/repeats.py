@@ -4,12 +4,13 @@ per figure.
 Each figure's value becomes the mean over the repeats that succeeded, with `repeats`,
 `stdev`, `ci95_low` and `ci95_high` (Student's t) in its metadata and the single values in
 `repeat_values`; the timestamp is the first repeat's start. Only samples that say which
-`repeat` they come from are folded: the others pass through unchanged.
+`repeat` they come from are folded: the others, and time series, pass through unchanged.
 """
 
 from __future__ import annotations
 
 from mongobench.core import stats
+from mongobench.core.samples import is_time_series
 
 # What makes two samples the same figure of the same thing measured (in different repeats).
 PERFTABLES_IDENTITY = ("experiment", "variant", "op", "hardware_step")
@@ -23,7 +24,9 @@ def combine(samples: list[dict], identity=PERFTABLES_IDENTITY) -> list[dict]:
     for i, s in enumerate(samples):
         md = s.get("metadata") or {}
         key = (s["metric"], s.get("unit"), *(md.get(k) for k in identity))
-        groups.setdefault(key if md.get("repeat") is not None else i, []).append(s)
+        # a time series (core.samples.time_series) stays one per run: nothing to average
+        folded = md.get("repeat") is not None and not is_time_series(s)
+        groups.setdefault(key if folded else i, []).append(s)
     out = []
     for group in groups.values():
         if len(group) == 1:

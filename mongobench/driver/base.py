@@ -19,6 +19,7 @@ from pymongo import WriteConcern
 from pymongo.errors import PyMongoError
 
 from mongobench.core.latency import LatencyRecorder
+from mongobench.core.series import Series
 from mongobench.core.shardkey import shard_collection_command
 from mongobench.core.split import part, share
 from mongobench.core.units import KiB
@@ -48,8 +49,11 @@ class ThreadStats:
     counters: Counter = field(default_factory=Counter)  # workload-specific counts
     # open loop: latency from the actual send (`latency` counts from the intended time)
     service: LatencyRecorder = field(default_factory=LatencyRecorder)
+    series: Series | None = None  # per-interval figures of the timed phase (core.series)
 
     def error(self, op: str, exc: BaseException, n: int = 1) -> None:
+        if self.latency.tick is not None:
+            self.latency.tick()
         key = f"{op}: {type(exc).__name__}"
         self.errors[key] += n
         self.error_samples.setdefault(key, str(exc)[:300])
@@ -64,6 +68,26 @@ class ThreadStats:
         self.counters.update(other.counters)
         for k, v in other.error_samples.items():
             self.error_samples.setdefault(k, v)
+        if other.series is not None:
+            if self.series is None:
+                self.series = Series(other.series.interval_s)
+            self.series.merge(other.series)
+
+    def record_intervals(self, interval_s: float | None, t0: float, tick: bool = False) -> None:
+        """Starts the per-interval recorder (core.series) of the timed phase starting at `t0`
+        (perf_counter seconds) when `interval_s` is set; `tick`: the clock is checked at each
+        recorded operation or error (a client thread; the multiplexed loop checks it at each
+        wake-up instead)."""
+        if interval_s:
+            series = Series.live(self, interval_s, t0)
+            if tick:
+                self.latency.tick = series.check
+
+    def close_intervals(self, now: float | None = None) -> None:
+        """The end of the timed phase: the last counts go to the last interval."""
+        if self.series is not None:
+            self.latency.tick = None
+            self.series.close(now)
 
 
 class Workload:

@@ -397,6 +397,9 @@ class Loop:
             self._next(c, None)
         poll, unpack = self.ep.poll, _HDR.unpack_from
         next_tick = last_reply = clock()
+        # the per-interval recorder (core.series): cut at the first wake-up past a boundary
+        series = self.stats.series
+        cut_at = series.next_cut if series is not None else float("inf")
         epollout = select.EPOLLOUT
         deadline = self.deadline if self.deadline is not None else float("inf")
         try:
@@ -413,6 +416,9 @@ class Loop:
                         wait = min(wait, ahead - 0.001)
                 events = poll(wait)
                 now = run.now = clock()
+                if now >= cut_at:
+                    series.cut(now)
+                    cut_at = series.next_cut
                 if events:
                     last_reply = now
                 if now >= deadline:
@@ -504,17 +510,26 @@ def prepare_clients(
 
 
 def run_prepared(
-    loop: Loop, duration: float | None = None, start_at: Callable[[], None] | None = None
+    loop: Loop,
+    duration: float | None = None,
+    start_at: Callable[[], None] | None = None,
+    interval: float | None = None,
+    common_start: float | None = None,
 ) -> tuple[ThreadStats, float, float]:
     """Waits for the start (`start_at()` returns when the timed phase starts), runs the
     prepared loop for at most `duration` seconds, and returns (stats, seconds of this
-    process's CPU, wall seconds) of the timed phase alone."""
+    process's CPU, wall seconds) of the timed phase alone. `interval`: seconds of the
+    per-interval figures (stats.series, core.series), counted from `common_start`
+    (time.time() of the phase's common start; default: this process's own start)."""
     if start_at is not None:
         start_at()
     t0 = time.perf_counter()
+    late = max(0.0, time.time() - common_start) if common_start else 0.0
+    loop.stats.record_intervals(interval, t0 - late)
     loop.deadline = t0 + duration if duration else None
     cpu0 = time.process_time()
     loop.run_all()
+    loop.stats.close_intervals()
     return loop.stats, time.process_time() - cpu0, time.perf_counter() - t0
 
 

@@ -30,6 +30,7 @@ except ImportError:  # not Unix
     resource = None
 from mongobench.core import split
 from mongobench.core.latency import LatencyRecorder
+from mongobench.core.series import Series
 from mongobench.driver.base import ThreadStats
 
 START_MARGIN_S = 0.05  # from the last worker's "ready" to the common start
@@ -73,7 +74,9 @@ def _cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def _worker(conn, uri, make_source, indices, clients, total, duration, stop, timeout, parent):
+def _worker(
+    conn, uri, make_source, indices, clients, total, duration, stop, timeout, parent, interval
+):
     """One process: connect and set up every client (sources, documents, pools), report
     ready, wait for the start, run, send the stats."""
     interrupt.worker_defaults(parent)
@@ -107,7 +110,9 @@ def _worker(conn, uri, make_source, indices, clients, total, duration, stop, tim
             wait_start()
             stats, wall = multiplex.unreached(source, indices, clients, total, refused), 0.0
         else:
-            stats, _, wall = multiplex.run_prepared(loop, duration, start_at=wait_start)
+            stats, _, wall = multiplex.run_prepared(
+                loop, duration, start_at=wait_start, interval=interval, common_start=start
+            )
         end = time.time()
         cpu = _cpu() - mark["cpu0"]
         part = dict(encode_stats(stats), cpu_s=cpu, wall_s=wall, end=end, clients=len(indices))
@@ -132,6 +137,7 @@ def encode_stats(stats: ThreadStats) -> dict:
         "errors": dict(stats.errors),
         "error_samples": dict(stats.error_samples),
         "counters": dict(stats.counters),
+        **({"series": stats.series.encode()} if stats.series is not None else {}),
     }
 
 
@@ -145,6 +151,8 @@ def decode_stats(part: dict) -> ThreadStats:
     s.errors.update(part["errors"])
     s.error_samples.update(part["error_samples"])
     s.counters.update(part["counters"])
+    if part.get("series"):
+        s.series = Series.decode(part["series"])
     return s
 
 
@@ -159,6 +167,7 @@ def run(
     timeout: float = 30.0,
     on_ready=None,
     indices: range | None = None,
+    interval: float | None = None,
 ) -> Result:
     """Runs `clients` virtual clients over `processes` workers (at most one per client).
 
@@ -170,7 +179,9 @@ def run(
     common start (the caller starts its own measurements there); when it returns
     a time (time.time()), that is the common start (several client VMs start
     together). `indices`: the clients this machine runs, of `clients` in all
-    (default: every one); none gives an empty result at the common start.
+    (default: every one); none gives an empty result at the common start. `interval`:
+    seconds of the per-interval figures (Result.stats.series, merged over the workers by
+    interval start on the common clock; None: none recorded).
     """
     indices = range(clients) if indices is None else indices
     if not len(indices):
@@ -198,6 +209,7 @@ def run(
                 stop,
                 timeout,
                 os.getpid(),
+                interval,
             ),
             daemon=True,
         )

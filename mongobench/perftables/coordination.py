@@ -76,7 +76,7 @@ class Leader:
         self.coll.insert_one({"_id": "leader", "at": time.time()})
 
     def timed(self, uri, workload, settings, database, nthreads, processes, total, duration,
-              on_ready):  # fmt: skip
+              on_ready, interval=None):  # fmt: skip
         """The timed phase of `nthreads` clients over every VM. Returns the leader's
         procs.Result with the followers' statistics, CPU and processes merged in, the client
         cores of all VMs, and one summary per VM."""
@@ -87,7 +87,7 @@ class Leader:
         self.coll.insert_one({
             "_id": f"job-{seq}", "workload": workload, "settings": settings,
             "database": database, "clients": nthreads, "total": total,
-            "duration": duration, "vms": self.vms,
+            "duration": duration, "vms": self.vms, "interval_s": interval,
         })  # fmt: skip
 
         def ready():
@@ -111,7 +111,7 @@ class Leader:
         make = functools.partial(sources.make, workload, settings, database, _wc(settings, uri))
         mine = procs.run(
             uri, make, nthreads, processes, total=total, duration=duration, on_ready=ready,
-            indices=client_range(nthreads, self.vms, 0),
+            indices=client_range(nthreads, self.vms, 0), interval=interval,
         )  # fmt: skip
         ids = [f"result-{seq}-{i}" for i in followers]
         # A follower's share takes about as long as the leader's; a lost one fails the variant.
@@ -224,6 +224,7 @@ def follow(
             res = procs.run(
                 uri, make, job["clients"], processes, total=job["total"],
                 duration=job["duration"], on_ready=ready, indices=mine,
+                interval=job.get("interval_s"),
             )  # fmt: skip
             doc = {
                 "stats": procs.encode_stats(res.stats), "cpu_s": res.cpu_s,

@@ -33,6 +33,7 @@ from pymongo.errors import (
 )
 
 from mongobench.core import interrupt, redact
+from mongobench.core import series as series_mod
 from mongobench.core.files import write_json_atomic
 from mongobench.core.poll import PollTimeout, poll_until
 from mongobench.driver import base, connection, ops, procs, sources
@@ -319,6 +320,7 @@ def run_variant(
     on_phase=None,
     leader=None,
     reply_timeout: float = DEFAULT_REPLY_TIMEOUT_S,
+    interval_s: float | None = series_mod.DEFAULT_INTERVAL_S,
 ) -> dict:
     """One variant, end to end; returns its raw result.
 
@@ -329,6 +331,8 @@ def run_variant(
     `leader`: a coordination.Leader when several client VMs share timed phases.
     `reply_timeout`: the multiplexed timed phase fails its clients when no reply at all came
     for that long (the control path's bound is `client`'s socketTimeoutMS, see run).
+    `interval_s`: the timed phase's throughput, errors and latency per interval of that
+    many seconds go into the result's `series` (core.series; None or 0: none).
     """
     on_phase = on_phase or (lambda name, planned_s=None: None)
     workload_cls = WORKLOADS.get(experiment.workload)
@@ -364,10 +368,10 @@ def run_variant(
         if path == "multiplexed":
             timed = _timed_multiplexed(
                 uri, database, experiment.workload, workload, nthreads, sampler, max_seconds,
-                processes, leader, reply_timeout,
+                processes, leader, reply_timeout, interval_s,
             )  # fmt: skip
         else:
-            timed = _timed_threads(workload, nthreads, sampler, max_seconds)
+            timed = _timed_threads(workload, nthreads, sampler, max_seconds, interval_s)
     except BaseException:
         sampler.stop()  # started: its threads must end with the variant
         raise
@@ -443,6 +447,12 @@ def run_variant(
         "server_info": serverstats.server_info(status_after),
         "os_client": os_summary,
         "server_signals": server_signals,
+        # per interval of the timed phase, on the common clock (core.series)
+        "series": (
+            total.series.summary(timed["start"], timed["duration_s"])
+            if total.series is not None
+            else None
+        ),
         "sampler_cpu_s": os_sampler.cpu_s if os_sampler else None,
         "os_client_device": os_sampler.device_label if os_sampler else None,
     }
@@ -469,7 +479,7 @@ class _PhaseSamplers:
         return (self.os.stop() if self.os else None), self.signals.stop()
 
 
-def _timed_threads(workload, nthreads: int, sampler, max_seconds) -> dict:
+def _timed_threads(workload, nthreads: int, sampler, max_seconds, interval_s=None) -> dict:
     """The timed phase in `nthreads` threads of this process (pymongo, pipelined). Each
     thread sets up its collection handles, documents and connections, then waits at the
     workload's gate (Workload.ready); the window starts when the last one is ready."""
@@ -482,6 +492,8 @@ def _timed_threads(workload, nthreads: int, sampler, max_seconds) -> dict:
         if sampler:
             sampler.start()
         mark.update(started=time.time(), cpu0=time.process_time(), t0=time.perf_counter())
+        for st in stats:  # each thread's intervals, from the common start
+            st.record_intervals(interval_s, mark["t0"], tick=True)
         opened.set()
 
     gate, local, walls = threading.Barrier(nthreads, action=start), threading.local(), {}
@@ -497,6 +509,7 @@ def _timed_threads(workload, nthreads: int, sampler, max_seconds) -> dict:
             workload.worker(i, nthreads, stats[i], stop)
             ready()  # a worker that never called it: its whole run was timed (not silent)
             walls[i] = time.perf_counter() - local.t0
+            stats[i].close_intervals()  # its last counts: in its last interval
         except threading.BrokenBarrierError:
             pass  # another thread failed before the start: its failure is reported
         except Exception:  # noqa: BLE001 - a crashed thread fails the variant, loudly
@@ -549,7 +562,7 @@ def _timed_threads(workload, nthreads: int, sampler, max_seconds) -> dict:
 
 def _timed_multiplexed(
     uri, database, name, workload, nthreads, sampler, max_seconds, processes, leader=None,
-    reply_timeout=DEFAULT_REPLY_TIMEOUT_S,
+    reply_timeout=DEFAULT_REPLY_TIMEOUT_S, interval_s=None,
 ):  # fmt: skip
     """The timed phase as `nthreads` virtual clients over worker processes (and over
     every client VM with a coordination `leader`); the client CPU is the workers'
@@ -571,13 +584,14 @@ def _timed_multiplexed(
     if leader is not None and leader.vms > 1:
         res, cores, per_vm = leader.timed(
             uri, name, s, database, nthreads, processes, s.get("total_ops"),
-            cap or duration, on_ready,
+            cap or duration, on_ready, interval_s,
         )  # fmt: skip
         vms = leader.vms
     else:
         res = procs.run(
             uri, make, nthreads, processes, total=s.get("total_ops"),
             duration=cap or duration, on_ready=on_ready, timeout=reply_timeout,
+            interval=interval_s,
         )  # fmt: skip
         cores = min(res.processes, procs.default_processes())
     parent_cpu = time.process_time() - mark["cpu0"]
@@ -620,6 +634,7 @@ def run(
     estimate: dict | None = None,
     reply_timeout_s: float | None = None,
     rate_steps: list | None = None,
+    interval_s: float | None = series_mod.DEFAULT_INTERVAL_S,
 ) -> dict:
     """Every selected variant; results go to `out_path` after each variant.
 
@@ -634,7 +649,11 @@ def run(
     `estimate`: the plan's estimate (its metadata: estimated_seconds, estimated_data_mb, estimate_rates), kept in the results
     and on every sample beside the measured figures. `rate_steps` (ratesteps.parse): each
     variant runs closed loop, then in an open loop at each step's rate (a curve).
+    `interval_s`: seconds of each variant's per-interval figures (see run_variant; None or
+    0: none).
     """
+    if interval_s is not None and not interval_s >= 0:
+        raise exp_mod.ExperimentError(f"interval must be >= 0 seconds, not {interval_s}")
     if int(repeats) < 1:
         raise exp_mod.ExperimentError(f"repeats must be 1 or more, not {repeats}")
     if client_vms > 1 and (client_path != "multiplexed" or not run_id):
@@ -692,6 +711,7 @@ def run(
             "shared_host": shared,
             "client_path": client_path,
             "client_vms": client_vms,
+            "interval_s": interval_s or None,
             "repeats": int(repeats),
             # --set (and the URI's write concern): what `compare` checks runs agree on
             "overrides": {k: overrides[k] for k in sorted(overrides or {})},
@@ -716,7 +736,7 @@ def run(
                 client, order, repeats, doc, out_path, target, track, log, caps,
                 database=database, os_path=os_path, max_seconds=max_seconds, uri=uri,
                 client_path=client_path, processes=processes, leader=leader,
-                reply_timeout=bound, steps=rate_steps,
+                reply_timeout=bound, steps=rate_steps, interval_s=interval_s or None,
             )  # fmt: skip
         except KeyboardInterrupt as e:  # the partial results are written; the caller says so
             e.run, interrupted = doc, True

@@ -128,6 +128,7 @@ def perftables_command(
     auth_retry_s: float | None = None,
     reply_timeout: float | None = None,
     rate_steps: str | None = None,
+    interval_s: float | None = None,
 ) -> str:
     """The client command for one perftables run (no secret: the URI is in a file)."""
     q = shlex.quote
@@ -147,6 +148,8 @@ def perftables_command(
         args += ["--max-seconds", str(max_seconds)]
     if reply_timeout:
         args += ["--reply-timeout", str(reply_timeout)]
+    if interval_s is not None:
+        args += ["--interval-s", f"{interval_s:g}"]
     if skip:
         args += ["--skip", skip]
     if processes:

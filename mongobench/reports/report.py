@@ -17,7 +17,7 @@ from collections import OrderedDict
 from mongobench.core.markdown import fixed, md_table
 from mongobench.perftables import experiments as exp_mod
 from mongobench.perftables import identity
-from mongobench.reports import caption, ratecurve
+from mongobench.reports import caption, ratecurve, timeseries
 from mongobench.reports import layout as layouts
 from mongobench.reports.results import COLUMNS, FAILED_METRIC, NA_METRIC
 from mongobench.reports.tableplots import plot_experiment
@@ -295,6 +295,7 @@ def render(
     catalog = catalog or exp_mod.load()
     grouped = group(samples)
     curves = ratecurve.collect(samples)  # --rate-steps: latency versus throughput
+    over_time = timeseries.long_phases(samples) if plots_dir else {}
     failures = failed_variants(samples)
     na = na_variants(samples)
     sections: OrderedDict[str, list[str]] = OrderedDict()
@@ -345,11 +346,14 @@ def render(
                 if len(runs) > 1
                 else {"": rows}
             )
+            ref = plots_ref if plots_ref is not None else os.path.basename(plots_dir.rstrip("/"))
             if plot_experiment(experiment.title, layout, series, png, note) is not None:
-                ref = (
-                    plots_ref if plots_ref is not None else os.path.basename(plots_dir.rstrip("/"))
-                )
                 parts += [f"![{experiment.title}]({ref}/{name}.png)", ""]
+            # throughput over time inside each long phase (reports.timeseries)
+            over = os.path.join(plots_dir, f"{name}-over-time.png")
+            if timeseries.plot(experiment.title, over_time.get(name, ()), over, note):
+                parts += [f"![{experiment.title}: throughput over time]({ref}/{name}-over-time.png)",
+                          ""]  # fmt: skip
         sections.setdefault(experiment.section, []).append("\n".join(parts))
     unknown = sorted((set(grouped) | set(failures) | set(na)) - set(catalog))
     out = [f"# {title or 'MongoDB Performance Tables'}", ""]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mongobench.core import latency as lat
-from mongobench.core import repeats
+from mongobench.core import repeats, samples
 from mongobench.core.samples import failure_sample, sample
 from mongobench.core.units import MiB
 from mongobench.measure import bottleneck, serverstats
@@ -77,6 +77,19 @@ LATENCY_STATS = (
     ("p99_ms", "p99 latency"),
     ("p99.9_ms", "p99.9 latency"),
     ("max_ms", "MaxLatency"),
+)
+
+# Per-interval figures of a timed phase (the result's `series`, core.series) as PKB
+# time-series samples: (series key, metric, unit). Latencies are over every operation type
+# of the interval; an interval without an operation has none (left out of those series).
+TIME_SERIES = (
+    ("ops_per_s", "Operation Throughput time series", "ops/sec"),
+    ("docs_per_s", "Document Throughput time series", "docs/sec"),
+    ("errors", "Operation Errors time series", "count"),
+    ("p50_ms", "p50 latency time series", "ms"),
+    ("p95_ms", "p95 latency time series", "ms"),
+    ("p99_ms", "p99 latency time series", "ms"),
+    ("max_ms", "MaxLatency time series", "ms"),
 )
 
 # Figures a server or host may be unable to provide (reported in missing_metrics).
@@ -284,7 +297,7 @@ def engine_metadata(run: dict) -> dict:
 def to_samples(run: dict, extra_metadata: dict | None = None) -> list[dict]:
     """Samples (metric, value, unit, metadata, timestamp) for every successful variant;
     the timestamp is the variant's start (epoch seconds), when its timed phase began."""
-    out = []
+    out, series = [], []
     for res in run["results"]:
         if res.get("status") != "ok":
             continue
@@ -317,9 +330,30 @@ def to_samples(run: dict, extra_metadata: dict | None = None) -> list[dict]:
                 for stat, name in LATENCY_STATS:
                     metric = f"{op} {kind}{name}"
                     out.append(_stamped(sample(metric, summary[stat], "ms", op_md), stamp))
+        series.extend(series_samples(res, md))
     # A variant run several times (--repeats) gives one sample per figure: the mean and its
-    # 95 % interval.
-    return repeats.combine(out) + na_samples(run, extra_metadata)
+    # 95 % interval; its time series stay one per run (metadata `repeat`).
+    return repeats.combine(out) + series + na_samples(run, extra_metadata)
+
+
+def series_samples(res: dict, md: dict) -> list[dict]:
+    """The variant's per-interval figures (its `series`) as PKB time-series samples, each
+    stamped with the variant's start; none when the run recorded none."""
+    ser = res.get("series")
+    if not ser or not ser.get("t_s"):
+        return []
+    start = float(ser["start"])
+    stamps = [start + t for t in ser["t_s"]]
+    ts_md = dict(md, interval_s=ser["interval_s"], intervals=len(stamps))
+    out = []
+    for key, metric, unit in TIME_SERIES:
+        pairs = [(t, v) for t, v in zip(stamps, ser.get(key) or (), strict=False) if v is not None]
+        if not pairs:
+            continue
+        times, values = zip(*pairs, strict=True)
+        s = samples.time_series(metric, values, times, unit, ser["interval_s"], ts_md)
+        out.append(_stamped(s, res.get("start")))
+    return out
 
 
 FAILED_METRIC = "Variant Failed"

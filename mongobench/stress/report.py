@@ -8,8 +8,15 @@ from mongobench.core.samples import failure_sample, sample
 from mongobench.core.units import GiB
 from mongobench.remote import provenance
 from mongobench.stress import usage
-from mongobench.stress.search import MAX_METRIC, Search, select_kpis, step_kpis
+from mongobench.stress.search import (
+    MAX_METRIC,
+    STEP_THROUGHPUT_METRIC,
+    Search,
+    select_kpis,
+    step_kpis,
+)
 from mongobench.stress.sizing import Sizing
+from mongobench.ycsb import status
 
 WORKLOAD = "90% read / 10% update, zipfian, 10 x 100 B fields"
 FAILED_METRIC = "Step Failed"
@@ -133,6 +140,9 @@ def search_samples(
         for key, metric in USAGE_METRICS.items():
             if md.get(key) is not None:
                 out.append(sample(metric, md[key], "%", md))
+        # the step's throughput and latencies over time (YCSB's status lines)
+        ser = getattr(found.history[step - 1], "series", None)  # None: a result pickled before
+        out.extend(status.samples(ser, md, STEP_THROUGHPUT_METRIC))
     out.append(sample("Records Loaded", records_loaded, "records", common))
     if found.history and not found.failure:
         kpis = select_kpis(

@@ -6,7 +6,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from mongobench.deploy.mongod import FIRST_PORT, instance_port
-from mongobench.ycsb import merge, parse, properties
+from mongobench.ycsb import merge, parse, properties, status
 
 TARGET_PER_PROCESS = 25_000  # ops/s offered by each YCSB process
 RUN_THREADS = 10
@@ -209,6 +209,8 @@ class StepResult:
     operations: int = 0
     p99_source: str = ""
     process_throughputs: tuple[float, ...] = ()
+    # the step's time series from its processes' YCSB status lines (ycsb.status)
+    series: dict | None = field(default=None, compare=False)
 
     def metadata(self) -> dict:
         return {
@@ -280,6 +282,7 @@ def step_result(
         operations=sum(r.operations for r in parsed),
         p99_source=source,
         process_throughputs=tuple(r.throughput for r in parsed),
+        series=status.series([o.output for o in outputs]),
     )
 
 

@@ -25,6 +25,7 @@ from mongobench.sweep.plan import (
     latency_metric,
 )
 from mongobench.ycsb import parse as ycsb
+from mongobench.ycsb import status as ycsb_status
 from mongobench.ycsb.merge import _OPS, combine
 
 
@@ -131,7 +132,10 @@ def measure_processes(
     md["ycsb_processes"] = len(results)
     if len(results) > 1:
         md["latency_source"] = source
-    return phase_samples(step, phase, result, md)
+    # the phase's time series from YCSB's status lines (merged over the processes)
+    ser = ycsb_status.series(outputs, ycsb_status.STATUS_INTERVAL_S)
+    over_time = ycsb_status.samples(ser, phase_metadata(step, phase, md), THROUGHPUT_METRIC)
+    return phase_samples(step, phase, result, md) + over_time
 
 
 def failed(samples: Iterable[Mapping]) -> list[Mapping]:

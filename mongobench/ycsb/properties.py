@@ -14,6 +14,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from mongobench.remote import javabuild
+from mongobench.ycsb.status import STATUS_INTERVAL_S
 
 FIELD_COUNT = 10
 FIELD_LENGTH = 100
@@ -59,6 +60,7 @@ def workload_properties(
     histogram_prefix: str | None = None,
     batchsize: int | None = None,
     tls_ca_file: str | None = None,
+    status_interval_s: int = STATUS_INTERVAL_S,
     extra: Mapping[str, object] | None = None,
 ) -> str:
     """A YCSB CoreWorkload property file (text). Defaults: 1 KB records (10 x 100 B), 90/10
@@ -69,6 +71,8 @@ def workload_properties(
     log files (``<prefix><OP>.hdr``), one set per process. ``target`` None or 0 is unthrottled.
     Prefer ``urlfile`` for URIs with credentials; either way nothing lands on a command line.
     ``tls_ca_file`` (a path on the machine running YCSB) is the CA the binding trusts for TLS.
+    ``status_interval_s``: seconds between the -s status lines (whole seconds, YCSB's
+    ``status.interval``), from which ycsb.status builds the phase's time series.
     """
     if recordcount <= 0:
         raise ValueError(f"recordcount must be positive, got {recordcount}")
@@ -92,6 +96,8 @@ def workload_properties(
         raise ValueError(f"operationcount must be in 1..{MAX_OPERATION_COUNT}")
     if threadcount < 1:
         raise ValueError("threadcount must be >= 1")
+    if int(status_interval_s) < 1:
+        raise ValueError(f"status_interval_s must be a whole number >= 1, got {status_interval_s}")
     props: dict[str, object] = {
         "workload": "site.ycsb.workloads.CoreWorkload",
         "recordcount": recordcount,
@@ -104,6 +110,7 @@ def workload_properties(
         "threadcount": threadcount,
         "measurementtype": "hdrhistogram",
         "hdrhistogram.percentiles": ",".join(_fmt(float(p)) for p in percentiles),
+        "status.interval": int(status_interval_s),
     }
     if insertstart is not None or insertcount is not None:
         props["insertstart"] = start

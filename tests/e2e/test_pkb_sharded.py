@@ -9,6 +9,8 @@ data itself (no distribution): this checks the deployment and sharding
 plumbing, not MongoDB's balancing. Runs when PKB_DIR names a PKB checkout.
 """
 
+import re
+
 import pytest
 from pkb_helpers import listening, run_on_own_sshd, two_group_config
 
@@ -28,6 +30,8 @@ def test_sharded_deployment_initiated_and_used(pkb_python, tmp_path, pkb_temp):
             "mongodb_perftables_port": port,
             "mongodb_perftables_scale": "smoke",
             "mongodb_perftables_experiments": "insert_docsize,query_fetch",
+            # query_fetch's variants are duration-bound (0.4 s at smoke): several intervals
+            "mongodb_perftables_interval_s": 0.1,
         },
     )
     run_dir, samples = run_on_own_sshd(pkb_python, "mongodb_perftables", path, pkb_temp, sshd)
@@ -41,6 +45,18 @@ def test_sharded_deployment_initiated_and_used(pkb_python, tmp_path, pkb_temp):
         assert "|deployment:sharded|" in labels and "|topology:sharded|" in labels
         assert "|shards:2|" in labels and "|mongos:client|" in labels
         assert "|sharded:True|" in labels and "|shard_key:_id:hashed|" in labels
+    # each variant's time series, in PKB's time-series form (CreateTimeSeriesSample)
+    series = [s for s in samples if s["metric"] == "Operation Throughput time series"]
+    assert len(series) == len(tput)
+    timed = [s for s in series if "|experiment:query_fetch|" in s["labels"]]
+    assert len(timed) == sum(len(vs) for e, vs in plan if e.name == "query_fetch")
+    for s in timed:
+        assert "|duration_s:0.4|" in s["labels"], s["labels"]
+        assert s["value"] == 0 and s["unit"] == "ops/sec" and "|interval:0.1|" in s["labels"]
+        values = re.search(r"\|values:\[([^\]]*)\]\|", s["labels"]).group(1).split(", ")
+        stamps = re.search(r"\|timestamps:\[([^\]]*)\]\|", s["labels"]).group(1).split(", ")
+        assert len(values) == len(stamps) >= 4, s["labels"]
+        assert sum(float(v) for v in values) > 0, values
     log = open(f"{run_dir}/pkb.log").read()
     # config servers and both shards initiated, then the shards registered on the mongos
     assert '"cfg": "127.0.0.1:' in log and '"shard1": "127.0.0.1:' in log

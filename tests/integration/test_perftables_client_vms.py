@@ -53,6 +53,9 @@ def _run_with_follower(
         vms = r["client_per_vm"]
         assert [v["vm"] for v in vms] == [0, 1] and all(v["ops"] > 0 for v in vms)
         assert sum(v["ops"] for v in vms) == sum(r["ops"].values())
+        # both VMs' intervals merged by interval start on the common clock: they add up
+        assert sum(r["series"]["ops"]) == sum(r["ops"].values())
+        assert sum(r["series"]["docs"]) == r["docs"]
     return run
 
 

@@ -239,6 +239,7 @@ def test_workload_properties_defaults_and_key_range():
     assert p["hdrhistogram.percentiles"] == "50,95,99,99.9"
     assert p["target"] == "25000" and p["threadcount"] == "10"
     assert p["maxexecutiontime"] == "180"
+    assert p["status.interval"] == "10"  # the -s lines of the phase's time series (ycsb.status)
     assert p["mongodb.urlfile"] == "/run/uri"
     assert "mongodb.url" not in p
     assert p["hdrhistogram.fileoutput"] == "true"
