@@ -41,7 +41,7 @@ from perfkitbenchmarker.linux_packages import (
 from mongobench.core import interrupt, names, shardkey
 from mongobench.core import series as core_series
 from mongobench.deploy.atlas import api, cluster
-from mongobench.measure import ossampler
+from mongobench.measure import bottleneck, ossampler
 from mongobench.perftables import estimate as estimate_mod
 from mongobench.perftables import experiments as exp_mod
 from mongobench.perftables import ratesteps
@@ -402,8 +402,9 @@ def _TopologySettings():
 
 
 def _HardwareLabels(benchmark_spec, kind):
-    """instance_type / disk_type / disk_iops of the server VMs for the seed's hardware
-    tables, from PKB's own specs (the user's --mongodb_perftables_set wins)."""
+    """instance_type / disk_type / disk_iops / disk_mb_s of the server VMs, from PKB's own
+    specs: the seed's hardware tables, and the provisioned disk the bottleneck judgement
+    compares against (the user's --mongodb_perftables_set wins)."""
     servers = _Servers(benchmark_spec)
     if kind in NO_SERVER_VMS or not servers:
         return {}
@@ -411,10 +412,16 @@ def _HardwareLabels(benchmark_spec, kind):
     out = {"instance_type": getattr(vm, "machine_type", None) or "unknown"}
     disks = getattr(vm, "scratch_disks", None) or []
     if disks:
-        out["disk_type"] = getattr(disks[0], "disk_type", None) or "unknown"
-        iops = getattr(disks[0], "provisioned_iops", None)
-        if iops:
-            out["disk_iops"] = iops
+        d = disks[0]
+        out["disk_type"] = getattr(d, "disk_type", None) or "unknown"
+        out.update(
+            bottleneck.provisioned_disk(
+                getattr(d, "provisioned_iops", None),
+                getattr(d, "provisioned_throughput", None),
+                getattr(d, "metadata", None),
+                getattr(d, "num_striped_disks", None),
+            )
+        )
     return out
 
 

@@ -188,3 +188,31 @@ def judge(
     if met:
         return offered()
     return f"none saturated (highest: {top.short()})"
+
+
+def provisioned_disk(
+    provisioned_iops=None,
+    provisioned_throughput=None,
+    metadata: dict | None = None,
+    stripes: int | None = None,
+) -> dict:
+    """The disk limits the judgement compares against (`disk_iops`, `disk_mb_s` settings)
+    from a PKB disk's spec: its metadata's `iops`/`throughput` (PKB's own figures, summed
+    over striped disks), else its provisioned_iops/provisioned_throughput times the
+    stripes. Throughput is MB/s as the clouds provision it (MiB/s), as the OS sampler's
+    disk MB/s. Nothing for a figure PKB does not know (a static VM, a disk type with no
+    provisioned performance): the judgement then leaves that resource out."""
+    md = metadata or {}
+    n = int(stripes or 1) if positive(stripes) else 1
+    iops = positive(md.get("iops")) or (
+        positive(provisioned_iops) * n if positive(provisioned_iops) else None
+    )
+    mb_s = positive(md.get("throughput")) or (
+        positive(provisioned_throughput) * n if positive(provisioned_throughput) else None
+    )
+    out = {}
+    if iops:
+        out["disk_iops"] = int(iops) if float(iops).is_integer() else iops
+    if mb_s:
+        out["disk_mb_s"] = mb_s
+    return out

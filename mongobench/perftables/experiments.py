@@ -366,6 +366,8 @@ SETTINGS: dict[str, Setting] = {
     "disk_type": Setting("label"),
     "disk_iops": Setting("label"),
     "disk_mb_s": Setting("float", 0),
+    # the server's network bandwidth (MB/s) the bottleneck judgement compares bytes against
+    "network_mb_s": Setting("float", 0),
     "price_per_hour": Setting("float", 0),
     # true: run a variant even when the capability probe finds the server lacks a feature it
     # needs (the variant then fails as the server answers, instead of being n/a)

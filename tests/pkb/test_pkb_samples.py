@@ -1,5 +1,8 @@
 """The PKB side of issue 21's figures: engine samples become PKB samples (time series
-through PKB's own CreateTimeSeriesSample)."""
+through PKB's own CreateTimeSeriesSample), and the provisioned disk of PKB's spec reaches
+the engine's settings for the bottleneck judgement."""
+
+from types import SimpleNamespace
 
 import pytest
 from fakevm import NEEDS_PKB
@@ -7,6 +10,9 @@ from fakevm import NEEDS_PKB
 pytest.importorskip("perfkitbenchmarker.pkb", reason=NEEDS_PKB)
 
 from perfkitbenchmarker import sample
+from perfkitbenchmarker.linux_benchmarks import (
+    mongodb_perftables_benchmark as perftables,
+)
 from perfkitbenchmarker.linux_packages import mongobench_client
 
 from mongobench.core import samples as core_samples
@@ -38,3 +44,22 @@ def test_a_plain_sample_keeps_its_timestamp():
         {"metric": "Time Taken", "value": 1.5, "unit": "sec", "metadata": {}, "timestamp": 5.0}
     )
     assert (got.metric, got.value, got.unit, got.timestamp) == ("Time Taken", 1.5, "sec", 5.0)
+
+
+def _spec(disk):
+    vm = SimpleNamespace(machine_type="n2-standard-4", scratch_disks=[disk])
+    return SimpleNamespace(vm_groups={"servers": [vm]})
+
+
+def test_the_provisioned_disk_of_pkbs_spec_reaches_the_settings():
+    pd = SimpleNamespace(disk_type="pd-balanced", provisioned_iops=3000,
+                         provisioned_throughput=140, metadata={"type": "pd-balanced"},
+                         num_striped_disks=1)  # fmt: skip
+    labels = perftables._HardwareLabels(_spec(pd), "standalone")
+    assert labels == {"instance_type": "n2-standard-4", "disk_type": "pd-balanced",
+                      "disk_iops": 3000, "disk_mb_s": 140}  # fmt: skip
+    static = SimpleNamespace(disk_type=None, provisioned_iops=None, provisioned_throughput=None,
+                             metadata={}, num_striped_disks=1)  # fmt: skip
+    assert perftables._HardwareLabels(_spec(static), "standalone") == {
+        "instance_type": "n2-standard-4", "disk_type": "unknown",
+    }  # fmt: skip

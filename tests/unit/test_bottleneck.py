@@ -164,3 +164,42 @@ def test_perftables_samples_never_judge_the_client_by_host_cpu():
         "shared host (client and server on one machine; highest: server CPU 97%)"
     )
     assert md["shared_host"] is True
+
+
+# PKB disks as their specs describe them (attribute values of PKB's disk objects): a GCE
+# pd-balanced with provisioned IOPS and throughput, an AWS gp3 striped over two volumes
+# (PKB's StripedDisk sums iops/throughput in its metadata), a static VM's disk (nothing).
+PD_BALANCED = dict(provisioned_iops=3000, provisioned_throughput=140,
+                   metadata={"type": "pd-balanced", "size": 500}, stripes=1)  # fmt: skip
+GP3_STRIPED = dict(provisioned_iops=3000, provisioned_throughput=125,
+                   metadata={"type": "gp3", "iops": 6000, "throughput": 250}, stripes=2)  # fmt: skip
+STATIC = dict(provisioned_iops=None, provisioned_throughput=None, metadata={}, stripes=1)
+
+
+def test_provisioned_disk_from_pkbs_disk_spec():
+    assert bottleneck.provisioned_disk(**PD_BALANCED) == {"disk_iops": 3000, "disk_mb_s": 140}
+    assert bottleneck.provisioned_disk(**GP3_STRIPED) == {"disk_iops": 6000, "disk_mb_s": 250}
+    assert bottleneck.provisioned_disk(**STATIC) == {}
+    # no metadata figure: provisioned per volume times the stripes
+    striped = dict(PD_BALANCED, stripes=4)
+    assert bottleneck.provisioned_disk(**striped) == {"disk_iops": 12000, "disk_mb_s": 560}
+
+
+def test_disk_judged_against_the_provisioned_figures_of_pkbs_spec():
+    # recorded server VM figures of a write-heavy variant: 2,950 IOPS, 131 MB/s, CPU 35 %
+    figs = {"cpu_pct": 35.0, "os_iops": 2950.0, "os_write_mb_s": 121.0, "os_read_mb_s": 10.0}
+    line = _judge(figs, bottleneck.provisioned_disk(**PD_BALANCED))
+    assert line == "disk IOPS (98% of 3000, os sampler)"
+    # twice the disk: nothing saturated, the highest named
+    line = _judge(figs, bottleneck.provisioned_disk(**GP3_STRIPED))
+    assert line == "none saturated (highest: disk MB/s 52%)"
+    # without a provisioned figure the disk is not judged at all
+    assert _judge(figs, bottleneck.provisioned_disk(**STATIC)) == (
+        "none saturated (highest: server CPU 35%)"
+    )
+
+
+def test_network_mb_s_is_a_setting_the_user_can_give():
+    from mongobench.perftables import experiments as exp_mod
+
+    assert exp_mod.parse_overrides(["network_mb_s=1250"], "--set") == {"network_mb_s": 1250.0}
