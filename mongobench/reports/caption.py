@@ -77,16 +77,44 @@ def error_bars(mds: list[Mapping]) -> str:
     return "no error bars (one run per variant)"
 
 
-def line(mds: list[Mapping], stamps: Iterable = ()) -> str:
+def sweep_scale(mds: Iterable[Mapping]) -> str:
+    """The scale of dataset-size sweep samples: their sizes (`size_mb`)."""
+    sizes = set()
+    for m in mds:
+        try:
+            sizes.add(float(m.get("size_mb")))
+        except (TypeError, ValueError):
+            continue
+    if not sizes:
+        return "sizes ?"
+    label = lambda mb: f"{mb / 1000:g} GB" if mb >= 1000 else f"{mb:g} MB"  # noqa: E731
+    lo, hi = min(sizes), max(sizes)
+    return f"size {label(lo)}" if lo == hi else f"sizes {label(lo)} to {label(hi)}"
+
+
+def stress_scale(mds: Iterable[Mapping]) -> str:
+    """The scale of mongodb_stress samples: records per instance, when they say."""
+    records = sorted(
+        {
+            str(m["records_per_instance"])
+            for m in mds
+            if m.get("records_per_instance") not in (None, "")
+        }
+    )
+    return f"{', '.join(records)} records per instance" if records else "records ?"
+
+
+def line(mds: list[Mapping], stamps: Iterable = (), scale: str | None = None) -> str:
     """One line for a table or plot whose rows have metadata `mds` and timestamps
-    `stamps` (epoch seconds)."""
+    `stamps` (epoch seconds). `scale`: what the scale is for results that have no perftables
+    `scale` (the sweep's sizes: sweep_scale; stress: stress_scale)."""
     mds = [m for m in mds if m] or [{}]
     targets = sorted({target(m) for m in mds})
     scales = sorted({str(m.get("scale") or "?") for m in mds})
     n = _repeats(mds)
     parts = [
         "Target: " + "; ".join(targets),
-        "scale " + ", ".join(scales),
+        scale or "scale " + ", ".join(scales),
         _date(stamps),
         f"{n} repeat{'s' if n > 1 else ''}",
         error_bars(mds),

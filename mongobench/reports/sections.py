@@ -16,6 +16,7 @@ from mongobench.reports.runs import (
     LATENCY_PERCENTILES,
     Run,
     SweepPoint,
+    _kind,
     baseline_run,
     comparability_warnings,
     experiment_layout,
@@ -109,6 +110,10 @@ def _sweep_section(runs, plots_dir, ref, plots) -> list[str]:
     ]
     if errors:
         out += ["Failed phases:", "", *errors, ""]
+    # the provenance line, as under the perftables tables (reports.caption)
+    mine = [s for r in with_sweep for s in r.samples if _kind(s) == "sweep"]
+    mds = [s["metadata"] for s in mine]
+    out += [caption.line(mds, [s.get("timestamp") for s in mine], caption.sweep_scale(mds)), ""]
     return out
 
 
@@ -296,7 +301,10 @@ def _stress_section(runs, plots_dir, ref, plots, baseline=None) -> list[str]:
             [f"Maximum Throughput vs {baseline.label}"]
             + [_pct(percent_change(value(x, stress.MAX_METRIC), base)) for x in labels]
         )
-    out = ["## Stress KPIs (mongodb_stress)", "", md_table(["KPI", *labels], rows), ""]
+    mine = [s for r in runs for s in r.samples if _kind(s) == "stress"]
+    mds = [s["metadata"] for s in mine]
+    note = caption.line(mds, [s.get("timestamp") for s in mine], caption.stress_scale(mds))
+    out = ["## Stress KPIs (mongodb_stress)", "", md_table(["KPI", *labels], rows), "", note, ""]
     png = os.path.join(plots_dir, "stress_kpis.png")
     sla = [sla_cell(x) for x in labels]
     series = {

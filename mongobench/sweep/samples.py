@@ -11,6 +11,7 @@ from mongobench.core import samples as core_samples
 from mongobench.core.markdown import fixed, md_table
 from mongobench.core.samples import sample
 from mongobench.remote import provenance
+from mongobench.reports import caption
 from mongobench.sweep.plan import (
     BENCHMARK_NAME,
     DISTRIBUTION,
@@ -168,9 +169,13 @@ def table_text(samples: Sequence[Mapping]) -> str:
             [md["size_label"], md["records"], md["phase_title"], fixed(row.get("runtime"), 3),
              fixed(row.get("tput"), 1), p99, yes_no(md.get("exceeds_memory"))]
         )  # fmt: skip
-    return md_table(
+    text = md_table(
         [*headers, "> memory"], table, ["--:", "--:", ":--", "--:", "--:", ":--", ":--"]
     )
+    # the provenance line, as under the perftables tables (reports.caption)
+    mds = [s["metadata"] for s in samples]
+    note = caption.line(mds, [s.get("timestamp") for s in samples], caption.sweep_scale(mds))
+    return f"{text}\n\n{note}"
 
 
 def yes_no(flag: bool | None) -> str:

@@ -369,6 +369,12 @@ def test_report_tables_plots_and_na(three_runs, tmp_path):
     ]
     assert not re.search(r"\|\s*0\s*\|", text)  # nothing missing is shown as 0
 
+    # the sweep and stress sections carry the provenance line, as the perftables tables do
+    sweep_part = text.split("## Dataset-size sweep", 1)[1].split("\n## ", 1)[0]
+    assert re.search(r"^Target: .*sizes 1 MB to 10 GB;.*\.$", sweep_part, re.M), sweep_part
+    stress_part = text.split("## Stress KPIs", 1)[1].split("\n## ", 1)[0]
+    assert re.search(r"^Target: .*; .*repeat.*\.$", stress_part, re.M), stress_part
+
 
 def test_report_of_perftables_only_has_no_sweep_plots(tmp_path):
     f = write_results(tmp_path / "p.json", perftables_samples({"1": 5.0, "4": 3.0}), "r1", {})

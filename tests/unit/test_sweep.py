@@ -317,6 +317,9 @@ def test_table_text():
         in (lines[3])
     )
     assert lines[3].endswith("| n/a |")  # memory unknown
+    # the provenance line under the table, as under the perftables tables (reports.caption)
+    assert lines[-1].startswith("Target: ") and "size 1 MB;" in lines[-1]
+    assert "no error bars (one run per variant)" in lines[-1]
 
 
 def test_cli_plan(capsys):
