@@ -40,7 +40,7 @@ from mongobench.driver import base, connection, ops, procs, sources
 from mongobench.driver.base import ThreadStats
 from mongobench.driver.catalog import WORKLOADS
 from mongobench.measure import ossampler, serverstats
-from mongobench.perftables import coordination, identity, probe, progress, ratesteps
+from mongobench.perftables import coordination, identity, probe, progress, quiesce, ratesteps
 from mongobench.perftables import experiments as exp_mod
 from mongobench.remote import provenance
 
@@ -356,7 +356,8 @@ def run_variant(
         baseline = None
     nthreads = int(variant.settings.get("threads", 1))
 
-    before = serverstats.extract(server_status(client))
+    status_before = server_status(client)
+    before = serverstats.extract(status_before)
     os_sampler = ossampler.Sampler(os_path, os_interval) if os_path is not False else None
     # serverStatus's saturation signals over the phase (measure.bottleneck judges them)
     rs = client.topology_description.topology_type_name == "ReplicaSetWithPrimary"
@@ -443,6 +444,8 @@ def run_variant(
             {"open_loop": open_loop, "service_latency": total.service.encode()} if open_loop else {}
         ),
         "server_before": before,
+        # the connections before the timed phase: the next variant's quiet check (quiesce)
+        "connections_before": ((status_before or {}).get("connections") or {}).get("current"),
         "server_after": after,
         "server_info": serverstats.server_info(status_after),
         "os_client": os_summary,
@@ -785,6 +788,7 @@ def _run_plans(
     closed-loop throughput gives. `kw`: the run_variant arguments every variant shares."""
     uri = kw["uri"]
     gone = None  # why the server cannot be reached any more
+    ran = None  # the last variant that ran: the next one waits until its work is done
     queue = collections.deque((e, v, r, 0, None) for e, v, r in order)
     while queue:
         experiment, v, r, step, closed = queue.popleft()
@@ -798,9 +802,11 @@ def _run_plans(
             res = _not_applicable(experiment, v, f"server lacks {', '.join(missing)}")
             track.end(f"n/a ({res['reason']})")
         else:
+            quiet = _quiet(client, kw["database"], ran, kw["reply_timeout"], name, log)
+            ran = {}
             log(track.line("running"))
             try:
-                res = run_variant(
+                ran = res = run_variant(
                     client, experiment=experiment, variant=v, log=log, on_phase=track.phase, **kw
                 )
                 summary = _one_line(res)
@@ -830,6 +836,8 @@ def _run_plans(
                 track.end(f"INTERRUPTED by {sig.name}")
                 raise sig from None
             track.end(summary)
+            if quiet is not None:
+                res["quiesce"] = quiet
         if repeats > 1:
             res.update(repeat=r, repeats=repeats)
         if steps:
@@ -866,6 +874,21 @@ def _rate_steps(experiment, v, r, step, closed, res, steps, log) -> list[tuple]:
         (experiment, ratesteps.step_variant(v, st, closed), r, i, closed)
         for i, st in enumerate(steps, 1)
     ]
+
+
+def _quiet(client, database, ran, bound, name, log) -> dict | None:
+    """Before a variant: wait until the previous one's work is done on the server (quiesce),
+    at most `bound` (the reply timeout); None before the first variant."""
+    if ran is None:
+        return None
+    limit = ran.get("connections_before")
+    if limit is not None and ran.get("client_path") != "multiplexed":
+        limit += int(ran.get("threads") or 0)  # the pymongo path's connections stay pooled
+    q = quiesce.wait(client, database, bound, limit)
+    msg = quiesce.line(q, bound, name)
+    if msg:
+        log(msg)
+    return q
 
 
 # A variant with a larger share of failed operations fails the run (its figures are kept,

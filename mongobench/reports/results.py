@@ -273,6 +273,10 @@ def metadata(run: dict, res: dict) -> dict:
     if audit:  # the acknowledged writes checked after the timed phase (driver.base.audit)
         md["lost_writes"] = audit["lost_writes"]
         md["audit_expected"], md["audit_found"] = audit["expected"], audit["found"]
+    quiet = res.get("quiesce")
+    if quiet:  # the wait before the variant for the previous one's work (perftables.quiesce)
+        md["quiesce_s"], md["quiesce_by"] = quiet["s"], quiet["by"]
+        md["quiesce_busy"] = quiet["busy"]
     md["had_errors"] = bool(sum((res.get("errors") or {}).values()))
     if res.get("fails_run"):  # figures kept, marked, and the run fails
         md["fails_run"] = res["fails_run"]

@@ -11,6 +11,7 @@ import de.bwaldvogel.mongo.exception.MongoServerError;
 import de.bwaldvogel.mongo.exception.MongoServerException;
 import de.bwaldvogel.mongo.wire.message.MongoQuery;
 import io.netty.channel.Channel;
+import io.netty.channel.group.ChannelGroup;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.LinkedHashSet;
@@ -111,6 +112,7 @@ final class StandinBackend extends MemoryBackend {
   private final Object initiateLock = new Object();
   private final Map<Channel, Session> sessions = new ConcurrentHashMap<>();
   private final OpLatencies opLatencies = new OpLatencies();
+  private volatile ChannelGroup clients;
 
   /**
    * @param users the users (possibly empty); createUser adds to them
@@ -227,6 +229,11 @@ final class StandinBackend extends MemoryBackend {
     tickets = t;
   }
 
+  /** The open client connections (the wire layer's channel group): serverStatus's count. */
+  void clients(ChannelGroup group) {
+    clients = group;
+  }
+
   /** Filled by the wire layer ({@link WireServer}), which times every request. */
   OpLatencies opLatencies() {
     return opLatencies;
@@ -238,6 +245,11 @@ final class StandinBackend extends MemoryBackend {
     Document status = super.getServerStatus();
     Object ok = status.remove("ok"); // stays last, as in mongod's reply
     status.put("opLatencies", opLatencies.toDocument());
+    ChannelGroup open = clients;
+    if (open != null && status.get("connections") instanceof Document conn) {
+      // the library's figure counts less than mongod's (every open client connection)
+      conn.put("current", open.size());
+    }
     Tickets t = tickets;
     if (t != null) {
       t.report(status);

@@ -79,6 +79,7 @@ final class WireServer {
         new MultiThreadIoEventLoopGroup(
             0, new MongoThreadFactory("mongo-server-worker"), NioIoHandler.newFactory());
     clients = new DefaultChannelGroup("mongodb-channels", workerGroup.next());
+    backend.clients(clients);
     try {
       listener =
           new ServerBootstrap()
