@@ -222,12 +222,20 @@ def cmd_perftables_list(args) -> int:
     by_exp: dict[str, list] = {}
     for v in est.variants:
         by_exp.setdefault(v.experiment, []).append(v)
-    for e, _ in planned:
+    for e, resolved in planned:
         print(f"{e.name}: {e.title} [{e.workload}]")
-        for v in by_exp.get(e.name, []):
+        for v, rv in zip(by_exp.get(e.name, []), resolved, strict=True):
             labels = ", ".join(
-                f"{k}={val!r}" if isinstance(val, str) and "," in val else f"{k}={val}"
+                f"{k}={val!r}"
+                if isinstance(val, str) and "," in val
+                else f"{k}={exp_mod.ran_as_text(rv.settings, k, val)}"
                 for k, val in v.labels.items()
+            )
+            # a setting the scale changed that is not in the label (insert_docsize's batches)
+            labels += "".join(
+                f", {k[len(exp_mod.RAN_AS) :]} ran as {real}"
+                for k, real in rv.settings.items()
+                if k.startswith(exp_mod.RAN_AS) and k[len(exp_mod.RAN_AS) :] not in v.labels
             )
             size = estimate_mod.human_bytes(v.volume_bytes)
             took = estimate_mod.human_seconds(v.seconds)

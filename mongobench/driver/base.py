@@ -132,6 +132,13 @@ class Workload:
             return str(query["_id"])
         return str(int(settings.get("preload_docs") or 0) // 2)
 
+    @classmethod
+    def ran_as(cls, settings: dict) -> dict:
+        """Settings whose real value differs from the set one, and that real value: a scale
+        that leaves each client fewer documents than its batch makes every batch smaller
+        (insert_batchsize's 1000 and 2000 both run as 16 at smoke). {} when none does."""
+        return {}
+
     def prepare(self) -> dict:
         """Untimed set-up; returns facts for the result (e.g. preload size)."""
         return {}
@@ -172,6 +179,48 @@ class Workload:
     def audit_lost(self, expected: int, found: int) -> int:
         """Acknowledged writes that are not there (default: fewer than expected)."""
         return max(0, expected - found)
+
+
+# The updates' audit sums the incremented field over the documents the variant addresses when
+# they are at most this many (an _id range read after the timed phase); above, it counts them.
+AUDIT_SUM_MAX = 200_000
+
+
+class UpdateAudit:
+    """The audit of an update workload (a mixin for Workload): with `audit_inc` (a field every
+    acknowledged update increments by 1) and at most AUDIT_SUM_MAX documents addressed, that
+    field's sum over `_id` in [0, audit_range) = before + acknowledged updates; otherwise the
+    documents are counted (updates and replaces neither add nor remove any)."""
+
+    audit_inc: str | None = None
+    coll_name = COLLECTION
+
+    def audit_range(self) -> int:
+        return int(self.s["preload_docs"])
+
+    def _summed(self) -> bool:
+        return bool(self.audit_inc) and self.audit_range() <= AUDIT_SUM_MAX
+
+    @property
+    def audit_check(self):
+        if self._summed():
+            return f"sum of {self.audit_inc} = before + acknowledged updates (each adds 1)"
+        return "documents = before (updates and replaces neither add nor remove)"
+
+    def audit_state(self):
+        coll = self.db[self.coll_name]
+        if not self._summed():
+            return coll.estimated_document_count()
+        rows = list(
+            coll.aggregate([
+                {"$match": {"_id": {"$gte": 0, "$lt": self.audit_range()}}},
+                {"$group": {"_id": None, "n": {"$sum": f"${self.audit_inc}"}}},
+            ])
+        )  # fmt: skip
+        return int(rows[0]["n"]) if rows else 0
+
+    def audit_expected(self, baseline, stats):
+        return baseline + stats.docs if self._summed() else baseline
 
 
 def audit_baseline(workload: Workload) -> int | None:

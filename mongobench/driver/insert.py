@@ -40,6 +40,13 @@ class InsertWorkload(Workload):
     def key_example(cls, settings: dict) -> str:
         return docgen.key_example(settings["id_type"])
 
+    @classmethod
+    def ran_as(cls, settings):
+        # the most documents one client inserts (core.split.share): no batch is larger
+        per_client = -(-int(settings["total_docs"]) // max(1, int(settings["threads"])))
+        batch = int(settings["batch_size"])
+        return {"batch_size": per_client} if 0 < per_client < batch else {}
+
     def factory(self, seed: int) -> DocFactory:
         return DocFactory(self.doc_bytes, self.s["id_type"], n_int_fields=self.n_indexes, seed=seed)
 

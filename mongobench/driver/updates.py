@@ -13,6 +13,7 @@ from mongobench.core.units import KiB
 from mongobench.driver.base import (
     META,
     TimedLoop,
+    UpdateAudit,
     load_serial,
     register,
     timed_call,
@@ -145,7 +146,7 @@ class UpdateApiWorkload(TimedLoop):
 
 
 @register("update_fields")
-class UpdateFieldsWorkload(TimedLoop):
+class UpdateFieldsWorkload(UpdateAudit, TimedLoop):
     """`$inc` on N fields of random documents (UniBench's update test).
 
     Settings: preload_docs, doc_size_kb, threads, duration_s or total_ops,
@@ -157,6 +158,10 @@ class UpdateFieldsWorkload(TimedLoop):
 
     required = ("preload_docs", "doc_size_kb", "threads", "n_fields", "doc_range")
     coll_name = "updates"
+    audit_inc = "n0"  # every update adds 1 to n0..n{n_fields-1}
+
+    def audit_range(self):
+        return min(int(self.s["doc_range"]), int(self.s["preload_docs"]))
 
     def _update(self):
         fields = [f"n{j}" for j in range(int(self.s["n_fields"]))]
@@ -245,7 +250,7 @@ def _bson_type(value) -> str:
 
 
 @register("replace")
-class ReplaceWorkload(TimedLoop):
+class ReplaceWorkload(UpdateAudit, TimedLoop):
     """Whole-document replaces of random documents (the seed's "To Add": replace)."""
 
     required = ("preload_docs", "doc_size_kb", "threads", "doc_range")
@@ -274,11 +279,15 @@ class ReplaceWorkload(TimedLoop):
 
 
 @register("update_indexed")
-class UpdateIndexedWorkload(TimedLoop):
+class UpdateIndexedWorkload(UpdateAudit, TimedLoop):
     """Updates that do or do not change indexed fields (the seed's "To Add")."""
 
     required = ("preload_docs", "doc_size_kb", "threads", "indexes", "update_indexed_fields")
     coll_name = "upd_indexed"
+
+    @property
+    def audit_inc(self):  # the updates that change no indexed field: $inc n0
+        return None if self.s["update_indexed_fields"] else "n0"
 
     def prepare(self):
         n = int(self.s["preload_docs"])

@@ -24,6 +24,16 @@ PERFTABLES_FILE = pathlib.Path(__file__).resolve().parents[1] / "experiments" / 
 SCALES = {"full": 1.0, "tenth": 0.1, "hundredth": 0.01, "small": 1e-3, "smoke": 1.2e-4}
 
 
+# A setting's real value when the scale changed it (Workload.ran_as): `ran_as_batch_size`.
+RAN_AS = "ran_as_"
+
+
+def ran_as_text(settings: dict, key: str, value) -> str:
+    """`1000 (ran as 16)` when the scale made setting `key` run as another value."""
+    real = settings.get(f"{RAN_AS}{key}")
+    return f"{value} (ran as {real})" if real is not None else f"{value}"
+
+
 class ExperimentError(ValueError):
     """A bad experiment file, experiment name, variant or scale."""
 
@@ -88,6 +98,9 @@ class Experiment:
         for v in out if workload is not None else ():
             try:
                 v.settings["key_example"] = workload.key_example(v.settings)
+                # what the scale really made of a setting: `1000 (ran as 16)` in tables
+                for key, real in workload.ran_as(v.settings).items():
+                    v.settings[f"{RAN_AS}{key}"] = real
             except (KeyError, ValueError) as e:
                 raise ExperimentError(f"experiment {self.name} [{v.label}]: {e!r}") from None
         return out

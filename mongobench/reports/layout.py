@@ -114,7 +114,10 @@ class LabelColumn:
     def cell(self, md: Mapping) -> str:
         value = self.raw(md)
         # Keys of `values` are spelt too: YAML's true/4 and the metadata's "True"/"4.0" meet.
-        return self.values.get(spell(value), spell(value))
+        text = self.values.get(spell(value), spell(value))
+        real = md.get(f"ran_as_{self.setting}") if self.setting and not self.pattern else None
+        # the scale made the setting run as another value (perftables.experiments.RAN_AS)
+        return f"{text} (ran as {spell(canon(real))})" if real is not None else text
 
 
 @dataclass(frozen=True)

@@ -241,6 +241,9 @@ def metadata(run: dict, res: dict) -> dict:
         md["client_vm_late_s"] = round(late, 3)
     for k, v in list(res.get("settings", {}).items())[:_SETTING_KEYS_MAX]:
         md.setdefault(k, v if isinstance(v, (int, float, str, bool)) or v is None else str(v))
+    for k, v in (res.get("settings") or {}).items():
+        if k.startswith("ran_as_"):  # what the scale made of a setting (Workload.ran_as)
+            md[k] = v
     for k, v in (res.get("prepared") or {}).items():
         md[k] = v
     for k, v in (res.get("counters") or {}).items():

@@ -1,0 +1,59 @@
+"""The audit of acknowledged writes covers the update experiments, mixed and bucket's inserts
+(issue 23): 0 lost on the stand-in, with the check named."""
+
+import pytest
+from standin_helpers import built_workdir
+
+from mongobench.perftables import runner as perftables
+from mongobench.reports import results
+from mongobench.testbed import bed as testbed
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    srv = testbed.start_server(str(built_workdir(tmp_path_factory, "audit-updates")))
+    yield srv
+    srv.stop()
+
+
+CHECKS = {
+    ("update_fields", "1, 500000, plain"): "sum of n0 = before + acknowledged updates (each adds 1)",
+    ("replace", "500000"): "documents = before (updates and replaces neither add nor remove)",
+    ("update_indexed", "False"): "sum of n0 = before + acknowledged updates (each adds 1)",
+    ("update_indexed", "True"): "documents = before (updates and replaces neither add nor remove)",
+}
+
+
+@pytest.mark.parametrize("client_path", ["multiplexed", "pymongo"])
+def test_updates_are_audited_and_nothing_is_lost(server, tmp_path, client_path):
+    run = perftables.run(
+        server.uri, ["update_fields", "replace", "update_indexed"], "smoke",
+        str(tmp_path / "r.json"), variants=["1, 500000, plain", "500000", "False", "True"],
+        overrides={"duration_s": 1}, log=lambda m: None, os_path=False, client_path=client_path,
+    )  # fmt: skip
+    by = {(r["experiment"], r["label"]): r for r in run["results"]}
+    assert set(by) == set(CHECKS)
+    for key, check in CHECKS.items():
+        res = by[key]
+        assert res["status"] == "ok", res.get("error")
+        assert res["audit"]["check"] == check, key
+        assert res["audit"]["lost_writes"] == 0, (key, res["audit"])
+    summed = by[("update_fields", "1, 500000, plain")]["audit"]
+    assert summed["found"] - summed["expected"] == 0 and summed["expected"] > 0
+    assert all(s["metadata"]["lost_writes"] == 0 for s in results.to_samples(run))
+
+
+def test_mixed_and_bucket_inserts_are_audited(server, tmp_path):
+    run = perftables.run(
+        server.uri, ["shell_mixed", "shell_bucket"], "smoke", str(tmp_path / "r.json"),
+        overrides={"duration_s": 1}, log=lambda m: None, os_path=False,
+    )  # fmt: skip
+    for res in run["results"]:
+        assert res["status"] == "ok", res.get("error")
+        if res["experiment"] == "shell_bucket" and res["settings"]["bucket_size"]:
+            assert res["audit"] is None  # pushes into buckets are not counted
+            continue
+        assert res["audit"]["lost_writes"] == 0, (res["label"], res["audit"])
+        assert res["audit"]["expected"] > 0, res["audit"]
