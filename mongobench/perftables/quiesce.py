@@ -8,7 +8,8 @@ finished abandoned 2 MB inserts two minutes later, and every variant measured me
 - `currentOp`: active operations on the run's database (a real `currentOp` lists itself; an
   empty list, FerretDB's, says nothing and the next way is used);
 - else `serverStatus.connections.current`: no more connections than before the previous
-  variant's timed phase (plus the pymongo path's client connections, which stay pooled);
+  variant's timed phase (plus the pymongo path's client connections, which stay pooled), or a
+  count that stopped changing (held by live clients, not by work a gone client left);
 - else a write probe: one small write to a scratch collection goes through (it waits behind
   a write still holding the lock, as on SQLite), then the collection is dropped.
 
@@ -29,6 +30,8 @@ POLL_S = 0.5
 # How long each single check may take (a server busy with leftovers answers slowly)
 CHECK_S = 5.0
 SCRATCH = "mongobench_quiesce"
+# The connection count is settled when it stays the same this many checks in a row
+STEADY_POLLS = 4
 
 
 def _own(op: dict) -> bool:
@@ -92,11 +95,20 @@ def wait(
             return out("currentOp", True, e.last)
     current = connections(client) if conn_limit is not None else None
     if current is not None:
+        seen = []
+
+        def settled():
+            # At or below the limit; or steady for STEADY_POLLS checks: a client that is gone
+            # has its connections closed within a second, so a count that stays put is held by
+            # live clients (this run's pooled control connections), not by abandoned work.
+            n = connections(client)
+            seen.append(n)
+            last = seen[-STEADY_POLLS:]
+            steady = len(last) == STEADY_POLLS and len(set(last)) == 1
+            return n is not None and (n <= conn_limit or steady), n
+
         try:
-            poll_until(
-                lambda: ((n := connections(client)) is not None and n <= conn_limit, n),
-                timeout=bound_s, interval=POLL_S,
-            )  # fmt: skip
+            poll_until(settled, timeout=bound_s, interval=POLL_S)
             return out("connections")
         except PollTimeout as e:
             return out("connections", True, (e.last or 0) - conn_limit)
@@ -129,6 +141,6 @@ def line(q: dict, bound_s: float, name: str) -> str | None:
             f" by {q['by']}); its figures may include the previous variant's leftover work"
             " (the samples say quiesce_busy)"
         )
-    if q["s"] >= 1.0:
+    if q["s"] >= 2.0:
         return f"before {name}: waited {q['s']:.1f} s for the server to finish earlier work ({q['by']})"
     return None

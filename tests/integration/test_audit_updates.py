@@ -19,7 +19,10 @@ def server(tmp_path_factory):
 
 
 CHECKS = {
-    ("update_fields", "1, 500000, plain"): "sum of n0 = before + acknowledged updates (each adds 1)",
+    (
+        "update_fields",
+        "1, 500000, plain",
+    ): "sum of n0 = before + acknowledged updates (each adds 1)",
     ("replace", "500000"): "documents = before (updates and replaces neither add nor remove)",
     ("update_indexed", "False"): "sum of n0 = before + acknowledged updates (each adds 1)",
     ("update_indexed", "True"): "documents = before (updates and replaces neither add nor remove)",
