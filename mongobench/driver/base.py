@@ -26,6 +26,9 @@ from mongobench.core.units import KiB
 from mongobench.driver.docgen import DocFactory
 
 COLLECTION = "perftables"
+# The audit's sampled ids: the first acknowledged batches' first documents of each client
+SAMPLE_IDS = 2
+SAMPLE_IDS_TOTAL = 256
 WORKLOADS: dict[str, type[Workload]] = {}
 
 
@@ -50,6 +53,13 @@ class ThreadStats:
     # open loop: latency from the actual send (`latency` counts from the intended time)
     service: LatencyRecorder = field(default_factory=LatencyRecorder)
     series: Series | None = None  # per-interval figures of the timed phase (core.series)
+    written_ids: list = field(default_factory=list)  # a sample of acknowledged inserts' _id
+
+    def sample_id(self, _id) -> None:
+        """Keeps `_id` (of an acknowledged insert) for the audit (callers take SAMPLE_IDS per
+        client; at most SAMPLE_IDS_TOTAL are kept)."""
+        if _id is not None and len(self.written_ids) < SAMPLE_IDS_TOTAL:
+            self.written_ids.append(_id)
 
     def error(self, op: str, exc: BaseException, n: int = 1) -> None:
         if self.latency.tick is not None:
@@ -68,6 +78,9 @@ class ThreadStats:
         self.counters.update(other.counters)
         for k, v in other.error_samples.items():
             self.error_samples.setdefault(k, v)
+        self.written_ids.extend(
+            other.written_ids[: max(0, SAMPLE_IDS_TOTAL - len(self.written_ids))]
+        )
         if other.series is not None:
             if self.series is None:
                 self.series = Series(other.series.interval_s)
@@ -180,6 +193,10 @@ class Workload:
         """Acknowledged writes that are not there (default: fewer than expected)."""
         return max(0, expected - found)
 
+    def audit_sample(self, stats: ThreadStats) -> tuple[int, int] | None:
+        """(sampled, missing): acknowledged writes looked up one by one; None: none sampled."""
+        return None
+
 
 # The updates' audit sums the incremented field over the documents the variant addresses when
 # they are at most this many (an _id range read after the timed phase); above, it counts them.
@@ -235,12 +252,17 @@ def audit(workload: Workload, baseline: int | None, stats: ThreadStats) -> dict 
         return None
     found = workload.audit_state()
     expected = workload.audit_expected(baseline, stats)
-    return {
+    out = {
         "check": workload.audit_check,
         "expected": expected,
         "found": found,
         "lost_writes": workload.audit_lost(expected, found),
     }
+    sample = workload.audit_sample(stats)
+    if sample is not None:  # a count can hide a loss (another document in its place)
+        out["sampled_ids"], out["sampled_missing"] = sample
+        out["lost_writes"] = max(out["lost_writes"], sample[1])
+    return out
 
 
 def timed_call(stats: ThreadStats, op: str, fn, *args, **kwargs):

@@ -9,7 +9,7 @@ from pymongo.errors import BulkWriteError, PyMongoError
 from mongobench.core.split import share
 from mongobench.core.units import KiB
 from mongobench.driver import docgen
-from mongobench.driver.base import COLLECTION, ThreadStats, Workload, register
+from mongobench.driver.base import COLLECTION, SAMPLE_IDS, ThreadStats, Workload, register
 from mongobench.driver.docgen import DocFactory
 
 
@@ -70,6 +70,13 @@ class InsertWorkload(Workload):
     def audit_state(self):
         return self.db[COLLECTION].estimated_document_count()
 
+    def audit_sample(self, stats):
+        ids = stats.written_ids
+        if not ids:
+            return None
+        found = self.db[COLLECTION].count_documents({"_id": {"$in": list(ids)}})
+        return len(ids), max(0, len(ids) - found)
+
     def worker(self, idx, nthreads, stats, stop):
         quota = share(self.total_docs, nthreads, idx)
         coll, factory = self.collection(), self.factory(seed=idx + 1)
@@ -80,7 +87,7 @@ class InsertWorkload(Workload):
 
     def _insert(self, coll, factory, quota, stats, stop):
         batch = int(self.s["batch_size"])
-        done = 0
+        done, sampled = 0, 0
         while done < quota and not (stop and stop.is_set()):
             n = min(batch, quota - done)
             docs = factory.batch(n)
@@ -106,3 +113,6 @@ class InsertWorkload(Workload):
             stats.ops["insert"] += 1
             stats.docs += ok
             stats.bytes += ok * factory.size
+            if ok == n and sampled < SAMPLE_IDS:  # this client's first ones, for the audit
+                stats.sample_id(docgen.first_id(docs[0].raw))
+                sampled += 1

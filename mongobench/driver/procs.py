@@ -138,6 +138,7 @@ def encode_stats(stats: ThreadStats) -> dict:
         "error_samples": dict(stats.error_samples),
         "counters": dict(stats.counters),
         **({"series": stats.series.encode()} if stats.series is not None else {}),
+        "written_ids": list(stats.written_ids),
     }
 
 
@@ -153,6 +154,7 @@ def decode_stats(part: dict) -> ThreadStats:
     s.counters.update(part["counters"])
     if part.get("series"):
         s.series = Series.decode(part["series"])
+    s.written_ids.extend(part.get("written_ids") or ())
     return s
 
 

@@ -27,7 +27,8 @@ from bson.raw_bson import RawBSONDocument
 
 from mongobench.core.split import part, share
 from mongobench.core.units import KiB
-from mongobench.driver import multiplex, ops, protocol, replies
+from mongobench.driver import docgen, multiplex, ops, protocol, replies
+from mongobench.driver.base import SAMPLE_IDS
 from mongobench.driver.catalog import WORKLOADS
 from mongobench.driver.cursor_sources import aggregate, micros, query, regex_prefix
 from mongobench.driver.docgen import DocFactory
@@ -338,7 +339,7 @@ def insert(s, db, wc):
     def run_ops(c: Client, docs, per_msg, buf):
         run, stats = c.run, c.stats
         record, counts = c.record, stats.ops
-        quota, done = share(total, c.clients, c.index), 0
+        quota, done, sampled = share(total, c.clients, c.index), 0, 0
         serial = s["id_type"] == "serial"
         while done < quota and not run.stopped:
             n = min(batch, quota - done)
@@ -368,6 +369,9 @@ def insert(s, db, wc):
             counts["insert"] += 1
             stats.docs += ok
             stats.bytes += ok * docs.size
+            if bad is None and sampled < SAMPLE_IDS:  # this client's first ones, for the audit
+                stats.sample_id(docgen.first_id(buf, pos))
+                sampled += 1
 
     return lambda c: run_ops(c, *setup(c))
 

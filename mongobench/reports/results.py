@@ -276,6 +276,9 @@ def metadata(run: dict, res: dict) -> dict:
     if audit:  # the acknowledged writes checked after the timed phase (driver.base.audit)
         md["lost_writes"] = audit["lost_writes"]
         md["audit_expected"], md["audit_found"] = audit["expected"], audit["found"]
+        if "sampled_ids" in audit:  # acknowledged inserts looked up by _id
+            md["audit_sampled_ids"] = audit["sampled_ids"]
+            md["audit_sampled_missing"] = audit["sampled_missing"]
     quiet = res.get("quiesce")
     if quiet:  # the wait before the variant for the previous one's work (perftables.quiesce)
         md["quiesce_s"], md["quiesce_by"] = quiet["s"], quiet["by"]
