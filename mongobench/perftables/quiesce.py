@@ -11,7 +11,9 @@ finished abandoned 2 MB inserts two minutes later, and every variant measured me
   variant's timed phase (plus the pymongo path's client connections, which stay pooled), or a
   count that stopped changing (held by live clients, not by work a gone client left);
 - else a write probe: one small write to a scratch collection goes through (it waits behind
-  a write still holding the lock, as on SQLite), then the collection is dropped.
+  a write still holding the lock, as on SQLite) and the database's contents (dbStats: objects,
+  dataSize) are the same as at the previous probe (a server committing an abandoned batch in
+  pieces lets single writes through between them); then the collection is dropped.
 
 Each check is repeated every POLL_S until quiet or `bound_s`; the result says how long it took,
 by which way, and whether the server was still busy at the bound (the caller warns).
@@ -70,6 +72,16 @@ def connections(client) -> int | None:
     return int(current) if isinstance(current, (int, float)) else None
 
 
+def _contents(client, database: str):
+    """dbStats' objects and dataSize (the probe's own document aside), or None."""
+    try:
+        with pymongo.timeout(CHECK_S):
+            st = client[database].command("dbStats")
+    except PyMongoError:
+        return None
+    return st.get("objects"), st.get("dataSize")
+
+
 def wait(
     client, database: str, bound_s: float, conn_limit: int | None = None, clock=time.monotonic
 ) -> dict:
@@ -118,6 +130,19 @@ def wait(
     except PyMongoError as e:
         # timed out behind leftover work: busy; refused (no write access here): unknown
         return out("write probe", True) if e.timeout else out("none")
+    # A server that commits an abandoned batch in pieces (FerretDB) lets the probe through
+    # between them: quiet also needs the database's contents to stop changing.
+    readings = []
+
+    def unchanged():
+        now = _contents(client, database)
+        readings.append(now)
+        return now is None or readings[-2:] == [now, now], now
+
+    try:
+        poll_until(unchanged, timeout=max(bound_s - (clock() - t0), 0.0), interval=POLL_S)
+    except PollTimeout:
+        return out("write probe", True)
     result = out("write probe")
     try:
         with pymongo.timeout(CHECK_S):
