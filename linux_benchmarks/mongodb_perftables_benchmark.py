@@ -27,16 +27,12 @@ Targets (--mongodb_perftables_deployment):
 import json
 import logging
 import os
+from typing import Any
 
 from absl import flags
+from perfkitbenchmarker import benchmark_spec as bm_spec
 from perfkitbenchmarker import configs, errors, sample, vm_util
-from perfkitbenchmarker.linux_packages import (
-    mongobench_atlas,
-    mongobench_client,
-    mongobench_host,
-    mongobench_mongod,
-    mongobench_topology,
-)
+from perfkitbenchmarker.linux_packages import mongobench_client, mongobench_mongod
 
 from mongobench.core import interrupt, names, shardkey
 from mongobench.core import series as core_series
@@ -48,6 +44,10 @@ from mongobench.perftables import ratesteps
 from mongobench.perftables import runner as perftables_runner
 from mongobench.remote import shipping
 from mongobench.reports import results
+from mongobench_pkb import atlas as mongobench_atlas
+from mongobench_pkb import host as mongobench_host
+from mongobench_pkb import stages
+from mongobench_pkb import topology as mongobench_topology
 
 BENCHMARK_NAME = "mongodb_perftables"
 BENCHMARK_CONFIG = """
@@ -260,7 +260,7 @@ def _ServerVmCount(kind):
     return 1
 
 
-def GetConfig(user_config):
+def GetConfig(user_config: dict[str, Any]) -> dict[str, Any]:
     config = configs.LoadConfig(BENCHMARK_CONFIG, user_config, BENCHMARK_NAME)
     kind = _Deployment(config.get("flags"))
     if kind in NO_SERVER_VMS:
@@ -298,7 +298,7 @@ def _ClientVmCount(benchmark_config):
     return getattr(group, "vm_count", 1) or 1
 
 
-def CheckPrerequisites(benchmark_config):
+def CheckPrerequisites(benchmark_config) -> None:
     """Validates flags before anything is provisioned."""
     if _ClientVmCount(benchmark_config) > 1 and _CLIENT_PATH.value != "multiplexed":
         raise errors.Config.InvalidValue(
@@ -427,7 +427,7 @@ def _HardwareLabels(benchmark_spec, kind):
 
 # SIGTERM to PKB is handled like Ctrl-C: Cleanup runs (PKB alone would end at once).
 @interrupt.sigterm_as_ctrl_c()
-def Prepare(benchmark_spec):
+def Prepare(benchmark_spec: bm_spec.BenchmarkSpec) -> None:
     # PKB calls Cleanup on cloud VMs, and after a failed stage, only with this flag:
     # without it an Atlas cluster or a failed variant would go unnoticed and stay.
     benchmark_spec.always_call_cleanup = True
@@ -581,7 +581,7 @@ def _LastLine(stderr):
 
 
 @interrupt.sigterm_as_ctrl_c()
-def Run(benchmark_spec):
+def Run(benchmark_spec: bm_spec.BenchmarkSpec) -> list[sample.Sample]:
     state = benchmark_spec.mongobench
     user = _Overrides()
     engine = {}
@@ -621,17 +621,30 @@ def _DiagnosticPaths(vm):
     return mongobench_mongod.DiagnosticPaths(vm) + mongobench_client.DiagnosticPaths(vm)
 
 
-def Cleanup(benchmark_spec):
+def Cleanup(benchmark_spec: bm_spec.BenchmarkSpec) -> None:
     """Undoes what Prepare did, as far as it got (every step is tried), then fails the run
-    when something could not be undone or a variant failed. PKB may call it twice: after
-    a Cleanup that raised, its error handler calls Cleanup again."""
+    when something could not be undone or a variant failed (stages.Cleanup: once)."""
     state = getattr(benchmark_spec, "mongobench", None)
-    if state is None or state.get("cleaned_up"):
+    if state is None:  # Prepare never started
         return
-    state["cleaned_up"] = True
+    failed = state.get("failed")
+    failure = None
+    if failed:
+        failure = (
+            f'{len(failed)} variant(s) failed (their samples are named "Variant'
+            ' Failed"): ' + "; ".join(failed)
+        )
+    stages.Cleanup(
+        benchmark_spec,
+        BENCHMARK_NAME,
+        lambda keep: stages.Undo(_CleanupSteps(benchmark_spec, state, keep)),
+        failure=failure,
+        incomplete="failed" not in state,  # Prepare or Run stopped half-way
+    )
+
+
+def _CleanupSteps(benchmark_spec, state, keep):
     clients = benchmark_spec.vm_groups["clients"]
-    # No "failed" yet: Prepare or Run stopped half-way.
-    keep = mongobench_host.KeepDiagnostics(benchmark_spec, state.get("failed", True))
     steps = []
     if state.get("atlas"):
         steps.append(
@@ -644,7 +657,7 @@ def Cleanup(benchmark_spec):
         )
         steps.append((f"stop mongod on {vm.name}", lambda vm=vm: mongobench_mongod.StopAll(vm)))
         if keep:  # stopped first (complete logs), kept before anything is deleted
-            steps.append(mongobench_host.DiagnosticsStep(vm, _DiagnosticPaths))
+            steps.append(stages.DiagnosticsStep(vm, _DiagnosticPaths))
         steps.append(
             (f"remove mongod data on {vm.name}", lambda vm=vm: mongobench_mongod.RemoveData(vm))
         )
@@ -659,12 +672,4 @@ def Cleanup(benchmark_spec):
         steps.append(
             (f"remove the engine on {vm.name}", lambda vm=vm: mongobench_client.Remove(vm))
         )
-    problems = mongobench_host.Undo(steps)
-    failed = state.get("failed")
-    if failed:
-        problems.append(
-            f'{len(failed)} variant(s) failed (their samples are named "Variant'
-            ' Failed"): ' + "; ".join(failed)
-        )
-    if problems:
-        raise errors.Benchmarks.RunError(" | ".join(problems))
+    return steps

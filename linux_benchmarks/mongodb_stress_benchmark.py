@@ -37,20 +37,19 @@ this module holds the flags and the stages.
 
 import logging
 import time
+from typing import Any
 
 from absl import flags
+from perfkitbenchmarker import benchmark_spec as bm_spec
 from perfkitbenchmarker import configs, errors, sample
-from perfkitbenchmarker.linux_packages import (
-    mongobench_client,
-    mongobench_host,
-    mongobench_mongod,
-    mongobench_stress,
-)
+from perfkitbenchmarker.linux_packages import mongobench_client, mongobench_mongod
 
 from mongobench.core import interrupt
 from mongobench.deploy import mongod
 from mongobench.stress import report as stress_report
 from mongobench.stress import search, seeding, steps
+from mongobench_pkb import stages
+from mongobench_pkb import stress as mongobench_stress
 
 BENCHMARK_NAME = "mongodb_stress"
 BENCHMARK_CONFIG = """
@@ -269,7 +268,7 @@ _CLIENT_VMS = flags.DEFINE_integer(
 FLAGS = flags.FLAGS
 
 
-def GetConfig(user_config: dict) -> dict:
+def GetConfig(user_config: dict[str, Any]) -> dict[str, Any]:
     config = configs.LoadConfig(BENCHMARK_CONFIG, user_config, BENCHMARK_NAME)
     if _CLIENT_VMS.value:
         config["vm_groups"]["clients"]["vm_count"] = _CLIENT_VMS.value
@@ -341,7 +340,7 @@ def _Vms(spec):
 
 # SIGTERM to PKB is handled like Ctrl-C: Cleanup runs (PKB alone would end at once).
 @interrupt.sigterm_as_ctrl_c()
-def Prepare(benchmark_spec) -> None:
+def Prepare(benchmark_spec: bm_spec.BenchmarkSpec) -> None:
     """Installs and ships what each VM needs, sizes the run, applies host settings."""
     benchmark_spec.always_call_cleanup = True  # stop what we started even when a stage fails
     server_vm, clients = _Vms(benchmark_spec)
@@ -353,7 +352,7 @@ def _Log(message, problem=False):
 
 
 @interrupt.sigterm_as_ctrl_c()
-def Run(benchmark_spec) -> list[sample.Sample]:
+def Run(benchmark_spec: bm_spec.BenchmarkSpec) -> list[sample.Sample]:
     """Searches for the peak; samples of every step and the two KPIs."""
     st = benchmark_spec.mongodb_stress
     server_vm, clients = _Vms(benchmark_spec)
@@ -381,20 +380,16 @@ def Run(benchmark_spec) -> list[sample.Sample]:
     return [mongobench_client.ToSample(s) for s in samples]
 
 
-def Cleanup(benchmark_spec) -> None:
+def Cleanup(benchmark_spec: bm_spec.BenchmarkSpec) -> None:
     """Stops every process the benchmark started (by PID), removes its directories and
     restores the server's host settings, as far as Prepare got (every step is tried); then
-    fails the run if a step failed or something could not be undone. Runs once: PKB calls
-    it again after a Cleanup that raised."""
-    if getattr(benchmark_spec, "mongodb_stress_cleaned_up", False):
-        return
-    benchmark_spec.mongodb_stress_cleaned_up = True
+    fails the run if a step failed or something could not be undone (stages.Cleanup: once)."""
     server_vm, clients = _Vms(benchmark_spec)
     st = getattr(benchmark_spec, "mongodb_stress", None)
-    # No state: Prepare stopped half-way.
-    keep = mongobench_host.KeepDiagnostics(benchmark_spec, st is None or st.failure)
-    problems = mongobench_stress.Cleanup(server_vm, clients, keep)
-    if st is not None and st.failure:
-        problems.append(f"mongodb_stress: a step failed: {st.failure}")
-    if problems:
-        raise errors.Benchmarks.RunError(" | ".join(problems))
+    stages.Cleanup(
+        benchmark_spec,
+        BENCHMARK_NAME,
+        lambda keep: mongobench_stress.Cleanup(server_vm, clients, keep),
+        failure=f"mongodb_stress: a step failed: {st.failure}" if st and st.failure else None,
+        incomplete=st is None,  # Prepare stopped half-way
+    )

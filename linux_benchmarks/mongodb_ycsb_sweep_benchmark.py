@@ -20,14 +20,12 @@ from their HdrHistogram logs.
 import logging
 import os
 import posixpath
+from typing import Any
 
 from absl import flags
-from perfkitbenchmarker import configs, errors, vm_util
-from perfkitbenchmarker.linux_packages import (
-    mongobench_client,
-    mongobench_host,
-    mongobench_ycsb,
-)
+from perfkitbenchmarker import benchmark_spec as bm_spec
+from perfkitbenchmarker import configs, errors, sample, vm_util
+from perfkitbenchmarker.linux_packages import mongobench_client, mongobench_ycsb
 
 from mongobench.core import interrupt, names, redact, units
 from mongobench.perftables import estimate as estimate_mod
@@ -35,6 +33,8 @@ from mongobench.remote import shipping
 from mongobench.sweep import estimate as sweep_estimate
 from mongobench.sweep import plan, runner
 from mongobench.sweep import samples as sweep_samples
+from mongobench_pkb import host as mongobench_host
+from mongobench_pkb import stages
 
 BENCHMARK_NAME = "mongodb_ycsb_sweep"
 BENCHMARK_CONFIG = """
@@ -128,11 +128,11 @@ _REPEATS = flags.DEFINE_integer(
 FLAGS = flags.FLAGS
 
 
-def GetConfig(user_config):
+def GetConfig(user_config: dict[str, Any]) -> dict[str, Any]:
     return configs.LoadConfig(BENCHMARK_CONFIG, user_config, BENCHMARK_NAME)
 
 
-def CheckPrerequisites(benchmark_config):
+def CheckPrerequisites(benchmark_config) -> None:
     """Validates flags and the target before anything is provisioned, then logs the sweep's
     estimated data volume, wall time and cost (PKB does not ask)."""
     mongobench_client.CheckPrerequisites(benchmark_config)  # docs/platforms.md
@@ -190,7 +190,7 @@ def _Drop(vm, state):
 
 # SIGTERM to PKB is handled like Ctrl-C: Cleanup runs (PKB alone would end at once).
 @interrupt.sigterm_as_ctrl_c()
-def Prepare(benchmark_spec):
+def Prepare(benchmark_spec: bm_spec.BenchmarkSpec) -> None:
     # PKB calls Cleanup on cloud VMs, and after a failed stage, only with this flag.
     benchmark_spec.always_call_cleanup = True
     clients = _Clients(benchmark_spec)
@@ -284,7 +284,7 @@ def _Log(message, problem=False):
 
 
 @interrupt.sigterm_as_ctrl_c()
-def Run(benchmark_spec):
+def Run(benchmark_spec: bm_spec.BenchmarkSpec) -> list[sample.Sample]:
     clients = _Clients(benchmark_spec)
     state = benchmark_spec.mongobench_sweep
     memory, source = state["memory"]
@@ -320,31 +320,37 @@ def Run(benchmark_spec):
     return [mongobench_client.ToSample(s) for s in samples]
 
 
-def Cleanup(benchmark_spec):
+def Cleanup(benchmark_spec: bm_spec.BenchmarkSpec) -> None:
     """Stops our YCSB processes and removes our directories on every client, as far as
-    Prepare got; then fails the run when a phase failed or something could not be undone.
-    Runs once: PKB calls it again after a Cleanup that raised."""
+    Prepare got; then fails the run when a phase failed or something could not be undone
+    (stages.Cleanup: once)."""
     state = getattr(benchmark_spec, "mongobench_sweep", None)
-    if state is None or state.get("cleaned_up"):
+    if state is None:  # Prepare never started
         return
-    state["cleaned_up"] = True
+    failed = state["failed"]
+    failure = None
+    if failed:
+        failure = (
+            f'{len(failed)} phase(s) failed (their samples are named "Phase Failed"): '
+            + "; ".join(failed)
+        )
+    stages.Cleanup(
+        benchmark_spec,
+        BENCHMARK_NAME,
+        lambda keep: stages.Undo(_CleanupSteps(benchmark_spec, keep)),
+        failure=failure,
+    )
+
+
+def _CleanupSteps(benchmark_spec, keep):
     clients = _Clients(benchmark_spec)
-    keep = mongobench_host.KeepDiagnostics(benchmark_spec, state["failed"])
     steps = []
     for vm in clients:
         steps.append((f"stop YCSB on {vm.name}", lambda vm=vm: mongobench_ycsb.StopAll(vm)))
         if keep:  # stopped first (complete outputs), kept before anything is deleted
-            steps.append(mongobench_host.DiagnosticsStep(vm, mongobench_ycsb.DiagnosticPaths))
+            steps.append(stages.DiagnosticsStep(vm, mongobench_ycsb.DiagnosticPaths))
         steps.append((f"remove YCSB on {vm.name}", lambda vm=vm: mongobench_ycsb.Remove(vm)))
     steps.append(
         (f"remove the engine on {clients[0].name}", lambda: mongobench_client.Remove(clients[0]))
     )
-    problems = mongobench_host.Undo(steps)
-    failed = state["failed"]
-    if failed:
-        problems.append(
-            f'{len(failed)} phase(s) failed (their samples are named "Phase Failed"): '
-            + "; ".join(failed)
-        )
-    if problems:
-        raise errors.Benchmarks.RunError(" | ".join(problems))
+    return steps

@@ -15,12 +15,12 @@ import posixpath
 
 from absl import flags
 from perfkitbenchmarker import errors, sample, vm_util
-from perfkitbenchmarker.linux_packages import mongobench_vm
 
 from mongobench.core import redact
 from mongobench.core import samples as core_samples
 from mongobench.deploy import platforms
 from mongobench.remote import diagnostics, shipping
+from mongobench_pkb import vm as mongobench_vm
 
 WORKDIR_NAME = "mongobench"
 

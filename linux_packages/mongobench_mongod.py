@@ -44,10 +44,11 @@ import shlex
 
 from absl import flags
 from perfkitbenchmarker import background_tasks, errors
-from perfkitbenchmarker.linux_packages import mongobench_vm, mongobench_ycsb
+from perfkitbenchmarker.linux_packages import mongobench_ycsb
 
 from mongobench.deploy import hostsettings, install, mongod, platforms
 from mongobench.remote import diagnostics, javabuild, probes, processes, tlscerts
+from mongobench_pkb import vm as mongobench_vm
 
 WORKDIR_NAME = "mongobench-mongod"
 ROLES = ("mongod", "shardsvr", "configsvr", "mongos")

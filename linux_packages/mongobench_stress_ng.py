@@ -22,12 +22,12 @@ import posixpath
 import shlex
 
 from perfkitbenchmarker import errors
-from perfkitbenchmarker.linux_packages import mongobench_vm
 
 from mongobench.core import units
 from mongobench.core.poll import PollTimeout, poll_until
 from mongobench.remote import processes
 from mongobench.stress import placement
+from mongobench_pkb import vm as mongobench_vm
 
 WORKDIR_NAME = "mongobench-stress-ng"
 MIB = 1024 * 1024

@@ -36,11 +36,12 @@ import threading
 
 from absl import flags
 from perfkitbenchmarker import background_tasks, errors, vm_util
-from perfkitbenchmarker.linux_packages import mongobench_client, mongobench_vm
+from perfkitbenchmarker.linux_packages import mongobench_client
 
 from mongobench.remote import javabuild, probes, processes
 from mongobench.ycsb import parse
 from mongobench.ycsb import properties as ycsb
+from mongobench_pkb import vm as mongobench_vm
 
 WORKDIR_NAME = "mongobench-ycsb"
 # The project's jars are compiled for Java 17 (java/pom.xml: maven.compiler.release 17).

@@ -1,6 +1,8 @@
-"""Plugs this project's benchmark and package modules into an unmodified PKB.
+"""Plugs this project's benchmark and package modules into an unmodified PKB; its modules
+are the PKB wing's orchestration (stages, topology, stress, atlas, host, vm), imported by
+their real names (`from mongobench_pkb import topology`), never through the hook.
 
-Imported at interpreter start by `mongobench_pkb.pth`. PKB loads every module
+This `__init__` is imported at interpreter start by `mongobench_pkb.pth`. PKB loads every module
 found on the `__path__` of `perfkitbenchmarker.linux_benchmarks` and
 `.linux_packages`; a meta-path finder appends our directories to those paths
 when PKB imports the two packages. Nothing here imports PKB, and nothing here

@@ -2,7 +2,7 @@
 
 Cleanup deletes the work directories; before it does, the PKB benchmarks pull mongod's logs
 and `diagnostic.data` (FTDC), the YCSB outputs and the engine's raw results into PKB's run
-directory (linux_packages/mongobench_vm.PullDiagnostics runs the command built here). Files
+directory (mongobench_pkb.vm.PullDiagnostics runs the command built here). Files
 that hold secrets are never taken, whatever the patterns match: the target URI files
 (`target.uri`, 0600), TLS material and users files.
 """

@@ -3,7 +3,7 @@
 The arithmetic (sizing, placement, step plans, the search, results, KPIs, usage and sample
 metadata) is the engine's (`mongobench.stress`); this module carries it out over ssh with
 `mongobench_mongod`, `mongobench_ycsb` and `mongobench_stress_ng`. `Settings` holds what the
-benchmark's flags say. It defines no Install function, so PKB never installs it.
+benchmark's flags say. It installs nothing, so it lives here, not in linux_packages/.
 
     st = mongobench_stress.Prepare(server_vm, clients, settings)
     result, info = mongobench_stress.Step(server_vm, clients, st, settings, n)
@@ -19,7 +19,6 @@ import time
 
 from perfkitbenchmarker import background_tasks, errors, vm_util
 from perfkitbenchmarker.linux_packages import (
-    mongobench_host,
     mongobench_mongod,
     mongobench_stress_ng,
     mongobench_ycsb,
@@ -30,6 +29,8 @@ from mongobench.remote import probes
 from mongobench.stress import placement, seeding, steps, usage
 from mongobench.stress import report as stress_report
 from mongobench.stress import sizing as stress_sizing
+from mongobench_pkb import host as mongobench_host
+from mongobench_pkb import stages
 
 VERIFY_TIMEOUT_S = 600
 DROP_CACHES_COMMAND = "sync && echo 3 | sudo tee /proc/sys/vm/drop_caches >/dev/null"
@@ -555,10 +556,10 @@ def Cleanup(server_vm, clients, keep_diagnostics):
     restores the server's host settings; every step is tried. Returns what went wrong."""
 
     def kept(vm, paths_of):
-        return [mongobench_host.DiagnosticsStep(vm, paths_of)] if keep_diagnostics else []
+        return [stages.DiagnosticsStep(vm, paths_of)] if keep_diagnostics else []
 
     def client(vm):
-        return mongobench_host.Undo(
+        return stages.Undo(
             [
                 (f"stop YCSB on {vm.name}", lambda: mongobench_ycsb.StopAll(vm)),
                 *kept(vm, mongobench_ycsb.DiagnosticPaths),
@@ -568,7 +569,7 @@ def Cleanup(server_vm, clients, keep_diagnostics):
 
     problems = [p for got in background_tasks.RunThreaded(client, clients) for p in got]
     name = server_vm.name
-    problems += mongobench_host.Undo(
+    problems += stages.Undo(
         [
             (f"stop stress-ng on {name}", lambda: mongobench_stress_ng.StopAll(server_vm)),
             (f"stop mongod on {name}", lambda: mongobench_mongod.StopAll(server_vm)),

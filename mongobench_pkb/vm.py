@@ -3,8 +3,8 @@
 Each package (`mongobench_client`, `mongobench_mongod`, `mongobench_ycsb`,
 `mongobench_stress_ng`) has its own work directory name and keeps its public functions
 (`WorkDir(vm)`, `Remove(vm)`, `StopAll(vm)`, `States(...)`) as one-line calls of these, because
-benchmarks and Cleanup call them by those names. PKB imports every module of linux_packages;
-this one defines no Install function, so PKB never installs it.
+benchmarks and Cleanup call them by those names. It installs nothing, so it lives here, not
+in linux_packages/.
 """
 
 import logging

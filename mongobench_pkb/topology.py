@@ -4,7 +4,7 @@ client VM), started with `mongobench_mongod` and initiated by the engine on the 
 
 The plans (which instance on which VM, ports, replica-set configs, admin commands) are the
 engine's (`mongobench.deploy.placement`); this module only carries them out over ssh. It
-defines no Install function, so PKB never installs it.
+installs nothing, so it lives here, not in linux_packages/.
 """
 
 import dataclasses
@@ -13,9 +13,10 @@ import logging
 import os
 
 from perfkitbenchmarker import errors
-from perfkitbenchmarker.linux_packages import mongobench_mongod, mongobench_vm
+from perfkitbenchmarker.linux_packages import mongobench_mongod
 
 from mongobench.deploy import placement, topology
+from mongobench_pkb import vm as mongobench_vm
 
 
 @dataclasses.dataclass(frozen=True)
