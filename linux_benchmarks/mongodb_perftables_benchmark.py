@@ -46,7 +46,7 @@ from mongobench.remote import shipping
 from mongobench.reports import results
 from mongobench_pkb import atlas as mongobench_atlas
 from mongobench_pkb import host as mongobench_host
-from mongobench_pkb import stages
+from mongobench_pkb import stages, target
 from mongobench_pkb import topology as mongobench_topology
 
 BENCHMARK_NAME = "mongodb_perftables"
@@ -94,16 +94,7 @@ _SCALE = flags.DEFINE_string(
     "Size of every experiment: full (the seed sizes, e.g. 24 GB loads),"
     " tenth, hundredth, small, smoke, or a factor in (0, 1].",
 )
-_URI_FILE = flags.DEFINE_string(
-    "mongodb_perftables_uri_file",
-    None,
-    "File (on the PKB host) holding the target connection string, mongodb:// or mongodb+srv://.",
-)
-_URI_ENV = flags.DEFINE_string(
-    "mongodb_perftables_uri_env",
-    None,
-    "Environment variable (on the PKB host) holding the target connection string.",
-)
+_TARGET = target.DefineUriFlags(BENCHMARK_NAME)
 _DATABASE = flags.DEFINE_string(
     "mongodb_perftables_database",
     "mongobench",
@@ -246,10 +237,7 @@ def _Deployment(flag_values=None):
     kind = values.get("mongodb_perftables_deployment", _DEPLOYMENT.value)
     if kind != "auto":
         return kind
-    uri_given = values.get("mongodb_perftables_uri_file", _URI_FILE.value) or values.get(
-        "mongodb_perftables_uri_env", _URI_ENV.value
-    )
-    return "uri" if uri_given else "standalone"
+    return "uri" if _TARGET.Given(values) else "standalone"
 
 
 def _ServerVmCount(kind):
@@ -327,7 +315,7 @@ def CheckPrerequisites(benchmark_config) -> None:
     kind = _Deployment()
     # the VMs' OS and architecture, against the support matrix (docs/platforms.md)
     mongobench_client.CheckPrerequisites(benchmark_config)
-    if kind != "uri" and (_URI_FILE.value or _URI_ENV.value):
+    if kind != "uri" and _TARGET.Given():
         raise errors.Config.InvalidValue(
             "a URI flag was given with --mongodb_perftables_deployment="
             f"{_DEPLOYMENT.value}: the target would be ambiguous"
@@ -370,7 +358,7 @@ def _LogEstimate(benchmark_config, planned):
 
 
 def _ReadUri():
-    return mongobench_client.ReadTargetUri(BENCHMARK_NAME, _URI_FILE.value, _URI_ENV.value)
+    return _TARGET.Read()
 
 
 def _SharedHost(clients, servers) -> bool:

@@ -17,6 +17,7 @@ phase (load: its own key range; runs: its share of the operations) and percentil
 from their HdrHistogram logs.
 """
 
+import dataclasses
 import logging
 import os
 import posixpath
@@ -33,8 +34,9 @@ from mongobench.remote import shipping
 from mongobench.sweep import estimate as sweep_estimate
 from mongobench.sweep import plan, runner
 from mongobench.sweep import samples as sweep_samples
+from mongobench.ycsb import parse as ycsb_parse
 from mongobench_pkb import host as mongobench_host
-from mongobench_pkb import stages
+from mongobench_pkb import stages, target
 
 BENCHMARK_NAME = "mongodb_ycsb_sweep"
 BENCHMARK_CONFIG = """
@@ -49,16 +51,8 @@ mongodb_ycsb_sweep:
       vm_count: 1
 """
 
-_URI_FILE = flags.DEFINE_string(
-    "mongodb_ycsb_sweep_uri_file",
-    None,
-    "File (on the PKB host) holding the target connection string, mongodb:// or mongodb+srv://."
-    " Its database (default ycsb) holds the collection.",
-)
-_URI_ENV = flags.DEFINE_string(
-    "mongodb_ycsb_sweep_uri_env",
-    None,
-    "Environment variable (on the PKB host) holding the target connection string.",
+_TARGET = target.DefineUriFlags(
+    BENCHMARK_NAME, " Its database (default ycsb) holds the collection."
 )
 _SIZES = flags.DEFINE_list(
     "mongodb_ycsb_sweep_sizes_mb",
@@ -170,7 +164,7 @@ def _Estimate(uri):
 
 
 def _ReadUri():
-    return mongobench_client.ReadTargetUri(BENCHMARK_NAME, _URI_FILE.value, _URI_ENV.value)
+    return _TARGET.Read()
 
 
 def _Clients(benchmark_spec):
@@ -220,20 +214,19 @@ def Prepare(benchmark_spec: bm_spec.BenchmarkSpec) -> None:
 
 
 def _Outputs(vm, procs, states, local_dir):
-    """(text, histograms) of each process; a hung or vanished process is a failure line."""
+    """(outcome, histograms) of each process, judged by sweep_samples.measure_processes."""
     outputs = mongobench_ycsb.Fetch(vm, procs, local_dir)
     out = []
     for p in procs:
         o = outputs.get(p.name)
-        text = o.text if o else ""
         st = states.get(p.name)
-        if st is not None and st.running:
-            text += f"\nException in thread main: YCSB still running after {_PHASE_TIMEOUT.value} s"
-        elif o is None or o.returncode is None:
-            text += "\nException in thread main: YCSB process vanished without an exit status"
-        elif o.returncode:
-            text += f"\nException in thread main: YCSB exited with status {o.returncode}"
-        out.append((text, dict(o.histograms) if o else {}))
+        outcome = ycsb_parse.Outcome(
+            o.text if o else "",
+            o.returncode if o else None,
+            running=st is not None and st.running,
+            timeout_s=_PHASE_TIMEOUT.value,
+        )
+        out.append((outcome, dict(o.histograms) if o else {}))
     return out
 
 
@@ -274,9 +267,9 @@ def _RunPhase(clients, state, step, phase, base_md, local_dir):
         for vm, procs in started:  # only ours, by PID; a no-op for finished ones
             mongobench_ycsb.Stop(vm, procs)
     uri = _ReadUri()
-    texts = [redact.text(t, uri) for t, _ in results]
+    outcomes = [dataclasses.replace(o, text=redact.text(o.text, uri)) for o, _ in results]
     hists = [h for _, h in results] if n > 1 else None
-    return sweep_samples.measure_processes(step, phase, texts, base_md, hists)
+    return sweep_samples.measure_processes(step, phase, outcomes, base_md, hists)
 
 
 def _Log(message, problem=False):

@@ -16,7 +16,6 @@ import posixpath
 from absl import flags
 from perfkitbenchmarker import errors, sample, vm_util
 
-from mongobench.core import redact
 from mongobench.core import samples as core_samples
 from mongobench.deploy import platforms
 from mongobench.remote import diagnostics, shipping
@@ -101,26 +100,6 @@ def Deploy(vm):
         vm.RemoteCommand(cmd)
     logging.info("mongobench client deployed on %s in %s", vm.name, workdir)
     return workdir
-
-
-def ReadTargetUri(benchmark, uri_file, uri_env):
-    """The target connection string from exactly one of --<benchmark>_uri_file/_uri_env."""
-    if bool(uri_file) == bool(uri_env):
-        raise errors.Config.InvalidValue(
-            f"Give the target deployment with exactly one of --{benchmark}_uri_file or"
-            f" --{benchmark}_uri_env."
-        )
-    source = (
-        f"--{benchmark}_uri_file {uri_file}" if uri_file else f"--{benchmark}_uri_env {uri_env}"
-    )
-    try:
-        # Scheme, hosts, escaping and options are checked here, before anything is
-        # provisioned; the message never holds the password.
-        return redact.check_uri(redact.read_uri(uri_file=uri_file, env=uri_env), source)
-    except UnicodeDecodeError:
-        raise errors.Config.InvalidValue(f"{source}: not a text file") from None
-    except (OSError, ValueError) as e:
-        raise errors.Config.InvalidValue(f"{benchmark} target ({source}): {e}") from None
 
 
 def PushSecret(vm, remote_path, content):

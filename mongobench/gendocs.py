@@ -126,24 +126,65 @@ def _contains_define(node: ast.AST) -> bool:
     return any(_is_define(n) for n in ast.walk(node))
 
 
-def flags_of(source: str, module: str) -> list[Flag]:
-    """The flags a PKB module's source DEFINEs, in order."""
+def _templates(tree: ast.Module) -> dict[str, ast.FunctionDef]:
+    """Top-level functions whose bodies DEFINE flags (e.g. target.DefineUriFlags): their
+    flags are defined where they are called, with the caller's arguments."""
+    return {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef) and _contains_define(n)}
+
+
+def _template_of(node: ast.AST, templates: dict) -> tuple | None:
+    if not isinstance(node, ast.Call):
+        return None
+    f = node.func
+    name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+    return templates.get(name)
+
+
+def _eval(node: ast.AST, module: str, ns: dict):
+    return eval(compile(ast.Expression(node), module, "eval"), {"__builtins__": __builtins__}, ns)
+
+
+def flags_of(source: str, module: str, templates: dict | None = None) -> list[Flag]:
+    """The flags a PKB module's source DEFINEs, in order. `templates`: name -> (function,
+    its module's namespace) of the functions that DEFINE flags for their callers."""
     tree = ast.parse(source, module)
     ns = _namespace(tree, module)
     rec = _Recorder()
     rec.module = module
     ns["flags"] = rec
+    own = _templates(tree)
+    inside = {id(n) for f in own.values() for n in ast.walk(f)}
     for node in ast.walk(tree):
+        if id(node) in inside:
+            continue
         if _is_define(node):
-            eval(compile(ast.Expression(node), module, "eval"), {"__builtins__": __builtins__}, ns)
+            _eval(node, module, ns)
+        elif (found := _template_of(node, templates or {})) is not None:
+            fn, fn_ns = found
+            params = [a.arg for a in fn.args.args]
+            first = len(params) - len(fn.args.defaults)
+            bound = dict(zip(params[first:], fn.args.defaults, strict=True))
+            bound = {k: _eval(v, module, fn_ns) for k, v in bound.items()}
+            bound.update(zip(params, (_eval(a, module, ns) for a in node.args), strict=False))
+            bound.update({k.arg: _eval(k.value, module, ns) for k in node.keywords})
+            local = {**fn_ns, **bound, "flags": rec}
+            for inner in ast.walk(fn):
+                if _is_define(inner):
+                    _eval(inner, module, local)
     return rec.flags
 
 
 def all_flags(root: pathlib.Path = ROOT) -> list[Flag]:
+    templates = {}
+    for d in FLAG_DIRS:
+        for path in sorted((root / d).glob("*.py")):
+            tree = ast.parse(path.read_text(), str(path))
+            for name, fn in _templates(tree).items():
+                templates[name] = (fn, _namespace(tree, path.name))
     out = []
     for d in FLAG_DIRS:
         for path in sorted((root / d).glob("*.py")):
-            out += flags_of(path.read_text(), path.relative_to(root).as_posix())
+            out += flags_of(path.read_text(), path.relative_to(root).as_posix(), templates)
     return out
 
 

@@ -1,5 +1,5 @@
 """Plugs this project's benchmark and package modules into an unmodified PKB; its modules
-are the PKB wing's orchestration (stages, topology, stress, atlas, host, vm), imported by
+are the PKB wing's orchestration (stages, target, topology, stress, atlas, host, vm), imported by
 their real names (`from mongobench_pkb import topology`), never through the hook.
 
 This `__init__` is imported at interpreter start by `mongobench_pkb.pth`. PKB loads every module

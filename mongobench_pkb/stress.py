@@ -318,12 +318,6 @@ def _LocalDir(vm):
     return path
 
 
-def _ReturnCode(state, output, what, timeout_s):
-    if state.running:
-        raise steps.StepError(f"{what} did not finish within {timeout_s}s and was stopped")
-    return output.returncode
-
-
 def _Load(clients, st, settings, plan):
     """Loads the instances of plan.load (those never loaded), in parallel over the clients."""
 
@@ -339,8 +333,7 @@ def _Load(clients, st, settings, plan):
     results = mongobench_ycsb.RunOnClients(clients, plan.load, props, timeout, _LocalDir)
     for p in plan.load:
         state, out = results[p.stem]
-        rc = _ReturnCode(state, out, f"loading instance {p.instance}", timeout)
-        steps.load_result(p, rc, out.text)
+        steps.load_result(p, out.returncode, out.text, running=state.running, timeout_s=timeout)
         st.loaded.add(p.instance)
         st.ycsb_loaded.add(p.instance)
 
@@ -527,9 +520,12 @@ def Step(server_vm, clients, st, settings, n):
     outputs = []
     for p in plan.run:
         state, out = results[p.stem]
-        rc = _ReturnCode(state, out, f"step {n}: YCSB for instance {p.instance}", timeout)
         hists = {op: out.histograms[op] for op in ("READ", "UPDATE") if op in out.histograms}
-        outputs.append(steps.ProcessOutput(p.instance, p.client, rc, out.text, hists))
+        outputs.append(
+            steps.ProcessOutput(
+                p.instance, p.client, out.returncode, out.text, hists, state.running, timeout
+            )
+        )
     result = steps.step_result(n, outputs, dead_instances=dead, first_port=settings.first_port)
     readings = {name: [before[name], after[name]] for name in before}
     info.update(

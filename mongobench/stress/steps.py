@@ -196,6 +196,8 @@ class ProcessOutput:
     returncode: int | None
     output: str
     histograms: Mapping[str, str] = field(default_factory=dict)
+    running: bool = False  # still running when its time was up (then stopped)
+    timeout_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -251,11 +253,11 @@ def step_result(
     parsed = []
     for o in outputs:
         where = f"step {n}: YCSB process for instance {o.instance} on client {o.client}"
-        if o.returncode != 0:
-            tail = "\n".join(o.output.strip().splitlines()[-5:])
-            raise StepError(f"{where} exited with {o.returncode}; output ends:\n{tail}")
         try:
-            res = parse.parse_output(o.output, required_ops=required_ops)
+            res = parse.judge(
+                parse.Outcome(o.output, o.returncode, o.running, o.timeout_s),
+                required_ops=required_ops,
+            )
         except parse.YcsbError as exc:
             raise StepError(f"{where}: {exc}") from exc
         if res.not_found:
@@ -286,19 +288,28 @@ def step_result(
     )
 
 
-def load_result(proc: YcsbProcess, returncode: int | None, output: str) -> parse.YcsbResult:
-    """Checks one load process: exit status 0, no failure in its output, and exactly its key
-    range inserted (a short load would make later reads NOT_FOUND). Raises StepError."""
+def load_result(
+    proc: YcsbProcess,
+    returncode: int | None,
+    output: str,
+    *,
+    running: bool = False,
+    timeout_s: float | None = None,
+) -> parse.YcsbResult:
+    """Checks one load process: finished (not `running` when its time was up) with exit
+    status 0, no failure in its output (parse.judge), and exactly its key range inserted (a
+    short load would make later reads NOT_FOUND). Raises StepError."""
     last = proc.insertstart + proc.insertcount - 1
     where = (
         f"loading instance {proc.instance} (port {proc.port}, keys {proc.insertstart}..{last}) "
         f"from client {proc.client}"
     )
-    if returncode != 0:
-        tail = "\n".join(output.strip().splitlines()[-5:])
-        raise StepError(f"{where}: YCSB exited with {returncode}; output ends:\n{tail}")
     try:
-        res = parse.parse_output(output, required_ops=["INSERT"], required_percentiles=())
+        res = parse.judge(
+            parse.Outcome(output, returncode, running, timeout_s),
+            required_ops=["INSERT"],
+            required_percentiles=(),
+        )
     except parse.YcsbError as exc:
         raise StepError(f"{where}: {exc}") from exc
     done = res.ops["INSERT"].operations

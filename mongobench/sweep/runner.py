@@ -3,6 +3,7 @@ drop, load, phases, YCSB processes."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
@@ -40,6 +41,7 @@ from mongobench.sweep.samples import (
     write_results,
 )
 from mongobench.ycsb import properties as ycsb
+from mongobench.ycsb.parse import Outcome
 
 # ----------------------------------------------------------------------------- local runner
 
@@ -145,8 +147,8 @@ def run_ycsb(
     classpath: str | None = None,
     java: str = "java",
     timeout: float | None = None,
-) -> str:
-    """Runs one YCSB client process; returns its stdout + stderr (judged by `measure`)."""
+) -> Outcome:
+    """Runs one YCSB client process; returns its outcome (judged by `measure`)."""
 
     props_path = os.path.join(workdir, f"{stem}.properties")
     with open(props_path, "w") as f:
@@ -164,12 +166,9 @@ def run_ycsb(
             check=False,
         )
     except subprocess.TimeoutExpired as e:
-        out = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else ""
-        return out + f"\nException in thread main: YCSB timed out after {timeout} s\n"
-    text = proc.stdout + "\n" + proc.stderr
-    if proc.returncode:
-        text += f"\nException in thread main: YCSB exited with status {proc.returncode}\n"
-    return text
+        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else e.stdout
+        return Outcome(out or "", None, running=True, timeout_s=timeout)
+    return Outcome(proc.stdout + "\n" + proc.stderr, proc.returncode)
 
 
 def run_sweep(
@@ -240,14 +239,14 @@ def run_sweep(
                 table=table,
             )
             stem = f"{step.records}-{phase.name}"
-            output = run_ycsb(
+            outcome = run_ycsb(
                 props, phase, workdir, stem, classpath=classpath, java=java, timeout=timeout
             )
-            output = redact.text(output, uri)
+            outcome = dataclasses.replace(outcome, text=redact.text(outcome.text, uri))
             if raw_dir:
                 with open(os.path.join(raw_dir, f"{stem}.txt"), "w") as f:
-                    f.write(output)
-            return measure(step, phase, output, base_md)
+                    f.write(outcome.text)
+            return measure(step, phase, outcome, base_md)
 
         samples = sweep_steps(
             steps,

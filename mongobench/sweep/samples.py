@@ -101,27 +101,28 @@ def skipped_phases(phases: Sequence[Phase], failed: Phase) -> list[Phase]:
 
 
 def measure(
-    step: SizeStep, phase: Phase, output: str, metadata: Mapping | None = None
+    step: SizeStep, phase: Phase, output: ycsb.Outcome | str, metadata: Mapping | None = None
 ) -> list[dict]:
-    """Samples of one phase from YCSB's output; a failed phase gives one `Phase Failed`."""
+    """Samples of one phase from its YCSB process's outcome (or output, the process having
+    exited 0); a failed phase gives one `Phase Failed`."""
     return measure_processes(step, phase, [output], metadata)
 
 
 def measure_processes(
     step: SizeStep,
     phase: Phase,
-    outputs: Sequence[str],
+    outputs: Sequence[ycsb.Outcome | str],
     metadata: Mapping | None = None,
     histograms: Sequence[Mapping[str, str]] | None = None,
 ) -> list[dict]:
-    """Samples of one phase run by one or more YCSB processes (their outputs, and optionally
-    their HdrHistogram logs by operation). Any failed process fails the phase: one `Phase
-    Failed` sample naming it, never a partial figure."""
+    """Samples of one phase run by one or more YCSB processes (their outcomes, judged by
+    `ycsb.judge`, and optionally their HdrHistogram logs by operation). Any failed process
+    fails the phase: one `Phase Failed` sample naming it, never a partial figure."""
     results = []
-    for i, text in enumerate(outputs):
+    for i, outcome in enumerate(outputs):
         try:
             results.append(
-                ycsb.parse_output(text, required_ops=phase.ops, required_percentiles=(99.0,))
+                ycsb.judge(outcome, required_ops=phase.ops, required_percentiles=(99.0,))
             )
         except ycsb.YcsbError as e:
             who = f"YCSB process {i + 1} of {len(outputs)}: " if len(outputs) > 1 else ""

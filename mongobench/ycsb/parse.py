@@ -1,4 +1,6 @@
-"""Parsing YCSB output: per-operation stats, statuses, failures."""
+"""Parsing YCSB output: per-operation stats, statuses, failures; the one judgement of a
+YCSB process's outcome (`judge`: its exit, then its output) that the sweep, its PKB
+benchmark and the stress steps share."""
 
 from __future__ import annotations
 
@@ -35,6 +37,17 @@ def is_status_line(line: str) -> bool:
 
 class YcsbError(RuntimeError):
     """YCSB's output shows a failed or incomplete run."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one YCSB process left: its output (stdout, then stderr), its exit status (None:
+    it vanished without one) and whether it was still running when its time was up."""
+
+    text: str
+    returncode: int | None = 0
+    running: bool = False
+    timeout_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -204,3 +217,37 @@ def parse_output(
                     f"(it printed: {have}); set hdrhistogram.percentiles to include {p:g}"
                 )
     return result
+
+
+def judge(
+    outcome: Outcome | str,
+    *,
+    required_ops: Iterable[str] = (),
+    required_percentiles: Iterable[float] = (99.0,),
+) -> YcsbResult:
+    """The result of one YCSB process, or YcsbError saying why there is none.
+
+    A process still running when its time was up, one that vanished without an exit status
+    or one that exited non-zero failed, whatever it printed: the message names that, then
+    the first failure line of its output (a Java exception, "cannot connect"), else the
+    output's last lines. Otherwise its output is judged by `parse_output`. A plain string is
+    an output whose process exited 0."""
+    if isinstance(outcome, str):
+        outcome = Outcome(outcome)
+    why = None
+    if outcome.running:
+        after = f" after {outcome.timeout_s:g} s" if outcome.timeout_s else ""
+        why = f"YCSB still running{after} (stopped)"
+    elif outcome.returncode is None:
+        why = "YCSB process vanished without an exit status"
+    elif outcome.returncode != 0:
+        why = f"YCSB exited with status {outcome.returncode}"
+    if why:
+        failures = _failure_lines(outcome.text)
+        if failures:
+            raise YcsbError(f"{why}: {failures[0][:300]}")
+        tail = "\n".join(outcome.text.strip().splitlines()[-5:])
+        raise YcsbError(f"{why}; output ends:\n{tail}" if tail else f"{why}; no output")
+    return parse_output(
+        outcome.text, required_ops=required_ops, required_percentiles=required_percentiles
+    )

@@ -23,7 +23,7 @@ sys.exit(cli.main(sys.argv[1:]))
 
 def _cli_without_testbed(*argv):
     return subprocess.run(
-        [sys.executable, "-c", BLOCK_TESTBED, *argv], capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", BLOCK_TESTBED, *argv], capture_output=True, text=True, timeout=300
     )
 
 

@@ -28,7 +28,11 @@ def test_flag_reference_names_every_define():
         defined |= set(re.findall(r"DEFINE_\w+\(\s*\"(\w+)\"", path.read_text()))
     page = (ROOT / "docs/reference/flags.md").read_text()
     listed = set(re.findall(r"^\| `--(\w+)`", page, re.M))
-    assert defined and listed == defined
+    # and the pairs mongobench_pkb.target.DefineUriFlags defines for each benchmark
+    templated = {
+        f"mongodb_{b}_uri_{k}" for b in ("perftables", "ycsb_sweep") for k in ("file", "env")
+    }
+    assert defined and listed == defined | templated
     # two the old README never named
     assert {"mongodb_stress_bind_ip", "mongobench_atlas_region"} <= listed
 
@@ -78,3 +82,30 @@ def test_a_stale_page_is_named(tmp_path):
     flags_page.write_text(flags_page.read_text().replace("mongodb_stress_bind_ip", "x", 1))
     (tmp_path / "docs/reference/cli.md").unlink()
     assert gendocs.stale(tmp_path) == ["docs/reference/flags.md", "docs/reference/cli.md"]
+
+
+def test_a_wing_function_that_defines_flags_defines_them_for_each_caller(tmp_path):
+    for d in ("linux_benchmarks", "linux_packages", "mongobench_pkb"):
+        (tmp_path / d).mkdir()
+    (tmp_path / "mongobench_pkb/target.py").write_text(
+        "from absl import flags\n"
+        "HELP = 'File holding the URI.'\n"
+        "def DefineUriFlags(benchmark, note=''):\n"
+        "    return (flags.DEFINE_string(f'{benchmark}_uri_file', None, HELP + note),\n"
+        "            flags.DEFINE_string(f'{benchmark}_uri_env', None, 'Variable.'))\n"
+    )
+    (tmp_path / "linux_benchmarks/a_benchmark.py").write_text(
+        "from mongobench_pkb import target\n"
+        "NAME = 'a'\n"
+        "_T = target.DefineUriFlags(NAME, ' Its database.')\n"
+    )
+    (tmp_path / "linux_benchmarks/b_benchmark.py").write_text(
+        "from mongobench_pkb import target\n_T = target.DefineUriFlags('b')\n"
+    )
+    flags = gendocs.all_flags(tmp_path)
+    assert [(f.name, f.help, f.module) for f in flags] == [
+        ("a_uri_file", "File holding the URI. Its database.", "linux_benchmarks/a_benchmark.py"),
+        ("a_uri_env", "Variable.", "linux_benchmarks/a_benchmark.py"),
+        ("b_uri_file", "File holding the URI.", "linux_benchmarks/b_benchmark.py"),
+        ("b_uri_env", "Variable.", "linux_benchmarks/b_benchmark.py"),
+    ]

@@ -521,7 +521,7 @@ def test_step_errors_are_clear():
         steps.step_result(2, [outputs(2, ok)[0], steps.ProcessOutput(1, 1, 0, dead)])
     with pytest.raises(steps.StepError, match="99th percentile latency of READ"):
         steps.step_result(1, outputs(1, no_p99))
-    with pytest.raises(steps.StepError, match="exited with 1; output ends"):
+    with pytest.raises(steps.StepError, match="YCSB exited with status 1; output ends"):
         steps.step_result(1, [steps.ProcessOutput(0, 0, 1, ok)])
     with pytest.raises(steps.StepError, match=r"one YCSB output per instance 0..2, got \[0, 1\]"):
         steps.step_result(3, outputs(2, ok))
@@ -741,7 +741,9 @@ def test_load_result_checks_the_key_range():
     (short,) = steps.plan_step(1, loaded=(), clients=1, records=200_000, hosts=("h",)).load
     with pytest.raises(steps.StepError, match="100000 records inserted, expected 200000"):
         steps.load_result(short, 0, text)
-    with pytest.raises(steps.StepError, match="loading instance 0 .*exited with 1"):
+    with pytest.raises(
+        steps.StepError, match="loading instance 0 .*: YCSB exited with status 1; output ends"
+    ):
         steps.load_result(proc, 1, text)
     dead = (DATA / "standin_dead_port.txt").read_text()
     with pytest.raises(steps.StepError, match="loading instance 0 .*YCSB"):

@@ -392,6 +392,15 @@ def test_combining_processes_sums_throughput_and_merges_histograms():
     assert [s["metric"] for s in failed] == ["Phase Failed"]
     assert failed[0]["metadata"]["error"].startswith("YCSB process 2 of 2: ")
 
+    # a process that exited non-zero, or hung, fails the phase whatever its output says
+    hung = ycsb.Outcome(text, None, running=True, timeout_s=600)
+    failed = sweep_samples.measure_processes(step, PH["read_update"], [ycsb.Outcome(text, 0), hung])
+    assert failed[0]["metadata"]["error"].startswith(
+        "YCSB process 2 of 2: YCSB still running after 600 s (stopped); output ends:"
+    )
+    failed = sweep_samples.measure(step, PH["read_update"], ycsb.Outcome(text, 3))
+    assert failed[0]["metadata"]["error"].startswith("YCSB exited with status 3; output ends:")
+
 
 def test_drop_command_keeps_the_uri_in_its_file_and_reports_server_memory():
     cmd = shipping.sweep_drop_command("/s/mongobench", "/s/mongobench-ycsb/target.uri", "usertable")

@@ -349,3 +349,32 @@ def test_status_lines_are_told_from_the_rest_of_stderr():
     assert status and all(" sec: " in line and " operations;" in line for line in status)
     assert not parse.is_status_line("mongo client connection created with mongodb://h:1/")
     assert not parse.is_status_line("[OVERALL], RunTime(ms), 2290")
+
+
+def test_judge_a_process_that_did_not_end_well_names_how_then_its_first_failure_line():
+    ok = (DATA / "seed002_run_readwrite_1000.txt").read_text()
+    crash = (DATA / "standin_hdr_fileoutput_jaxb_crash.txt").read_text()
+    assert parse.judge(ok).operations == parse.parse_output(ok).operations
+    assert parse.judge(parse.Outcome(ok, 0)).throughput == parse.parse_output(ok).throughput
+    cases = [
+        (parse.Outcome(ok, 1), "YCSB exited with status 1; output ends:\n"),
+        (parse.Outcome(ok, None), "YCSB process vanished without an exit status; output ends:"),
+        (parse.Outcome("", 1), "YCSB exited with status 1; no output"),
+        (
+            parse.Outcome(ok, None, running=True, timeout_s=90),
+            "YCSB still running after 90 s (stopped); output ends:",
+        ),
+        (
+            parse.Outcome(crash, 1),
+            'YCSB exited with status 1: Exception in thread "Thread-1"'
+            " java.lang.NoClassDefFoundError: javax/xml/bind/DatatypeConverter",
+        ),
+    ]
+    for outcome, message in cases:
+        with pytest.raises(parse.YcsbError) as e:
+            parse.judge(outcome)
+        assert str(e.value).startswith(message), str(e.value)
+    # a whole output that exited 1 is still a failure: the exit status is judged first
+    with pytest.raises(parse.YcsbError) as e:
+        parse.judge(parse.Outcome(ok, 1))
+    assert str(e.value).endswith(ok.strip().splitlines()[-1])
