@@ -40,11 +40,22 @@ class UriFlags:
 
 def DefineUriFlags(benchmark, file_note=""):
     """Defines --<benchmark>_uri_file and --<benchmark>_uri_env; `file_note` ends the first's
-    help (e.g. which database holds the collection)."""
+    help (e.g. which database holds the collection). absl files them under the benchmark's
+    module, so `./pkb.py --helpmatch=<benchmark>` lists them with its other flags."""
     return UriFlags(
         benchmark,
-        flags.DEFINE_string(f"{benchmark}_uri_file", None, URI_FILE_HELP + file_note),
-        flags.DEFINE_string(f"{benchmark}_uri_env", None, URI_ENV_HELP),
+        flags.DEFINE_string(
+            f"{benchmark}_uri_file",
+            None,
+            URI_FILE_HELP + file_note,
+            module_name=f"perfkitbenchmarker.linux_benchmarks.{benchmark}_benchmark",
+        ),
+        flags.DEFINE_string(
+            f"{benchmark}_uri_env",
+            None,
+            URI_ENV_HELP,
+            module_name=f"perfkitbenchmarker.linux_benchmarks.{benchmark}_benchmark",
+        ),
     )
 
 

@@ -6,6 +6,7 @@ from fakevm import NEEDS_PKB
 
 pytest.importorskip("perfkitbenchmarker.pkb", reason=NEEDS_PKB)
 
+from absl import flags
 from perfkitbenchmarker import errors
 from perfkitbenchmarker.linux_benchmarks import mongodb_perftables_benchmark as perftables_bm
 from perfkitbenchmarker.linux_benchmarks import mongodb_ycsb_sweep_benchmark as sweep_bm
@@ -18,6 +19,9 @@ def test_each_benchmark_gets_its_pair_from_the_one_definition(pkb_flags, tmp_pat
             f"{bm.BENCHMARK_NAME}_uri_file",
             f"{bm.BENCHMARK_NAME}_uri_env",
         )
+        # filed under the benchmark's module: --helpmatch=<benchmark> lists them
+        for name in (t.file.name, t.env.name):
+            assert flags.FLAGS.find_module_defining_flag(name) == bm.__name__
     with pytest.raises(
         errors.Config.InvalidValue,
         match="exactly one of --mongodb_ycsb_sweep_uri_file or --mongodb_ycsb_sweep_uri_env",
