@@ -223,7 +223,9 @@ def test_stop_flag_ends_an_endless_run(mongo, server_uri):
     timer.join()
     assert sum(got.stats.ops.values()) > 0 and not got.stats.errors
     assert got.stats.docs == sum(got.stats.ops.values())
-    assert 0.9 < got.wall_s < 10
+    # The timer started before the workers' set-up, which the timed window leaves out: the
+    # window is shorter than 1 s by that set-up (a loaded machine spends most of it there).
+    assert 0 < got.wall_s < 10
 
 
 def test_duration_ends_the_run_at_its_deadline(mongo, server_uri):

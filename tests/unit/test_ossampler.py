@@ -75,7 +75,13 @@ def test_standalone_process_writes_readings(tmp_path):
             str(tmp_path),
         ]
     )
-    time.sleep(0.6)
+    # SIGTERM once it has written readings: before its handler is installed (a loaded
+    # machine starts Python slowly) the signal would kill it instead of stopping it.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and p.poll() is None:
+        if out.exists() and len(out.read_text().splitlines()) >= 4:
+            break
+        time.sleep(0.05)
     p.send_signal(signal.SIGTERM)
     assert p.wait(10) == 0
     label, readings = ossampler.load(str(out))
