@@ -28,7 +28,7 @@ from mongobench.perftables import coordination, progress, ratesteps, runner
 from mongobench.perftables import estimate as estimate_mod
 from mongobench.perftables import experiments as exp_mod
 from mongobench.remote import javabuild, provenance
-from mongobench.reports import loader, report, results, sections
+from mongobench.reports import caption, loader, report, results, sections
 from mongobench.reports import runs as report_runs
 from mongobench.reports.compare import compare
 from mongobench.sweep import estimate as sweep_estimate
@@ -878,7 +878,7 @@ def cmd_run(args) -> int:
         f" (estimated {estimate_mod.human_seconds(est.seconds)})",
         file=sys.stderr,
     )
-    print(table_text(samples))
+    print(f"{table_text(samples)}\n\n{caption.sweep_line(samples)}")
     if args.out:
         print(f"wrote {args.out}", file=sys.stderr)
     return 1 if failed(samples) else 0

@@ -122,3 +122,10 @@ def line(mds: list[Mapping], stamps: Iterable = (), scale: str | None = None) ->
     if any(target(m).startswith("stand-in") for m in mds):
         parts.append(STANDIN_NOTE)
     return ". ".join([parts[0], "; ".join(parts[1:])]) + "."
+
+
+def sweep_line(samples: Iterable[Mapping]) -> str:
+    """The provenance line under a sweep's table (sweep run), as under the perftables tables."""
+    samples = list(samples)
+    mds = [s["metadata"] for s in samples]
+    return line(mds, [s.get("timestamp") for s in samples], sweep_scale(mds))

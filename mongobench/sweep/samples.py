@@ -11,7 +11,6 @@ from mongobench.core import samples as core_samples
 from mongobench.core.markdown import fixed, md_table
 from mongobench.core.samples import sample
 from mongobench.remote import provenance
-from mongobench.reports import caption
 from mongobench.sweep.plan import (
     BENCHMARK_NAME,
     DISTRIBUTION,
@@ -135,7 +134,8 @@ def measure_processes(
     if len(results) > 1:
         md["latency_source"] = source
     # the phase's time series from YCSB's status lines (merged over the processes)
-    ser = ycsb_status.series(outputs, ycsb_status.STATUS_INTERVAL_S)
+    texts = [o.text if isinstance(o, ycsb.Outcome) else o for o in outputs]
+    ser = ycsb_status.series(texts, ycsb_status.STATUS_INTERVAL_S)
     over_time = ycsb_status.samples(ser, phase_metadata(step, phase, md), THROUGHPUT_METRIC)
     return phase_samples(step, phase, result, md) + over_time
 
@@ -170,13 +170,9 @@ def table_text(samples: Sequence[Mapping]) -> str:
             [md["size_label"], md["records"], md["phase_title"], fixed(row.get("runtime"), 3),
              fixed(row.get("tput"), 1), p99, yes_no(md.get("exceeds_memory"))]
         )  # fmt: skip
-    text = md_table(
+    return md_table(
         [*headers, "> memory"], table, ["--:", "--:", ":--", "--:", "--:", ":--", ":--"]
     )
-    # the provenance line, as under the perftables tables (reports.caption)
-    mds = [s["metadata"] for s in samples]
-    note = caption.line(mds, [s.get("timestamp") for s in samples], caption.sweep_scale(mds))
-    return f"{text}\n\n{note}"
 
 
 def yes_no(flag: bool | None) -> str:

@@ -3,6 +3,8 @@ comparison report over results files made from it."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import pathlib
@@ -37,26 +39,35 @@ def swept(server_uri, tmp_path_factory):
     uri = server_uri.rstrip("/") + "/t_sweep"
     uri_file = write_uri(d / "uri", uri)
     out = d / "results.json"
-    rc = cli.main(
-        [
-            "sweep",
-            "run",
-            "--uri-file",
-            uri_file,
-            "--sizes",
-            "0.2,0.1",
-            "--out",
-            str(out),
-            "--raw-dir",
-            str(d / "raw"),
-            "--keep-data",
-            "--run-uri",
-            "standin1",
-            "--memory-mb",
-            "0.15",  # 0.2 MB of records do not fit: flagged, still measured
-        ]
-    )
-    return {"rc": rc, "out": out, "uri": uri, "dir": d}
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        rc = cli.main(
+            [
+                "sweep",
+                "run",
+                "--uri-file",
+                uri_file,
+                "--sizes",
+                "0.2,0.1",
+                "--out",
+                str(out),
+                "--raw-dir",
+                str(d / "raw"),
+                "--keep-data",
+                "--run-uri",
+                "standin1",
+                "--memory-mb",
+                "0.15",  # 0.2 MB of records do not fit: flagged, still measured
+            ]
+        )
+    return {"rc": rc, "out": out, "uri": uri, "dir": d, "printed": printed.getvalue()}
+
+
+def test_the_printed_table_ends_with_its_provenance(swept):
+    table, note = swept["printed"].rstrip().rsplit("\n\n", 1)
+    rows = table.splitlines()
+    assert all(r.startswith("|") for r in rows) and any(r.startswith("| 0.1 MB |") for r in rows)
+    assert note.startswith("Target: ") and "stand-in: not a performance figure" in note
 
 
 def test_every_size_and_phase_has_runtime_throughput_and_p99(swept):

@@ -10,7 +10,7 @@ import pytest
 from mongobench import cli
 from mongobench.core import stats
 from mongobench.remote import shipping
-from mongobench.reports import report
+from mongobench.reports import caption, report
 from mongobench.sweep import plan, runner
 from mongobench.sweep import samples as sweep_samples
 from mongobench.ycsb import merge
@@ -318,8 +318,9 @@ def test_table_text():
     )
     assert lines[3].endswith("| n/a |")  # memory unknown
     # the provenance line under the table, as under the perftables tables (reports.caption)
-    assert lines[-1].startswith("Target: ") and "size 1 MB;" in lines[-1]
-    assert "no error bars (one run per variant)" in lines[-1]
+    note = caption.sweep_line(samples)
+    assert note.startswith("Target: ") and "size 1 MB;" in note
+    assert "no error bars (one run per variant)" in note
 
 
 def test_cli_plan(capsys):

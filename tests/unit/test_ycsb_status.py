@@ -110,6 +110,12 @@ def test_a_sweep_phase_gets_its_time_series():
     assert ts["Operation Errors time series"]["metadata"]["values"] == [0] * len(md["values"])
     # the phase's usual figures are still there
     assert any(s["metric"] == "overall Throughput" for s in out)
+    # the sweep runner hands over its processes' outcomes (ycsb.Outcome), not their texts
+    outcomes = [parse.Outcome(text=t) for t in _recorded_run()]
+    again = sweep_samples.measure_processes(step, plan.PHASES_BY_NAME["read_update"], outcomes)
+    assert [s["metadata"]["values"] for s in again if is_time_series(s)] == [
+        s["metadata"]["values"] for s in ts.values()
+    ]
 
 
 def test_a_stress_step_gets_its_time_series():
