@@ -29,15 +29,21 @@ from mongobench.driver.catalog import WORKLOADS
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "native_floor.c")
 
 
-def build(work: str) -> str | None:
-    """Compiles native_floor.c into `work`; None (and why on stdout) without a C compiler."""
+def compile_c(source: str, what: str, work: str) -> str | None:
+    """Compiles `source` (a C file of scripts/) into `work`; None (and why on stdout, naming
+    `what`) without a C compiler."""
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
-        print("native floor: no C compiler (cc) on this machine; not measured")
+        print(f"{what}: no C compiler (cc) on this machine; not measured")
         return None
-    out = os.path.join(work, "native_floor")
-    subprocess.run([cc, "-O2", "-o", out, SOURCE], check=True)
+    out = os.path.join(work, os.path.splitext(os.path.basename(source))[0])
+    subprocess.run([cc, "-O2", "-o", out, source], check=True)
     return out
+
+
+def build(work: str) -> str | None:
+    """Compiles native_floor.c into `work` (compile_c)."""
+    return compile_c(SOURCE, "native floor", work)
 
 
 def wake_us(binary: str, idle_s: float, wakes: int) -> float:

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import socket
 import subprocess
 import threading
+
+from native_floor import compile_c
 
 from mongobench.driver import connection
 
@@ -25,14 +26,8 @@ OP_MSG = 2013
 
 
 def build(work: str) -> str | None:
-    """Compiles replay_server.c into `work`; None (and why on stdout) without a C compiler."""
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        print("replay server: no C compiler (cc) on this machine; not measured")
-        return None
-    out = os.path.join(work, "replay_server")
-    subprocess.run([cc, "-O2", "-o", out, SOURCE], check=True)
-    return out
+    """Compiles replay_server.c into `work` (native_floor.compile_c)."""
+    return compile_c(SOURCE, "replay server", work)
 
 
 def _messages(buf: bytearray):
