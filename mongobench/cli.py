@@ -201,8 +201,8 @@ def _confirm(seconds: float, yes: bool, what: str) -> None:
 
 
 def cmd_perftables_list(args) -> int:
-    catalog = exp_mod.load(args.experiments_file or exp_mod.PERFTABLES_FILE)
     try:
+        catalog = exp_mod.load(args.experiments_file or exp_mod.PERFTABLES_FILE)
         planned = [(e, e.resolve(args.scale)) for e in catalog.values()]
         doc = exp_mod.listing(catalog, args.scale) if args.format == "json" else None
     except exp_mod.ExperimentError as e:

@@ -130,7 +130,8 @@ def estimate(planned, rates: Rates, repeats: int = 1) -> Estimate:
             seconds += inserted / MB / rates.insert_mb_s
         elif s.get("total_ops"):
             seconds += float(s["total_ops"]) / rates.ops_s
-        labels = {k: v.params.get(k, s.get(k)) for k in exp.label}
+        # the label's own (full-scale) value, also of a key the scale changed
+        labels = {k: s.get(f"nominal_{k}", s.get(k)) for k in exp.label}
         out.append(VariantEstimate(v.experiment, v.label, labels, preload + inserted, seconds))
     return Estimate(out, rates, repeats)
 

@@ -26,6 +26,8 @@ SCALES = {"full": 1.0, "tenth": 0.1, "hundredth": 0.01, "small": 1e-3, "smoke": 
 
 # A setting's real value when the scale changed it (Workload.ran_as): `ran_as_batch_size`.
 RAN_AS = "ran_as_"
+# A scaled label key's full-scale value, which its label names (`nominal_doc_range`).
+NOMINAL = "nominal_"
 
 
 def ran_as_text(settings: dict, key: str, value) -> str:
@@ -94,6 +96,14 @@ class Experiment:
         for v in out:
             if v.label != v.base_label and sum(w.label == v.label for w in out) > 1:
                 v.label = f"{v.label} (variant {v.base_label})"
+        for v in out:
+            # a label key the scale changed (update_fields' key range 500000 runs as 60 at
+            # smoke): the label names the full-scale value, the tables say what ran
+            asked = {**self.settings, **self.variants[v.index], **overrides}
+            for key in self.label:
+                if key in self.scaled and v.settings.get(key) != asked.get(key):
+                    v.settings[f"{RAN_AS}{key}"] = v.settings[key]
+                    v.settings[f"{NOMINAL}{key}"] = asked.get(key)
         workload = WORKLOADS.get(self.workload)
         for v in out if workload is not None else ():
             try:

@@ -105,7 +105,8 @@ class LabelColumn:
                 if all(v is not None for v in got.values()):
                     return fmt.format(**{n: spell(v) for n, v in got.items()})
             return None
-        value = canon(md.get(self.setting))
+        # a label key the scale changed: the full-scale value its label names
+        value = canon(md.get(f"nominal_{self.setting}", md.get(self.setting)))
         if self.pattern is not None:
             m = re.search(self.pattern, "" if value is None else str(value))
             return canon(m.group(1)) if m else None

@@ -242,7 +242,9 @@ def metadata(run: dict, res: dict) -> dict:
     for k, v in list(res.get("settings", {}).items())[:_SETTING_KEYS_MAX]:
         md.setdefault(k, v if isinstance(v, (int, float, str, bool)) or v is None else str(v))
     for k, v in (res.get("settings") or {}).items():
-        if k.startswith("ran_as_"):  # what the scale made of a setting (Workload.ran_as)
+        # what the scale made of a setting (Workload.ran_as), and a scaled label key's
+        # full-scale value (perftables.experiments.NOMINAL)
+        if k.startswith(("ran_as_", "nominal_")):
             md[k] = v
     for k, v in (res.get("prepared") or {}).items():
         md[k] = v

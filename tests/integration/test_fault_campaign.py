@@ -125,6 +125,16 @@ def test_refused_before_the_target_is_touched(tmp_path, case, argv, expected):
     assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
 
 
+def test_perftables_list_with_a_missing_experiments_file_is_one_line():
+    # a traceback before: list loaded the file outside its error handling (and argparse
+    # takes `--experiments` for `--experiments-file` there)
+    refused(
+        mongobench("perftables", "list", "--experiments", "update_fields"),
+        "experiments file update_fields",
+        "No such file",
+    )
+
+
 def test_malformed_experiments_file_is_one_line(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("experiments: {a: [1, 2\n")

@@ -59,3 +59,33 @@ def test_perftables_list_shows_it():
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     assert "ran as" not in full
+
+
+def test_a_scaled_label_key_names_its_full_scale_value_and_what_ran():
+    smoke = _variants("update_fields", "smoke")["1, 500000, plain"].settings
+    # the key range shrinks with the preload: 500000 of 15M runs as 60 of the smoke preload
+    assert smoke["nominal_doc_range"] == 500000
+    assert smoke["ran_as_doc_range"] == smoke["doc_range"] < 500000
+    full = _variants("update_fields", "full")["1, 500000, plain"].settings
+    assert not any(k.startswith(("ran_as_", "nominal_")) for k in full)
+    # what a user sets is not scaled: it is what the label says
+    mine = exp_mod.load()["update_fields"].resolve("smoke", {"doc_range": 100})
+    assert all("ran_as_doc_range" not in v.settings for v in mine)
+
+
+def test_the_key_range_cell_says_it():
+    settings = _variants("update_fields", "smoke")["1, 500000, plain"].settings
+    res = raw_result()
+    res.update(experiment="update_fields", label="1, 500000, plain", params={"n_fields": 1})
+    res["settings"] = settings
+    text = report.render(results.to_samples({**RUN, "results": [res]}))
+    assert f"| 500000 (ran as {settings['doc_range']}) |" in text
+
+
+def test_perftables_list_names_the_full_scale_key_range():
+    out = subprocess.run(
+        [sys.executable, "-m", "mongobench", "perftables", "list", "--scale", "smoke"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert "n_fields=1, doc_range=500000 (ran as " in out
+    assert "doc_range=15000000 (ran as " in out
