@@ -203,6 +203,8 @@ def _confirm(seconds: float, yes: bool, what: str) -> None:
 def cmd_perftables_list(args) -> int:
     try:
         catalog = exp_mod.load(args.experiments_file or exp_mod.PERFTABLES_FILE)
+        chosen = exp_mod.select(catalog, exp_mod.split_list(args.experiments, "--experiments"))
+        catalog = {e.name: e for e in chosen}
         planned = [(e, e.resolve(args.scale)) for e in catalog.values()]
         doc = exp_mod.listing(catalog, args.scale) if args.format == "json" else None
     except exp_mod.ExperimentError as e:
@@ -487,11 +489,14 @@ def build_parser() -> argparse.ArgumentParser:
         "list",
         "experiments and their variants: labels, nominal data volume and estimated time",
         "  mongobench perftables list                     # at the seed's full sizes\n"
-        "  mongobench perftables list --scale smoke\n"
+        "  mongobench perftables list --scale smoke --experiments update_fields,replace\n"
         "  mongobench perftables list --format json --scale small > plan.json\n",
     )
     ls.add_argument("--scale", default="full", help=f"{', '.join(exp_mod.SCALES)} or a factor")
     ls.add_argument("--experiments-file", help="experiment declarations (YAML)")
+    ls.add_argument(
+        "--experiments", help="comma-separated experiment names (default: all), as run takes"
+    )
     ls.add_argument(
         "--format", choices=("text", "json"), default="text",
         help="json: every variant's resolved settings at --scale, key_example, deviations",
@@ -989,6 +994,10 @@ def main(argv=None) -> int:
         sig = interrupt.of(e)
         print(f"mongobench: stopped by {sig.name}", file=sys.stderr)
         return sig.exit_status
+    except BrokenPipeError:
+        # the reader of stdout went away (`| head`): no traceback, and none at exit either
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

@@ -125,3 +125,28 @@ def test_deviations_page_names_every_experiment_with_deviations(catalog):
     first_cells = [row.split(" | ")[0] for row in table.splitlines() if row.startswith("| `")]
     named = set(re.findall(r"`([a-z_]+)`", "\n".join(first_cells)))
     assert named == {n for n, e in catalog.items() if e.deviations}
+
+
+def test_list_takes_experiments_as_run_does(capsys):
+    assert cli.main(["perftables", "list", "--experiments", "update_fields,replace"]) == 0
+    out = capsys.readouterr().out
+    titles = [line.split(":")[0] for line in out.splitlines() if not line.startswith(" ")]
+    assert titles[:2] == ["update_fields", "replace"]
+    assert "2 experiment(s)" in out and "insert_docsize" not in out
+    for bad, said in [("", "--experiments: empty list"), ("nope", "unknown experiment(s) nope")]:
+        with pytest.raises(SystemExit, match=re.escape(said)):
+            cli.main(["perftables", "list", "--experiments", bad])
+
+
+def test_a_closed_pipe_ends_the_listing_without_a_traceback():
+    import subprocess
+    import sys
+
+    # the reader closes at once, as `| head -c 1` does: the listing meets a broken pipe
+    p = subprocess.Popen(
+        [sys.executable, "-m", "mongobench", "perftables", "list", "--scale", "smoke"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    p.stdout.close()
+    assert p.wait(60) in (0, 1)
+    assert b"Traceback" not in p.stderr.read()
