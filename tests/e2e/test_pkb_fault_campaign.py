@@ -77,6 +77,12 @@ def _pkb_log(temp_dir) -> str:
     return open(logs[0]).read() if logs else ""
 
 
+def _sigint_as_from_a_terminal():
+    # A shell's background job (CI started with `&`) starts with SIGINT ignored, and Python
+    # keeps an ignored SIGINT ignored: PKB would never see the test's Ctrl-C.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start_pkb(pkb_python, config, temp_dir, *flags, cloud=False):
     # output to a file: an unread pipe fills and blocks PKB
     out = open(temp_dir / "pkb-output.txt", "w+")
@@ -85,6 +91,7 @@ def _start_pkb(pkb_python, config, temp_dir, *flags, cloud=False):
          f"--benchmark_config_file={config}", f"--temp_dir={temp_dir}",
          "--mongobench_progress_seconds=0.5", *flags],
         cwd=PKB_DIR, stdout=out, stderr=subprocess.STDOUT, text=True,
+        preexec_fn=_sigint_as_from_a_terminal,
     )  # fmt: skip
 
 
