@@ -126,11 +126,10 @@ def test_refused_before_the_target_is_touched(tmp_path, case, argv, expected):
 
 
 def test_perftables_list_with_a_missing_experiments_file_is_one_line():
-    # a traceback before: list loaded the file outside its error handling (and argparse
-    # takes `--experiments` for `--experiments-file` there)
+    # a traceback before: list loaded the file outside its error handling
     refused(
-        mongobench("perftables", "list", "--experiments", "update_fields"),
-        "experiments file update_fields",
+        mongobench("perftables", "list", "--experiments-file", "no_such.yaml"),
+        "experiments file no_such.yaml",
         "No such file",
     )
 
