@@ -184,13 +184,29 @@ def _used_link_local_nets() -> set[int]:
     return {int(m) for m in re.findall(r"inet 169\.254\.(\d+)\.", out)}
 
 
-def pick_net() -> int:
-    """A 169.254.N.0/24 no interface of this host uses (N in 100..199, never 169)."""
+def _taken(n: int, links: str, netns: str) -> bool:
+    # a bridge, a host-side veth or a namespace of bed n, even one left by a crashed bed
+    return f"mbb{n}:" in links or f"mbv{n}-" in links or f"mb{n}-" in netns
+
+
+def claim_net() -> int:
+    """A 169.254.N.0/24 no interface of this host uses (N in 100..199, never 169), claimed by
+    creating its bridge: `ip link add` is atomic, so two beds started at the same moment
+    cannot both take N (the loser's add fails with "File exists" and it tries the next)."""
     used = _used_link_local_nets()
     links = _run("ip", "-o", "link", "show").stdout
+    netns = _run("ip", "netns", "list").stdout
     for n in range(100, 200):
-        if n not in used and f"mbb{n}:" not in links and n != 169:
-            return n
+        if n in used or n == 169 or _taken(n, links, netns):
+            continue
+        p = _run("ip", "link", "add", bridge_name(n), "type", "bridge", check=False)
+        if p.returncode:
+            if "File exists" in p.stderr:
+                continue
+            raise FreshBedError(f"ip link add {bridge_name(n)} type bridge: {p.stderr.strip()}")
+        _run("ip", "addr", "add", f"{host_address(n)}/24", "dev", bridge_name(n))
+        _run("ip", "link", "set", bridge_name(n), "up")
+        return n
     raise FreshBedError("no free 169.254.N.0/24 for the fresh test bed (N in 100..199)")
 
 
@@ -209,13 +225,6 @@ def address(net: int, index: int) -> str:
 
 def host_address(net: int) -> str:
     return f"169.254.{net}.1"
-
-
-def make_bridge(net: int) -> None:
-    br = bridge_name(net)
-    _run("ip", "link", "add", br, "type", "bridge")
-    _run("ip", "addr", "add", f"{host_address(net)}/24", "dev", br)
-    _run("ip", "link", "set", br, "up")
 
 
 def make_namespace(net: int, index: int) -> None:
@@ -411,10 +420,8 @@ def up_machines(
     state = {} if state is None else state
     log = open(os.path.join(workdir, "fresh.log"), "ab")
     tarball = root_tarball(cache_dir, log=log)
-    net = pick_net()
-    state.update(net=net, machines={})
-    make_bridge(net)
-    state["bridge"] = bridge_name(net)
+    net = claim_net()
+    state.update(net=net, machines={}, bridge=bridge_name(net))
     proxy, port = start_proxy(net, workdir, cache_dir)
     state.update(proxy_pid=proxy.pid, proxy=f"http://{host_address(net)}:{port}")
     hosts = "".join(f"{address(net, i)} {n}\n" for i, n in enumerate(names))

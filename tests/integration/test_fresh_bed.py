@@ -62,3 +62,20 @@ def test_fresh_machines_are_separate_and_leave_nothing(tmp_path):
     assert not [p for p in pids if os.path.exists(f"/proc/{p}")]
     assert not fresh.mounts_under(str(tmp_path))
     assert not os.path.exists(d)
+
+
+def test_beds_started_at_the_same_moment_claim_different_nets():
+    # both picked 169.254.100.0/24 before (a CI run beside a developer's bed): "File exists"
+    if os.geteuid() != 0:
+        pytest.skip("the fresh test bed needs root (network namespaces)")
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(4) as pool:
+        nets = list(pool.map(lambda _: fresh.claim_net(), range(4)))
+    try:
+        assert len(set(nets)) == 4, nets
+        links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+        assert all(f"{fresh.bridge_name(n)}:" in links for n in nets)
+    finally:
+        for n in nets:
+            subprocess.run(["ip", "link", "del", fresh.bridge_name(n)], capture_output=True)
