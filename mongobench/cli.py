@@ -180,8 +180,16 @@ class _Version(argparse.Action):
 def _sub(subparsers, name: str, help: str, examples: str = "", **kw) -> argparse.ArgumentParser:
     """A sub-command with the project's help format and an examples epilog."""
     epilog = "examples:\n" + examples.strip("\n") if examples else None
+    # No abbreviations: `--experiments` was taken for `--experiments-file` where only the
+    # latter existed, and a prefix of today's option would change meaning with tomorrow's.
     return subparsers.add_parser(
-        name, help=help, description=help, epilog=epilog, formatter_class=_Formatter, **kw
+        name,
+        help=help,
+        description=help,
+        epilog=epilog,
+        formatter_class=_Formatter,
+        allow_abbrev=False,
+        **kw,
     )
 
 
@@ -467,6 +475,7 @@ def build_parser() -> argparse.ArgumentParser:
         description=__doc__.splitlines()[0],
         formatter_class=_Formatter,
         epilog=EXAMPLES,
+        allow_abbrev=False,
     )
     p.add_argument("--version", action=_Version)
     sub = p.add_subparsers(dest="command", required=True)
