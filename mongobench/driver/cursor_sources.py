@@ -1,6 +1,6 @@
 """Sources of the query workloads for the multiplexed driver: find and aggregate
-with their getMores (see driver.sources for what a source is), and the query
-templates they fill in (RANDINT / RANDINTLIST, as driver.queries reads them).
+with their getMores (see driver.sources for what a source is), over the query
+templates driver.queries.compile_template compiles for both client paths.
 """
 
 from __future__ import annotations
@@ -10,63 +10,11 @@ import random
 from mongobench.driver import ops, replies
 from mongobench.driver.catalog import WORKLOADS
 from mongobench.driver.multiplex import Client, count_error
-from mongobench.driver.queries import _RANDINT, _RANDINTLIST, sample_distinct, template_bound
+from mongobench.driver.queries import compile_template
 
 
 def micros(run, t0: float) -> float:
     return (run.now - t0) * 1e6
-
-
-def compile_query(template, settings: dict):
-    """(template with Int64 sentinels, sentinels, rng -> list of values) for a
-    query template with RANDINT / RANDINTLIST strings (see
-    driver.queries.compile_template: the same values from the same rng calls)."""
-    slots, makers = [], []
-
-    def bound(tok):
-        return template_bound(settings, tok)
-
-    def build(node):
-        if isinstance(node, dict):
-            return {k: build(v) for k, v in node.items()}
-        if isinstance(node, list):
-            return [build(v) for v in node]
-        if isinstance(node, str):
-            m = _RANDINT.match(node)
-            if m:
-                lo, hi = bound(m.group(1)), bound(m.group(2))
-                if hi <= lo:
-                    raise ValueError(f"{node}: empty range [{lo}, {hi})")
-                s = ops.sentinel(len(slots))
-                slots.append(s)
-                makers.append(("one", lo, hi, 1))
-                return s
-            m = _RANDINTLIST.match(node)
-            if m:
-                lo, hi, n = bound(m.group(1)), bound(m.group(2)), int(m.group(3))
-                if hi - lo < n:
-                    raise ValueError(f"{node}: fewer than {n} values in [{lo}, {hi})")
-                out = []
-                for _ in range(n):
-                    s = ops.sentinel(len(slots))
-                    slots.append(s)
-                    out.append(s)
-                makers.append(("list", lo, hi, n))
-                return out
-        return node
-
-    query = build(template)
-
-    def values(rng):
-        out = []
-        for kind, lo, hi, n in makers:
-            if kind == "one":
-                out.append(rng.randrange(lo, hi))
-            else:
-                out += sample_distinct(rng, lo, hi, n)
-        return out
-
-    return query, slots, values
 
 
 def _get_mores(c: Client, got: int, cid: int, get_more, limit: int, batch: int = 0):
@@ -135,28 +83,28 @@ def query(s, db, wc):
     w = WORKLOADS["query"](None, s)
     s = w.s
     limit, skip = int(s["limit"]), int(s.get("skip") or 0)
-    q, slots, values = compile_query(s["query"], s)
+    q = compile_template(s["query"], s)
     projection = s.get("projection") or {"_id": 0, "nofieldsplease": 1}
-    t = ops.find_tmpl(db, w.coll_name, q, slots, projection, skip=skip, limit=limit)
+    t = ops.find_tmpl(db, w.coll_name, q.query, q.slots, projection, skip=skip, limit=limit)
     get_more = _get_more(db, w.coll_name, "find", limit)
     check = replies.CursorCheck("find")
     expect = limit if s.get("expect_full", True) else None
 
     def source(c: Client):
-        return _finder(c, t, values, check, get_more, limit, expect)
+        return _finder(c, t, q.values, check, get_more, limit, expect)
 
     return source
 
 
 def aggregate(s, db, wc):
     w = WORKLOADS["aggregate"](None, s)
-    pipeline, slots, values = compile_query(w.s["pipeline"], w.s)
-    t = ops.aggregate_tmpl(db, w.coll_name, pipeline, slots)
+    p = compile_template(w.s["pipeline"], w.s)
+    t = ops.aggregate_tmpl(db, w.coll_name, p.query, p.slots)
     get_more = _get_more(db, w.coll_name, "aggregate", 0)
     check = replies.CursorCheck("aggregate")
 
     def source(c: Client):
-        return _finder(c, t, values, check, get_more, 0, None)
+        return _finder(c, t, p.values, check, get_more, 0, None)
 
     return source
 

@@ -8,11 +8,12 @@ import struct
 import threading
 import time
 
+import bson
 from pymongo.errors import OperationFailure
 
 from mongobench.core.split import part
 from mongobench.core.units import KiB
-from mongobench.driver import docgen
+from mongobench.driver import docgen, ops
 from mongobench.driver.base import (
     LOAD_BATCH,
     META,
@@ -58,35 +59,79 @@ def sample_distinct(rng, lo: int, hi: int, n: int) -> list[int]:
     return list(out)
 
 
-def compile_template(template, settings: dict):
-    """A function rng -> query for `template` (JSON-like with RANDINT strings)."""
+class Template:
+    """A query template compiled once for both client paths: `query` is the template with
+    an Int64 sentinel (ops.sentinel) in place of each random integer, `slots` those
+    sentinels in order, `values(rng)` the integers of one query in that order (for the
+    multiplexed path's ops.Tmpl), and calling it, `template(rng)`, gives the query itself
+    (for pymongo): the same values from the same rng calls either way."""
+
+    def __init__(self, query, slots: list, makers: list):
+        self.query, self.slots, self._makers = query, slots, makers
+        pos = {int(s): k for k, s in enumerate(slots)}
+
+        def filler(node):
+            if isinstance(node, dict):
+                parts = [(k, filler(v)) for k, v in node.items()]
+                return lambda vals: {k: f(vals) for k, f in parts}
+            if isinstance(node, list):
+                parts = [filler(v) for v in node]
+                return lambda vals: [f(vals) for f in parts]
+            if type(node) is bson.Int64 and int(node) in pos:
+                k = pos[int(node)]
+                return lambda vals: vals[k]
+            return lambda vals: node
+
+        self._fill = filler(query)
+
+    def values(self, rng) -> list[int]:
+        out = []
+        for kind, lo, hi, n in self._makers:
+            if kind == "one":
+                out.append(rng.randrange(lo, hi))
+            else:
+                out += sample_distinct(rng, lo, hi, n)
+        return out
+
+    def __call__(self, rng):
+        return self._fill(self.values(rng))
+
+
+def compile_template(template, settings: dict) -> Template:
+    """The Template of `template` (JSON-like, with RANDINT / RANDINTLIST strings; their
+    bounds are numbers or names of `settings`)."""
+    slots, makers = [], []
 
     def bound(tok):
         return template_bound(settings, tok)
 
     def build(node):
         if isinstance(node, dict):
-            parts = [(k, build(v)) for k, v in node.items()]
-            return lambda rng: {k: f(rng) for k, f in parts}
+            return {k: build(v) for k, v in node.items()}
         if isinstance(node, list):
-            parts = [build(v) for v in node]
-            return lambda rng: [f(rng) for f in parts]
+            return [build(v) for v in node]
         if isinstance(node, str):
             m = _RANDINT.match(node)
             if m:
                 lo, hi = bound(m.group(1)), bound(m.group(2))
                 if hi <= lo:
                     raise ValueError(f"{node}: empty range [{lo}, {hi})")
-                return lambda rng: rng.randrange(lo, hi)
+                slots.append(ops.sentinel(len(slots)))
+                makers.append(("one", lo, hi, 1))
+                return slots[-1]
             m = _RANDINTLIST.match(node)
             if m:
                 lo, hi, n = bound(m.group(1)), bound(m.group(2)), int(m.group(3))
                 if hi - lo < n:
                     raise ValueError(f"{node}: fewer than {n} values in [{lo}, {hi})")
-                return lambda rng: sample_distinct(rng, lo, hi, n)
-        return lambda rng: node
+                out = [ops.sentinel(len(slots) + j) for j in range(n)]
+                slots.extend(out)
+                makers.append(("list", lo, hi, n))
+                return out
+        return node
 
-    return build(template)
+    query = build(template)
+    return Template(query, slots, makers)
 
 
 def query_fields(groups: int):

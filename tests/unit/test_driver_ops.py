@@ -11,7 +11,7 @@ import bson
 import pytest
 from bson.raw_bson import RawBSONDocument
 
-from mongobench.driver import cursor_sources, multiplex, ops, replies
+from mongobench.driver import multiplex, ops, replies
 from mongobench.driver.base import ThreadStats
 from mongobench.driver.docgen import DocFactory
 from mongobench.driver.queries import compile_template
@@ -96,13 +96,15 @@ def test_find_regex_and_in_templates():
 
     settings = {"docs": 1000}
     template = {"_id": {"$in": "RANDINTLIST(0,docs,5)"}, "g": "RANDINT(3,9)"}
-    query, slots, values = cursor_sources.compile_query(template, settings)
-    t = ops.find_tmpl("d", "q", query, slots, skip=7, limit=5)
+    compiled = compile_template(template, settings)
+    t = ops.find_tmpl("d", "q", compiled.query, compiled.slots, skip=7, limit=5)
     buf = t.buffer()
-    t.write(buf, 1, *values(random.Random(4)))
+    t.write(buf, 1, *compiled.values(random.Random(4)))
     body = sections(buf)[0]
-    # The same values from the same rng as the pymongo path's compiled template.
-    assert body["filter"] == compile_template(template, settings)(random.Random(4))
+    # One compiler: the same values from the same rng as the query the pymongo path sends.
+    query = compiled(random.Random(4))
+    assert body["filter"] == query
+    assert len(query["_id"]["$in"]) == 5 and 3 <= query["g"] < 9
     assert (body["skip"], body["limit"]) == (7, 5)
 
 
