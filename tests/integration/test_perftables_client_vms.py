@@ -121,21 +121,6 @@ def test_a_lonely_leader_says_what_it_waits_for_and_waits_once(server_uri, tmp_p
     assert time.monotonic() - t0 < 30
 
 
-def test_a_follower_with_a_wrong_run_id_gives_up_in_one_line(uri_file):
-    # issue 22: `perftables follow` with a run id no leader uses waited forever
-    p = subprocess.run(
-        [sys.executable, "-m", "mongobench", "perftables", "follow", "--uri-file", uri_file,
-         "--run-id", "nobody-runs-this", "--client-index", "1", "--processes", "1",
-         "--leader-wait-s", "2"],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert p.returncode == 1 and "Traceback" not in p.stderr
-    assert p.stderr.strip().splitlines()[-1] == (
-        "mongobench: no leader with run id 'nobody-runs-this' within 2 s: is `perftables run"
-        " --client-vms K --run-id nobody-runs-this` running on client VM 0?"
-    )
-
-
 def test_client_ranges_cover_every_client_once():
     for clients in (1, 2, 5, 10, 401):
         for vms in (1, 2, 3, 4):

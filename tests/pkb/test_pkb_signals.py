@@ -2,7 +2,7 @@
 benchmark modules raise a KeyboardInterrupt in PKB's main thread, which PKB answers by
 calling Cleanup (the benchmarks set always_call_cleanup). Without it PKB ended at once,
 Cleanup skipped, the detached engine running on. The end-to-end run of it is in
-tests/e2e/test_pkb_fault_campaign.py."""
+tests/e2e/test_pkb_issue22_campaign.py."""
 
 import os
 import signal

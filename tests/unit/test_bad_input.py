@@ -144,22 +144,3 @@ def test_empty_sweep_sizes_are_an_error_not_the_default_sweep(value):
     with pytest.raises(sweep.SweepError, match="no dataset sizes given"):
         sweep.plan(value)
     assert len(sweep.plan(None)) == len(sweep.DEFAULT_SIZES_MB)
-
-
-def test_report_on_a_file_without_perftables_or_sweep_samples_is_an_error(tmp_path, capsys):
-    # issue 22, weak: `report` on a file it had nothing to say about wrote an empty report
-    # and exited 0 (a sweep file then; `report` renders those now, issue 21)
-    other = tmp_path / "other.json"
-    other.write_text(json.dumps({"metric": "lscpu", "value": 0.0, "metadata": {}}) + "\n")
-    out = _cli(capsys, "report", "--pkb-results", str(other))
-    assert out == (
-        f"mongobench report: {other}: 1 sample(s), none of them a Performance Tables or sweep"
-        " sample"
-    )
-    empty = tmp_path / "empty.json"
-    empty.write_text("\n")
-    out = _cli(capsys, "report", "--pkb-results", str(empty))
-    assert (
-        out
-        == f"mongobench report: {empty}: 0 sample(s), none of them a Performance Tables or sweep sample"
-    )

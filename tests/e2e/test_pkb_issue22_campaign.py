@@ -4,7 +4,7 @@ Refused before anything is provisioned (CheckPrerequisites or flag parsing, no V
 contacted), or survived as stated: a server killed in the last variant fails the run with
 that variant marked (FAILED, no unmarked throughput), and Ctrl-C or SIGTERM to pkb.py
 mid-variant runs Cleanup and leaves no engine process behind. No device node is replaced. The engine's own cases are in
-tests/integration/test_fault_campaign.py and tests/integration/test_interrupt.py.
+tests/integration/test_issue22_campaign.py (which lists all 36 cases and where each is replayed).
 Runs when PKB_DIR names a PKB checkout (see tests/e2e/conftest.py).
 """
 
@@ -130,9 +130,7 @@ STOP_BOUND_S = 180  # from the signal to PKB's end, Cleanup included, on a loade
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_a_signal_to_pkb_mid_variant_runs_cleanup_and_leaves_no_engine_process(
-    pkb_python, tmp_path, pkb_temp, signum
-):
+def test_B5_a_signal_to_pkb_mid_variant_runs_cleanup(pkb_python, tmp_path, pkb_temp, signum):
     # bad 2: Ctrl-C on ./pkb.py left two engine workers running for about 30 s, their work
     # directory already deleted (Cleanup sent TERM to the engine's PID only); SIGTERM to
     # pkb.py ended PKB without its Cleanup, and the detached engine ran to its end.
@@ -188,7 +186,7 @@ def _status(temp_dir) -> dict:
     return status
 
 
-def test_a_server_killed_in_the_last_variant_fails_the_pkb_run(pkb_python, tmp_path, pkb_temp):
+def test_B2_a_server_killed_in_the_last_variant_fails_the_pkb_run(pkb_python, tmp_path, pkb_temp):
     # bad 1: the server died during the last variant after some operations were
     # acknowledged; PKB said SUCCEEDED and published the fragment as that variant's figures
     state, vm, scratch = bed_vm(tmp_path)
