@@ -47,7 +47,7 @@ from perfkitbenchmarker.linux_packages import mongobench_client, mongobench_mong
 from mongobench.core import interrupt
 from mongobench.deploy import mongod
 from mongobench.stress import report as stress_report
-from mongobench.stress import search, seeding, steps
+from mongobench.stress import search, seeding, steady, steps
 from mongobench_pkb import stages
 from mongobench_pkb import stress as mongobench_stress
 
@@ -259,6 +259,30 @@ _SEEDING = flags.DEFINE_enum(
     " possible (instances' storage settings differ), and the metadata says why. load: YCSB"
     " loads every instance.",
 )
+_STEP_STOP = flags.DEFINE_enum(
+    "mongodb_stress_step_stop",
+    "steady",
+    steady.STOPS,
+    "steady: a step ends early once its throughput is steady (after"
+    " --mongodb_stress_steady_min_seconds, the 95 % confidence interval of the mean of its"
+    " last 6 status intervals and their trend within --mongodb_stress_steady_tolerance);"
+    " its throughput counts the seconds left to --mongodb_stress_step_seconds at that"
+    " steady rate. full: every step runs --mongodb_stress_step_seconds (seed 003).",
+)
+_STEADY_MIN_SECONDS = flags.DEFINE_float(
+    "mongodb_stress_steady_min_seconds",
+    steady.MIN_SECONDS,
+    "Shortest measurement of a step with --mongodb_stress_step_stop=steady.",
+    lower_bound=0,
+)
+_STEADY_TOLERANCE = flags.DEFINE_float(
+    "mongodb_stress_steady_tolerance",
+    steady.TOLERANCE,
+    "Relative half-width of the confidence interval, and largest relative trend, of a"
+    " steady window (--mongodb_stress_step_stop=steady).",
+    lower_bound=0.001,
+    upper_bound=0.5,
+)
 _CLIENT_VMS = flags.DEFINE_integer(
     "mongodb_stress_client_vms",
     None,
@@ -331,6 +355,10 @@ def _Settings():
         host_settings=_HOST_SETTINGS.value,
         tls=_TLS.value,
         seeding=_SEEDING.value,
+        step_stop=_STEP_STOP.value,
+        steady_rule=steady.SteadyRule(
+            min_seconds=_STEADY_MIN_SECONDS.value, tolerance=_STEADY_TOLERANCE.value
+        ),
     )
 
 

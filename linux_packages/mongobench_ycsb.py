@@ -44,6 +44,8 @@ from mongobench.ycsb import properties as ycsb
 from mongobench_pkb import vm as mongobench_vm
 
 WORKDIR_NAME = "mongobench-ycsb"
+STOP_SUFFIX = ".stop"  # a run process's stop file (StopFile, RequestStop)
+STOP_CHECK_S = 2.0  # how often RunOnClients asks its stop_when
 # The project's jars are compiled for Java 17 (java/pom.xml: maven.compiler.release 17).
 MIN_JAVA = 17
 JRE_APT_PACKAGES = ("openjdk-17-jre-headless", "openjdk-21-jre-headless")
@@ -287,6 +289,7 @@ def Start(vm, specs, *, directory=None, jvm_args=None):
         base = posixpath.join(directory, spec.name)
         commands.append(
             f"printf %s {shlex.quote(spec.properties)} > {shlex.quote(base + '.properties')}"
+            f" && rm -f {shlex.quote(base + STOP_SUFFIX)}"  # no stale stop file (RequestStop)
         )
     for spec in specs:
         base = posixpath.join(directory, spec.name)
@@ -315,11 +318,25 @@ def Start(vm, specs, *, directory=None, jvm_args=None):
     return procs
 
 
-def Wait(vm, procs, timeout_s, *, poll_s=None, gone_grace_s=5.0):
+def StopFile(directory, name):
+    """The file whose existence ends a run process early (steps.run_properties stop_file)."""
+    return posixpath.join(directory, name + STOP_SUFFIX)
+
+
+def RequestStop(vm, procs):
+    """Ends these run processes early, as at their maxexecutiontime: creates their stop
+    files (the project's StoppableCoreWorkload then stops its threads; YCSB still prints its
+    summary and histograms)."""
+    if procs:
+        vm.RemoteCommand("touch " + " ".join(shlex.quote(p.path(STOP_SUFFIX)) for p in procs))
+
+
+def Wait(vm, procs, timeout_s, *, poll_s=None, gone_grace_s=5.0, collected=None):
     """Waits until no process of `procs` runs any more, or `timeout_s` passed, copying their
     status lines (YCSB's -s output on stderr) into pkb.log as they come.
 
-    Polls every `poll_s` (default --mongobench_progress_seconds). A process that vanished
+    Polls every `poll_s` (default --mongobench_progress_seconds); the status lines also go to
+    `collected[name]` when given. A process that vanished
     without an exit status gets `gone_grace_s` for its status to appear. Returns the final
     states: callers treat `running` (timed out) and `gone` as failures."""
     return mongobench_vm.Follow(
@@ -332,6 +349,7 @@ def Wait(vm, procs, timeout_s, *, poll_s=None, gone_grace_s=5.0):
         timeout_s=timeout_s,
         gone_grace_s=gone_grace_s,
         keep=parse.is_status_line,  # the rest of stderr is in the fetched .err files
+        collected=collected,
     )
 
 
@@ -399,28 +417,56 @@ def Fetch(vm, procs, local_dir):
     return out
 
 
-def RunOnClients(clients, procs, props, timeout_s, local_dir_of):
+def RunOnClients(clients, procs, props, timeout_s, local_dir_of, *, stop_when=None):
     """Starts the YCSB processes `procs` (each names its client by index in `clients`) with
     the properties `props(process, vm)`, waits for them on every client at once (their status
     lines reaching pkb.log), stops what
     still runs and fetches the outputs into `local_dir_of(vm)`. Returns name ->
-    (ProcessState, Output)."""
+    (ProcessState, Output).
+
+    `stop_when(lines)` (name -> the status lines so far, of every process) is asked every
+    STOP_CHECK_S while they run; once it returns true, every process is asked to end
+    (RequestStop: their properties must name their StopFile)."""
     by_client = {}
     for p in procs:
         by_client.setdefault(p.client, []).append(p)
+    collected = {}
+    started_on = {}
+    done = threading.Event()
 
     def one(client_index):
         vm = clients[client_index]
         specs = [ProcessSpec(p.stem, p.phase, props(p, vm)) for p in by_client[client_index]]
         started = Start(vm, specs)
+        started_on[client_index] = (vm, started)
         try:
-            states = Wait(vm, started, timeout_s)
+            states = Wait(vm, started, timeout_s, collected=collected)
         finally:
             Stop(vm, started)  # nothing is left running, whatever happened
         outputs = Fetch(vm, started, local_dir_of(vm))
         return {name: (states[name], outputs[name]) for name in states}
 
+    def watch():
+        while not done.wait(STOP_CHECK_S):
+            lines = {name: list(got) for name, got in list(collected.items())}
+            if stop_when(lines):
+                for vm, started in list(started_on.values()):
+                    try:
+                        RequestStop(vm, started)
+                    except errors.VirtualMachine.RemoteCommandError as e:
+                        logging.warning("%s: could not ask YCSB to stop early: %s", vm.name, e)
+                return
+
+    watcher = None
+    if stop_when is not None:
+        watcher = threading.Thread(target=watch, name="ycsb-stop-when", daemon=True)
+        watcher.start()
     merged = {}
-    for part in background_tasks.RunThreaded(one, sorted(by_client)):
-        merged.update(part)
+    try:
+        for part in background_tasks.RunThreaded(one, sorted(by_client)):
+            merged.update(part)
+    finally:
+        done.set()
+        if watcher is not None:
+            watcher.join()
     return merged

@@ -26,7 +26,7 @@ from perfkitbenchmarker.linux_packages import (
 
 from mongobench.core import units
 from mongobench.remote import probes
-from mongobench.stress import placement, seeding, steps, usage
+from mongobench.stress import placement, seeding, steady, steps, usage
 from mongobench.stress import report as stress_report
 from mongobench.stress import sizing as stress_sizing
 from mongobench_pkb import host as mongobench_host
@@ -70,6 +70,8 @@ class Settings:
     host_settings: bool
     tls: bool
     seeding: str = "copy"
+    step_stop: str = "steady"  # stress.steady.STOPS
+    steady_rule: steady.SteadyRule = steady.SteadyRule()
 
     @property
     def uses_numactl(self):
@@ -231,6 +233,7 @@ def Prepare(server_vm, clients, settings):
         tls=settings.tls,
         tls_meta=tls_meta,
     )
+    meta.update(steady.describe(settings.step_stop, settings.steady_rule))
     meta.update(mongobench_mongod.DataFilesystem(server_vm, server, server.instances_dir))
     if settings.host_settings:
         meta.update(mongobench_mongod.ApplyHostSettings(server_vm, server, server.instances_dir))
@@ -494,22 +497,28 @@ def Step(server_vm, clients, st, settings, n):
         info["hold_gib"] = round((hold.hold_bytes if hold else 0) / units.GiB, 3)
     vms = [server_vm, *clients]
     try:
+        early = settings.step_stop == "steady"
 
         def props(p, vm):
+            run_dir = mongobench_ycsb.RunDir(vm)
             return steps.run_properties(
                 p,
-                directory=mongobench_ycsb.RunDir(vm),
+                directory=run_dir,
                 duration_s=settings.step_seconds,
                 target=settings.target_ops,
                 threads=settings.run_threads,
                 histograms=settings.histograms,
                 tls_ca_file=_TlsCa(st, vm),
+                stop_file=mongobench_ycsb.StopFile(run_dir, p.stem) if early else None,
             )
 
+        watch = steady.Watch(settings.steady_rule, len(plan.run)) if early else None
         before = _OsReadings(vms)
         t1 = time.time()
         timeout = settings.step_seconds + settings.step_grace
-        results = mongobench_ycsb.RunOnClients(clients, plan.run, props, timeout, _LocalDir)
+        results = mongobench_ycsb.RunOnClients(
+            clients, plan.run, props, timeout, _LocalDir, stop_when=watch
+        )
         info["run_wall_seconds"] = round(time.time() - t1, 1)
         after = _OsReadings(vms)
         dead = mongobench_mongod.DeadInstances(
@@ -527,6 +536,14 @@ def Step(server_vm, clients, st, settings, n):
             )
         )
     result = steps.step_result(n, outputs, dead_instances=dead, first_port=settings.first_port)
+    if watch is not None:
+        result, stop_info = watch.apply(result, settings.step_seconds)
+        info.update(stop_info)
+        if watch.steady:
+            logging.info(
+                "mongobench: step %d steady after %.0f s (%.0f ops/s within %.1f %%): ended early",
+                n, watch.steady.seconds, watch.steady.rate, 100 * settings.steady_rule.tolerance,
+            )  # fmt: skip
     readings = {name: [before[name], after[name]] for name in before}
     info.update(
         usage.step_usage(

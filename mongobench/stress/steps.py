@@ -9,6 +9,9 @@ from mongobench.deploy.mongod import FIRST_PORT, instance_port
 from mongobench.ycsb import merge, parse, properties, status
 
 TARGET_PER_PROCESS = 25_000  # ops/s offered by each YCSB process
+# java/ycsb-binding: CoreWorkload that ends its run early when its stop file appears
+STOPPABLE_WORKLOAD = "io.github.mongobench.ycsb.StoppableCoreWorkload"
+STOP_FILE_PROPERTY = "mongobench.stopfile"
 RUN_THREADS = 10
 LOAD_THREADS = 30
 
@@ -132,13 +135,18 @@ def run_properties(
     urlfile: str | None = None,
     histograms: bool = False,
     tls_ca_file: str | None = None,
+    stop_file: str | None = None,
     extra: Mapping | None = None,
 ) -> str:
     """90 % read / 10 % update, zipfian, 1 KB records, on the process's own key range, ended
     by `duration_s`. With `histograms`, HdrHistogram logs go to `<directory>/<stem>-<OP>.hdr`
     (step_result then merges them exactly); that needs HdrHistogram >= 2.1.10 on the YCSB
     classpath: YCSB 0.17's 2.1.4 needs JAXB, absent from Java 11+, and the run fails.
-    With `tls_ca_file` (the CA certificate on the client VM) the process connects with TLS."""
+    With `tls_ca_file` (the CA certificate on the client VM) the process connects with TLS.
+    With `stop_file` (a path on the client VM) the process ends early, as at its
+    `duration_s`, once that file exists (the steady-state stop, stress.steady)."""
+    if stop_file:
+        extra = {"workload": STOPPABLE_WORKLOAD, STOP_FILE_PROPERTY: stop_file, **(extra or {})}
     return properties.workload_properties(
         recordcount=proc.recordcount,
         insertstart=proc.insertstart,

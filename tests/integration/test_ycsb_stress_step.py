@@ -264,3 +264,46 @@ def test_two_instance_step_with_background_processes(tmp_path):
             processes.stop_processes_command(pid_files, marker=server_marker, timeout_s=10),
             check=False,
         )
+
+
+def test_stop_file_ends_a_run_early_with_its_summary(server_uri, tmp_path):
+    """The steady-state stop's mechanism: YCSB (the project's StoppableCoreWorkload) ends a
+    60 s run soon after its stop file appears, exits 0 and prints its full summary (a SIGTERM
+    would lose it); without the stop file the same properties run to maxexecutiontime."""
+    urlfile = write_uri(tmp_path, server_uri.rstrip("/") + "/t_stress_stop")
+    load = run_ycsb(
+        "load",
+        properties.workload_properties(
+            recordcount=RECORDS, insertstart=0, insertcount=RECORDS, threadcount=2, urlfile=urlfile
+        ),
+        tmp_path,
+    )
+    assert load.returncode == 0, output(load)[-3000:]
+    stop = tmp_path / "run.stop"
+    proc = steps._process("run", 0, 0, ("localhost",), RECORDS, 27017, "stop-run")
+    props = steps.run_properties(
+        proc,
+        directory=str(tmp_path),
+        duration_s=60,
+        target=200,
+        threads=2,
+        urlfile=urlfile,
+        stop_file=str(stop),
+    )
+    path = tmp_path / "run.properties"
+    path.write_text(props)
+    cmd = properties.ycsb_command(javabuild.ycsb_classpath(), "run", str(path))
+    t0 = time.monotonic()
+    run = subprocess.Popen(
+        cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    time.sleep(8)
+    stop.touch()
+    out, err = run.communicate(timeout=YCSB_TIMEOUT_S)
+    took = time.monotonic() - t0
+    assert run.returncode == 0, (out + err)[-3000:]
+    assert took < 40, took  # not its 60 s
+    assert "stop file" in err
+    result = parse.parse_output(out + err, required_ops=["READ", "UPDATE"])
+    assert 0 < result.runtime_ms < 40_000 and result.operations > 0
+    assert result.p99_ms("READ") > 0

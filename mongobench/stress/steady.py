@@ -1,0 +1,177 @@
+"""The steady-state stop of a stress step: end its measurement once the throughput has settled.
+
+Seed 003 measures every step for 3 minutes. Most of them settle much sooner: after the JVMs
+start and the dropped page cache warms up, the step's throughput (the sum of its YCSB
+processes' status-line rates, ycsb.status) stays within its noise. A step stops early when,
+after `min_seconds`, the last `window` status intervals are steady:
+
+- the 95 % confidence interval of their mean (Student's t) is within `tolerance` of it, and
+- their least-squares trend moves the rate by at most `tolerance` across the window.
+
+The step's throughput is then what its full `step_seconds` give under that rule: the
+operations measured plus the seconds left counted at the window's rate,
+(measured x seconds + rate x (step_seconds - seconds)) / step_seconds, so a warm-up at the
+start weighs as it would over the full step (full_step_throughput). Without a steady window
+the step runs its full time, as the seed's. p99 latencies are the measured seconds' own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from mongobench.ycsb import status
+
+STOPS = ("steady", "full")
+MIN_SECONDS = 60.0
+WINDOW = 6  # status intervals: 60 s at YCSB's 10 s, one WiredTiger checkpoint period
+TOLERANCE = 0.01
+
+# Student's t, two-sided 95 %, by degrees of freedom (beyond 30: the normal's 1.96)
+_T95 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)  # fmt: skip
+
+
+def t95(df: int) -> float:
+    return _T95[df - 1] if df <= len(_T95) else 1.96
+
+
+@dataclass(frozen=True)
+class SteadyRule:
+    min_seconds: float = MIN_SECONDS
+    window: int = WINDOW
+    tolerance: float = TOLERANCE
+
+    def __post_init__(self):
+        if self.window < 3:
+            raise ValueError(
+                f"the steady window needs 3 status intervals or more, got {self.window}"
+            )
+        if not 0 < self.tolerance < 1:
+            raise ValueError(f"the steady tolerance must be in (0, 1), got {self.tolerance}")
+        if self.min_seconds < 0:
+            raise ValueError(f"min_seconds must be >= 0, got {self.min_seconds}")
+
+
+@dataclass(frozen=True)
+class Steady:
+    """Where a step became steady: after `intervals` status intervals (`seconds`), at the
+    window's mean `rate` (ops/s), with the CI half-width and trend relative to it."""
+
+    intervals: int
+    seconds: float
+    rate: float
+    half_width: float
+    drift: float
+
+
+def window_stats(rates: Sequence[float]) -> tuple[float, float, float]:
+    """Mean, relative 95 % CI half-width of the mean, relative change of the least-squares
+    trend across the window."""
+    w = len(rates)
+    mean = statistics.fmean(rates)
+    if mean <= 0:
+        return mean, math.inf, math.inf
+    half = t95(w - 1) * statistics.stdev(rates) / math.sqrt(w) / mean
+    slope = statistics.linear_regression(range(w), rates).slope
+    return mean, half, abs(slope) * (w - 1) / mean
+
+
+def steady_at(rates: Sequence[float], interval_s: float, rule: SteadyRule) -> Steady | None:
+    """The first point at which the step's interval rates (ops/s of each complete status
+    interval, in order) are steady under `rule`, or None."""
+    w = rule.window
+    for k in range(w, len(rates) + 1):
+        if k * interval_s < rule.min_seconds:
+            continue
+        mean, half, drift = window_stats(rates[k - w : k])
+        if half <= rule.tolerance and drift <= rule.tolerance:
+            return Steady(k, k * interval_s, mean, half, drift)
+    return None
+
+
+def complete_rates(series: dict | None) -> list[float]:
+    """The rates of a running step's complete status intervals (ycsb.status.series of its
+    processes' status lines so far): the last interval may still be filling up."""
+    if not series:
+        return []
+    return list(series["ops_per_s"][:-1])
+
+
+def full_step_throughput(
+    measured: float, seconds: float, rate: float, step_seconds: float
+) -> float:
+    """The throughput of a full step whose first `seconds` delivered `measured` ops/s and
+    whose remaining seconds run at the steady `rate`."""
+    if seconds >= step_seconds:
+        return measured
+    return (measured * seconds + rate * (step_seconds - seconds)) / step_seconds
+
+
+def describe(stop: str, rule: SteadyRule) -> dict:
+    """Sample metadata of the step stop rule."""
+    meta = {"step_stop": stop}
+    if stop == "steady":
+        meta.update(
+            steady_min_seconds=rule.min_seconds,
+            steady_window_intervals=rule.window,
+            steady_tolerance=rule.tolerance,
+        )
+    return meta
+
+
+class Watch:
+    """The live check of one step (stop_when of the PKB wing's RunOnClients): called with
+    the status lines of its `processes` YCSB processes so far (name -> lines), true once
+    they are steady (then `steady` says where). Only intervals every process has closed
+    count, so a client whose lines arrive later never looks like a fall."""
+
+    def __init__(
+        self, rule: SteadyRule, processes: int, interval_s: float = status.STATUS_INTERVAL_S
+    ):
+        self.rule = rule
+        self.processes = processes
+        self.interval_s = interval_s
+        self.steady: Steady | None = None
+
+    def __call__(self, lines: Mapping[str, Sequence[str]]) -> bool:
+        if self.steady is not None:
+            return True
+        parsed = [status.parse_lines("\n".join(got)) for got in lines.values()]
+        if len(parsed) < self.processes or any(len(p) < 2 for p in parsed):
+            return False
+        t0 = min(p[0].at for p in parsed)
+        closed = int((min(p[-1].at for p in parsed) - t0) / self.interval_s + 1e-6)
+        ser = status.series(["\n".join(got) for got in lines.values()], self.interval_s)
+        # the newest interval's length comes from its last line: it may still be filling up
+        rates = list(ser["ops_per_s"][: min(closed, len(ser["ops_per_s"]) - 1)]) if ser else []
+        self.steady = steady_at(rates, self.interval_s, self.rule)
+        return self.steady is not None
+
+    def apply(self, result, step_seconds: float):
+        """The step's result and metadata after the run: with a steady stop, its throughput
+        counts the seconds left to `step_seconds` at the steady rate (full_step_throughput);
+        YCSB's own figure over the measured seconds stays in `measured_throughput`."""
+        meta = {}
+        ser = result.series
+        seconds = (ser["t_s"][-1] + ser["seconds"][-1]) if ser and ser["t_s"] else None
+        meta["step_measured_seconds"] = round(seconds, 1) if seconds is not None else None
+        if self.steady is None or seconds is None or seconds >= step_seconds:
+            meta["steady_reached"] = self.steady is not None
+            return result, meta
+        full = full_step_throughput(result.throughput, seconds, self.steady.rate, step_seconds)
+        meta.update(
+            steady_reached=True,
+            steady_after_seconds=self.steady.seconds,
+            steady_rate=round(self.steady.rate, 3),
+            steady_half_width=round(self.steady.half_width, 5),
+            steady_drift=round(self.steady.drift, 5),
+            measured_throughput=result.throughput,
+        )
+        return dataclasses.replace(result, throughput=full), meta

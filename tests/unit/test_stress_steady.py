@@ -1,0 +1,139 @@
+"""The steady-state stop of a stress step (stress.steady) on recorded and simulated curves."""
+
+from __future__ import annotations
+
+import math
+import pathlib
+import random
+import statistics
+
+import pytest
+
+from mongobench.stress import steady
+from mongobench.ycsb import status
+
+DATA = pathlib.Path(__file__).resolve().parent.parent / "data" / "ycsb"
+RULE = steady.SteadyRule()  # 60 s at least, 6 intervals, 1 %
+
+
+def curve(seed, *, level=100_000.0, sigma=0.005, ramp=0.3, tau=15.0, n=18, dt=10.0):
+    """A step's 10 s interval rates: a cold page cache warming up (1 - ramp e^(-t/tau),
+    averaged over each interval) times interval noise."""
+    rng = random.Random(seed)
+    out = []
+    for k in range(n):
+        a, b = k * dt, (k + 1) * dt
+        warm = 1.0 - ramp * tau * (math.exp(-a / tau) - math.exp(-b / tau)) / dt
+        out.append(level * warm * (1.0 + rng.gauss(0.0, sigma)))
+    return out
+
+
+def test_flat_curve_stops_at_the_minimum():
+    got = steady.steady_at(curve(1, ramp=0.0, sigma=0.002), 10.0, RULE)
+    assert got is not None and got.seconds == 60.0 and got.intervals == 6
+    assert got.rate == pytest.approx(100_000, rel=0.01)
+
+
+def test_warm_up_is_waited_out():
+    # A slow warm-up (tau 40 s) is still rising at 60 s: the rule waits for it to flatten.
+    rates = curve(2, tau=40.0, sigma=0.002, n=30)
+    got = steady.steady_at(rates, 10.0, RULE)
+    assert got is not None and got.seconds > 60.0
+    _, _, drift = steady.window_stats(rates[got.intervals - RULE.window : got.intervals])
+    assert drift <= RULE.tolerance
+
+
+def test_drift_and_noise_never_stop():
+    rising = [100_000 * (1 + 0.01 * k) for k in range(18)]  # +1 % per interval, no noise
+    assert steady.steady_at(rising, 10.0, RULE) is None
+    noisy = curve(3, ramp=0.0, sigma=0.05)  # 5 % per interval: the CI stays wider than 1 %
+    assert steady.steady_at(noisy, 10.0, RULE) is None
+
+
+def test_recorded_standin_curve_is_not_steady():
+    # Two YCSB processes on the stand-in of a loaded 2-core host, 1 s status lines: slow
+    # start, then a rising, noisy rate. No window of it is steady within 2 %.
+    texts = [(DATA / f"standin_status1s_run_p{i}.txt").read_text() for i in (0, 1)]
+    ser = status.series(texts, interval_s=1)
+    rates = steady.complete_rates(ser)
+    assert len(rates) > 60
+    assert (
+        steady.steady_at(rates, 1.0, steady.SteadyRule(min_seconds=10, window=4, tolerance=0.02))
+        is None
+    )
+    # the rule looks at complete intervals only: the last one is still filling up
+    assert rates == ser["ops_per_s"][:-1]
+
+
+def test_full_step_throughput_matches_the_full_step_on_noisy_curves():
+    # 200 warm-up curves: the throughput a step reports after a steady stop is within 1 % of
+    # what its full 180 s measured (YCSB's own throughput: operations / seconds).
+    worst = 0.0
+    stopped = []
+    for seed in range(200):
+        rates = curve(seed, sigma=0.01, ramp=0.3, tau=random.Random(seed).uniform(5, 30))
+        full = statistics.fmean(rates)
+        got = steady.steady_at(rates, 10.0, RULE)
+        if got is None:
+            continue
+        measured = statistics.fmean(rates[: got.intervals])
+        est = steady.full_step_throughput(measured, got.seconds, got.rate, 180.0)
+        worst = max(worst, abs(est / full - 1))
+        stopped.append(got.seconds)
+    assert len(stopped) >= 150  # most steps stop early
+    assert statistics.fmean(stopped) < 150
+    assert worst < 0.01, worst
+    # without the correction the warm-up of a shortened step would weigh 3 x as much
+    assert steady.full_step_throughput(90.0, 180.0, 100.0, 180.0) == 90.0
+
+
+def test_rule_checks_its_settings():
+    with pytest.raises(ValueError, match="3 status intervals"):
+        steady.SteadyRule(window=2)
+    with pytest.raises(ValueError, match="tolerance"):
+        steady.SteadyRule(tolerance=0)
+    assert steady.describe("full", RULE) == {"step_stop": "full"}
+    assert steady.describe("steady", RULE)["steady_window_intervals"] == 6
+
+
+def status_lines(start, rates, lag=0.0):
+    """YCSB status lines of one process: a line every 10 s with the cumulative count."""
+    out, ops = [], 0
+    for k in range(len(rates) + 1):
+        t = start + lag + 10 * k
+        stamp = f"2026-11-27 08:{int(t // 60):02d}:{int(t % 60):02d}:{int(t * 1000 % 1000):03d}"
+        out.append(
+            f"{stamp} {10 * k} sec: {ops} operations; {rates[k - 1] if k else 0} current ops/sec;"
+        )
+        if k < len(rates):
+            ops += int(rates[k] * 10)
+    return out
+
+
+def test_watch_stops_once_every_process_is_steady_and_applies_the_rest():
+    a = status_lines(0, [40_000] + [50_000] * 11)  # a warm-up interval, then flat
+    b = status_lines(0.5, [40_000] + [50_000] * 11)
+    watch = steady.Watch(steady.SteadyRule(), processes=2)
+    assert not watch({"p0": a[:8]})  # one process only: never steady
+    assert not watch({"p0": a[:8], "p1": b[:3]})  # p1's lines lag: its intervals not closed
+    assert not watch({"p0": a[:5], "p1": b[:5]})  # 40 s: before the 60 s minimum
+    assert not watch({"p0": a[:8], "p1": b[:8]})  # the newest interval does not count yet
+    assert watch({"p0": a[:9], "p1": b[:9]})  # 70 s closed, the last 6 intervals flat
+    assert watch.steady.seconds == 70.0 and watch.steady.rate == pytest.approx(100_000)
+
+    from mongobench.stress.steps import StepResult
+
+    ser = status.series(["\n".join(a[:9]), "\n".join(b[:9])])
+    measured = StepResult(2, 97_500.0, 1.0, 1.5, series=ser)
+    result, meta = watch.apply(measured, 180.0)
+    assert meta["steady_reached"] and meta["measured_throughput"] == 97_500.0
+    assert meta["step_measured_seconds"] == pytest.approx(80.5, abs=0.6)
+    # the seconds left to 180 at the steady rate
+    secs = meta["step_measured_seconds"]
+    assert result.throughput == pytest.approx(
+        (97_500 * secs + 100_000 * (180 - secs)) / 180, rel=1e-3
+    )
+    # a step that ran its full time keeps YCSB's figure
+    full = steady.Watch(steady.SteadyRule(), processes=2)
+    kept, meta = full.apply(measured, 60.0)
+    assert kept.throughput == 97_500.0 and meta["steady_reached"] is False
