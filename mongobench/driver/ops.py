@@ -31,6 +31,29 @@ def text_sentinel(length: int) -> str:
     return "\x02" * length
 
 
+def filler(node, slots=()):
+    """A function values -> `node` (a command part with sentinels `slots`) with each
+    sentinel replaced by its value (values in the order of `slots`): what ops.Tmpl.write
+    does to the encoded bytes, on the document itself (the pymongo path)."""
+    pos = {int(s): k for k, s in enumerate(slots)}
+    if not pos:
+        return lambda vals: node
+
+    def build(node):
+        if isinstance(node, dict):
+            parts = [(k, build(v)) for k, v in node.items()]
+            return lambda vals: {k: f(vals) for k, f in parts}
+        if isinstance(node, list):
+            parts = [build(v) for v in node]
+            return lambda vals: [f(vals) for f in parts]
+        if type(node) is bson.Int64 and int(node) in pos:
+            k = pos[int(node)]
+            return lambda vals: vals[k]
+        return lambda vals: node
+
+    return build(node)
+
+
 class Tmpl:
     """An OP_MSG encoded once; `write(buf, rid, *values)` writes it at the start of
     `buf` with request id `rid` and the values in place of the sentinels.

@@ -8,7 +8,6 @@ import struct
 import threading
 import time
 
-import bson
 from pymongo.errors import OperationFailure
 
 from mongobench.core.split import part
@@ -68,21 +67,7 @@ class Template:
 
     def __init__(self, query, slots: list, makers: list):
         self.query, self.slots, self._makers = query, slots, makers
-        pos = {int(s): k for k, s in enumerate(slots)}
-
-        def filler(node):
-            if isinstance(node, dict):
-                parts = [(k, filler(v)) for k, v in node.items()]
-                return lambda vals: {k: f(vals) for k, f in parts}
-            if isinstance(node, list):
-                parts = [filler(v) for v in node]
-                return lambda vals: [f(vals) for f in parts]
-            if type(node) is bson.Int64 and int(node) in pos:
-                k = pos[int(node)]
-                return lambda vals: vals[k]
-            return lambda vals: node
-
-        self._fill = filler(query)
+        self._fill = ops.filler(query, slots)
 
     def values(self, rng) -> list[int]:
         out = []

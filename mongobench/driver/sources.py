@@ -1,13 +1,15 @@
 """Sources for the multiplexed driver: what each workload's clients send.
 
-One source per workload registered in `driver.catalog` (driver.base and its
-subclasses: insert, updates, queries, readupdate), doing what that
-workload's pymongo `worker` does (the same keys from the same seeds, the same
-logical operations, the same accounting of operations, documents, bytes,
+A workload declared in driver.workload (its command, keys and counting, written once) is
+run here by `declared`, its multiplexed executor; pymongo runs the same declaration
+(workload.Declared.worker). The workloads not declared yet (update_api, delete, insert,
+mixed, bucket, read_update, and the cursor workloads of driver.cursor_sources) have a
+source here doing what their pymongo `worker` does (the same keys from the same seeds,
+the same logical operations, the same accounting of operations, documents, bytes,
 counters and errors, under the same names), over pre-encoded requests:
-`make(workload, settings, database, wc)` returns the source for
-`multiplex.Loop`. Setup and preparation stay on pymongo (the workload's
-`prepare`); the test compares both paths.
+`make(workload, settings, database, wc)` returns the source for `multiplex.Loop`. Setup
+and preparation stay on pymongo (the workload's `prepare`); the cross-path test compares
+both executors.
 
 Where the pymongo path records a latency before it finds a result wrong (a
 read that found nothing, an update that matched nothing), so does this one.
@@ -20,6 +22,7 @@ in the timed phase.
 
 from __future__ import annotations
 
+import functools
 import random
 import time
 
@@ -34,6 +37,7 @@ from mongobench.driver.cursor_sources import aggregate, micros, query, regex_pre
 from mongobench.driver.docgen import DocFactory
 from mongobench.driver.multiplex import Client, count_error
 from mongobench.driver.readupdate import Zipfian
+from mongobench.driver.workload import Declared
 
 
 def _doc_slot(tmpl: ops.Tmpl, docs: DocFactory) -> int:
@@ -89,6 +93,38 @@ def _writes(c: Client, t: ops.Tmpl, check, op: str, fill, field: int, expect=Non
 # ----------------------------------------------------------------------------- workloads
 
 
+def declared(name, s, db, wc):
+    """The multiplexed executor of a declared workload (driver.workload): its command
+    encoded once per client, each operation's values patched in, its reply counted as the
+    declaration says."""
+    d = WORKLOADS[name](None, s).declare()
+    check = replies.WriteCheck(d.op)  # one per process: its memo serves every client
+    field, slots, values = (2 if d.counted == "nModified" else 1), list(d.slots), d.values
+    shared = None if d.doc else ops.update_tmpl(db, d.coll, d.filter, d.update, slots, wc)
+
+    def source(c: Client):
+        rng, rid = random.Random(c.index + 1), c.rid
+        if d.doc is not None:
+            docs = d.doc(c.index).prepare(1)
+            t = ops.update_tmpl(db, d.coll, d.filter, _placeholder(docs), slots, wc)
+            at, write = _doc_slot(t, docs), t.write
+
+            def fill(buf, i):
+                vals = values(rng)
+                write(buf, rid, *vals)
+                docs.write(buf, at, 1, vals[:1])
+
+            return _writes(c, t, check, d.op, fill, field, d.expect, docs.size)
+        write = shared.write
+        if values is None:
+            return _writes(c, shared, check, d.op, lambda buf, i: write(buf, rid), field, d.expect)
+        return _writes(
+            c, shared, check, d.op, lambda buf, i: write(buf, rid, *values(rng)), field, d.expect
+        )
+
+    return source
+
+
 def read_update(s, db, wc):
     coll = WORKLOADS["read_update"].coll_name
     n, reads = int(s["preload_docs"]), float(s["read_proportion"])
@@ -133,21 +169,6 @@ def read_update(s, db, wc):
                 record("update", micros(run, t0))
                 counts["update"] += 1
                 stats.docs += out[1]
-
-    return source
-
-
-def hot_update(s, db, wc):
-    coll = WORKLOADS["hot_update"].coll_name
-    t = ops.update_tmpl(db, coll, {"_id": 0}, {"$inc": {"count": 1}}, [], wc)
-    check = replies.WriteCheck("update")  # one per process: its memo serves every client
-
-    def source(c: Client):
-        write, rid = t.write, c.rid
-        return _writes(
-            c, t, check, "update", lambda buf, i: write(buf, rid), 1,
-            (1, "hot document not matched"),
-        )  # fmt: skip
 
     return source
 
@@ -212,73 +233,6 @@ def update_api(s, db, wc):
             stats.docs += 1
 
     return lambda c: run_ops(c, *setup(c))
-
-
-def update_fields(s, db, wc):
-    w = WORKLOADS["update_fields"](None, s)
-    k0 = ops.sentinel(0)
-    t = ops.update_tmpl(db, w.coll_name, {"_id": k0}, w._update(), [k0], wc)
-    check = replies.WriteCheck("update")
-    rng_range = min(int(s["doc_range"]), int(s["preload_docs"]))
-
-    def source(c: Client):
-        key, write, rid = random.Random(c.index + 1).randrange, t.write, c.rid
-        return _writes(
-            c, t, check, "update", lambda buf, i: write(buf, rid, key(rng_range)), 2,
-            (1, "document not modified"),
-        )  # fmt: skip
-
-    return source
-
-
-def replace(s, db, wc):
-    coll = WORKLOADS["replace"].coll_name
-    size = int(s["doc_size_kb"] * KiB)
-    rng_range = min(int(s["doc_range"]), int(s["preload_docs"]))
-    k0 = ops.sentinel(0)
-
-    check = replies.WriteCheck("replace")
-
-    def source(c: Client):
-        docs = DocFactory(size, "serial", seed=c.index + 50).prepare(1)
-        t = ops.update_tmpl(db, coll, {"_id": k0}, _placeholder(docs), [k0], wc)
-        at, rid, key = _doc_slot(t, docs), c.rid, random.Random(c.index + 1).randrange
-
-        def fill(buf, i):
-            k = key(rng_range)
-            t.write(buf, rid, k)
-            docs.write(buf, at, 1, (k,))
-
-        return _writes(c, t, check, "replace", fill, 1, size=docs.size)
-
-    return source
-
-
-def update_indexed(s, db, wc):
-    coll = WORKLOADS["update_indexed"].coll_name
-    n, k = int(s["preload_docs"]), max(int(s["indexes"]), 1)
-    indexed = bool(s["update_indexed_fields"])
-    slots = [ops.sentinel(j) for j in range(k + 1)]
-    if indexed:
-        update = {"$set": {f"x{j}": slots[j + 1] for j in range(k)}}
-        t = ops.update_tmpl(db, coll, {"_id": slots[0]}, update, slots, wc)
-    else:
-        t = ops.update_tmpl(db, coll, {"_id": slots[0]}, {"$inc": {"n0": 1}}, slots[:1], wc)
-    check = replies.WriteCheck("update")
-
-    def source(c: Client):
-        rng, write, rid = random.Random(c.index + 1), t.write, c.rid
-
-        def fill(buf, i):
-            if indexed:
-                values = [rng.randrange(100_000) for _ in range(k)]
-                write(buf, rid, rng.randrange(n), *values)
-            else:
-                write(buf, rid, rng.randrange(n))
-
-        return _writes(c, t, check, "update", fill, 2)
-
-    return source
 
 
 def delete(s, db, wc):
@@ -451,11 +405,7 @@ def bucket(s, db, wc):
 
 SOURCES = {
     "read_update": read_update,
-    "hot_update": hot_update,
     "update_api": update_api,
-    "update_fields": update_fields,
-    "replace": replace,
-    "update_indexed": update_indexed,
     "delete": delete,
     "query": query,
     "aggregate": aggregate,
@@ -464,6 +414,11 @@ SOURCES = {
     "mixed": mixed,
     "bucket": bucket,
 }
+SOURCES.update(
+    (name, functools.partial(declared, name))
+    for name, cls in WORKLOADS.items()
+    if issubclass(cls, Declared)
+)
 
 
 # Workloads whose clients stop when their share of the data is done; the others

@@ -10,6 +10,7 @@ from pymongo.errors import OperationFailure, PyMongoError
 
 from mongobench.core.split import part
 from mongobench.core.units import KiB
+from mongobench.driver import ops
 from mongobench.driver.base import (
     META,
     TimedLoop,
@@ -19,10 +20,11 @@ from mongobench.driver.base import (
     timed_call,
 )
 from mongobench.driver.docgen import DocFactory
+from mongobench.driver.workload import Declared, KeyedWrite
 
 
 @register("hot_update")
-class HotUpdateWorkload(TimedLoop):
+class HotUpdateWorkload(Declared):
     """Many threads `$inc` one document (seed: hot documents and concurrency).
 
     Settings: preload_docs, doc_size_kb, threads, total_ops, index_update
@@ -56,20 +58,11 @@ class HotUpdateWorkload(TimedLoop):
         doc = self.db[self.coll_name].find_one({"_id": 0}, {"count": 1}) or {}
         return int(doc.get("count") or 0)
 
-    def worker(self, idx, nthreads, stats, stop):
-        coll = self.collection(self.coll_name)
-
-        def op(rng, i, stats, idx):
-            res, ok = timed_call(
-                stats, "update", coll.update_one, {"_id": 0}, {"$inc": {"count": 1}}
-            )
-            if ok and res.matched_count != 1:
-                stats.ops["update"] -= 1
-                stats.error("update", RuntimeError("hot document not matched"))
-            elif ok:
-                stats.docs += 1
-
-        self.loop(idx, nthreads, stats, stop, op)
+    def declare(self):
+        return KeyedWrite(
+            "update", self.coll_name, {"_id": 0}, {"$inc": {"count": 1}},
+            expect=(1, "hot document not matched"),
+        )  # fmt: skip
 
 
 @register("update_api")
@@ -146,7 +139,7 @@ class UpdateApiWorkload(TimedLoop):
 
 
 @register("update_fields")
-class UpdateFieldsWorkload(UpdateAudit, TimedLoop):
+class UpdateFieldsWorkload(UpdateAudit, Declared):
     """`$inc` on N fields of random documents (UniBench's update test).
 
     Settings: preload_docs, doc_size_kb, threads, duration_s or total_ops,
@@ -215,23 +208,12 @@ class UpdateFieldsWorkload(UpdateAudit, TimedLoop):
         coll.delete_one({"_id": -1})
         raise RuntimeError("the server accepted a document the validator forbids: not enforced")
 
-    def worker(self, idx, nthreads, stats, stop):
-        coll = self.collection(self.coll_name)
-        update = self._update()
-        rng_range = min(int(self.s["doc_range"]), int(self.s["preload_docs"]))
-
-        def op(rng, i, stats, idx):
-            res, ok = timed_call(
-                stats, "update", coll.update_one, {"_id": rng.randrange(rng_range)}, update
-            )
-            if ok:
-                if res.modified_count != 1:
-                    stats.ops["update"] -= 1
-                    stats.error("update", RuntimeError("document not modified"))
-                else:
-                    stats.docs += 1
-
-        self.loop(idx, nthreads, stats, stop, op)
+    def declare(self):
+        k0, r = ops.sentinel(0), min(int(self.s["doc_range"]), int(self.s["preload_docs"]))
+        return KeyedWrite(
+            "update", self.coll_name, {"_id": k0}, self._update(), (k0,),
+            lambda rng: (rng.randrange(r),), "nModified", (1, "document not modified"),
+        )  # fmt: skip
 
 
 def _bson_type(value) -> str:
@@ -250,7 +232,7 @@ def _bson_type(value) -> str:
 
 
 @register("replace")
-class ReplaceWorkload(UpdateAudit, TimedLoop):
+class ReplaceWorkload(UpdateAudit, Declared):
     """Whole-document replaces of random documents (the seed's "To Add": replace)."""
 
     required = ("preload_docs", "doc_size_kb", "threads", "doc_range")
@@ -261,25 +243,18 @@ class ReplaceWorkload(UpdateAudit, TimedLoop):
         reused = load_serial(self, self.coll_name, n, self.s["doc_size_kb"], lambda i: {}, "plain")
         return {"preload_reused": reused}
 
-    def worker(self, idx, nthreads, stats, stop):
-        coll = self.collection(self.coll_name)
-        factory = DocFactory(int(self.s["doc_size_kb"] * KiB), "serial", seed=idx + 50)
-        rng_range = min(int(self.s["doc_range"]), int(self.s["preload_docs"]))
-
-        def op(rng, i, stats, idx):
-            key = rng.randrange(rng_range)
-            res, ok = timed_call(
-                stats, "replace", coll.replace_one, {"_id": key}, factory.make(_id=key)
-            )
-            if ok:
-                stats.docs += res.matched_count
-                stats.bytes += factory.size * res.matched_count
-
-        self.loop(idx, nthreads, stats, stop, op)
+    def declare(self):
+        k0, r = ops.sentinel(0), min(int(self.s["doc_range"]), int(self.s["preload_docs"]))
+        size = int(self.s["doc_size_kb"] * KiB)
+        return KeyedWrite(
+            "replace", self.coll_name, {"_id": k0}, None, (k0,),
+            lambda rng: (rng.randrange(r),),
+            doc=lambda idx: DocFactory(size, "serial", seed=idx + 50),
+        )  # fmt: skip
 
 
 @register("update_indexed")
-class UpdateIndexedWorkload(UpdateAudit, TimedLoop):
+class UpdateIndexedWorkload(UpdateAudit, Declared):
     """Updates that do or do not change indexed fields (the seed's "To Add")."""
 
     required = ("preload_docs", "doc_size_kb", "threads", "indexes", "update_indexed_fields")
@@ -301,24 +276,23 @@ class UpdateIndexedWorkload(UpdateAudit, TimedLoop):
                 coll.create_index([(f"x{j}", 1)], name=f"x{j}_1")
         return {"preload_reused": reused}
 
-    def worker(self, idx, nthreads, stats, stop):
-        coll = self.collection(self.coll_name)
-        n = int(self.s["preload_docs"])
-        k = max(int(self.s["indexes"]), 1)
-        indexed = bool(self.s["update_indexed_fields"])
+    def declare(self):
+        n, k = int(self.s["preload_docs"]), max(int(self.s["indexes"]), 1)
+        slots = tuple(ops.sentinel(j) for j in range(k + 1))
+        if not self.s["update_indexed_fields"]:
+            return KeyedWrite(
+                "update", self.coll_name, {"_id": slots[0]}, {"$inc": {"n0": 1}}, slots[:1],
+                lambda rng: (rng.randrange(n),), "nModified",
+            )  # fmt: skip
 
-        def op(rng, i, stats, idx):
-            if indexed:
-                update = {"$set": {f"x{j}": rng.randrange(100_000) for j in range(k)}}
-            else:
-                update = {"$inc": {"n0": 1}}
-            res, ok = timed_call(
-                stats, "update", coll.update_one, {"_id": rng.randrange(n)}, update
-            )
-            if ok:
-                stats.docs += res.modified_count
+        def values(rng):  # the new values first, then the key
+            new = [rng.randrange(100_000) for _ in range(k)]
+            return (rng.randrange(n), *new)
 
-        self.loop(idx, nthreads, stats, stop, op)
+        update = {"$set": {f"x{j}": slots[j + 1] for j in range(k)}}
+        return KeyedWrite(
+            "update", self.coll_name, {"_id": slots[0]}, update, slots, values, "nModified"
+        )
 
 
 @register("delete")

@@ -1,0 +1,102 @@
+"""Workloads declared once, run by two executors.
+
+A declaration says what one client of a workload does per operation, and nothing about
+how it is sent: the command (with ops.sentinel slots for what changes per operation), the
+values of one operation drawn from the client's random generator, the name the operation
+counts under and how its reply counts. Two executors run it:
+
+- the multiplexed driver (`sources.declared`): the command encoded once per client
+  (ops.Tmpl), the values patched into its bytes per operation, the reply checked in place;
+- pymongo (`Declared.worker`, the reference path and the one set-up uses): the same
+  command through the collection API, the values put into it (ops.filler).
+
+Both draw the same values from the same seeds in the same order and count the same
+operations, documents, bytes and errors under the same names, which the cross-path test
+(tests/integration/test_driver_multiplex.py) compares executor against executor.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pymongo.errors import PyMongoError
+
+from mongobench.driver import ops
+from mongobench.driver.base import TimedLoop
+from mongobench.driver.docgen import DocFactory
+
+
+@dataclass(frozen=True)
+class KeyedWrite:
+    """One update (or replace) statement per operation, `total_ops` or `duration_s` of them
+    per variant, each client drawing from random.Random(client index + 1).
+
+    `values(rng)` gives one operation's values in the order of `slots` (no `values`: the
+    command never changes). With `doc` (client index -> DocFactory), the statement replaces
+    the document with a fresh one of the factory whose `_id` is the operation's first
+    value, and each document counted also counts the factory's size in bytes. The reply's
+    `counted` figure (`n`: matched, `nModified`: modified) is the documents written; with
+    `expect` (count, message) any other count is an error with that message, after its
+    latency is recorded."""
+
+    op: str
+    coll: str
+    filter: dict
+    update: dict | list | None = None
+    slots: tuple = ()
+    values: Callable | None = None
+    counted: str = "n"
+    expect: tuple[int, str] | None = None
+    doc: Callable[[int], DocFactory] | None = None
+
+    def __post_init__(self):
+        if self.counted not in ("n", "nModified"):
+            raise ValueError(f"counted must be n or nModified, not {self.counted!r}")
+        if (self.update is None) == (self.doc is None):
+            raise ValueError(f"{self.op}: an update or a replacement document (doc), not both")
+
+
+class Declared(TimedLoop):
+    """A TimedLoop workload given by its declaration (`declare()`, from its settings); its
+    pymongo worker is the declaration's pymongo executor."""
+
+    def declare(self) -> KeyedWrite:
+        raise NotImplementedError
+
+    def worker(self, idx, nthreads, stats, stop):
+        d = self.declare()
+        coll = self.collection(d.coll)
+        fill_filter = ops.filler(d.filter, d.slots)
+        op, expect, doc = d.op, d.expect, d.doc(idx) if d.doc else None
+        modified = d.counted == "nModified"
+        if doc is not None:
+            size = doc.size
+
+            def send(vals):
+                return coll.replace_one(fill_filter(vals), doc.make(_id=vals[0]))
+        else:
+            size, fill_update = 0, ops.filler(d.update, d.slots)
+
+            def send(vals):
+                return coll.update_one(fill_filter(vals), fill_update(vals))
+
+        def one(rng, i, stats, idx):
+            vals = d.values(rng) if d.values else ()
+            t0 = time.perf_counter_ns()
+            try:
+                res = send(vals)
+            except PyMongoError as e:
+                stats.error(op, e)
+                return
+            stats.latency.record(op, (time.perf_counter_ns() - t0) / 1000.0)
+            n = res.modified_count if modified else res.matched_count
+            if expect is not None and n != expect[0]:
+                stats.error(op, RuntimeError(expect[1]))
+                return
+            stats.ops[op] += 1
+            stats.docs += n
+            stats.bytes += size * n
+
+        self.loop(idx, nthreads, stats, stop, one)
