@@ -1,6 +1,6 @@
-"""Sources of the query workloads for the multiplexed driver: find and aggregate
-with their getMores (see driver.sources for what a source is), over the query
-templates driver.queries.compile_template compiles for both client paths.
+"""The multiplexed executor of the cursor workloads (driver.workload.CursorRead: find
+and aggregate, declared once), with their getMores (see driver.sources for what a
+source is).
 """
 
 from __future__ import annotations
@@ -8,9 +8,8 @@ from __future__ import annotations
 import random
 
 from mongobench.driver import ops, replies
-from mongobench.driver.catalog import WORKLOADS
 from mongobench.driver.multiplex import Client, count_error
-from mongobench.driver.queries import compile_template
+from mongobench.driver.workload import CursorRead
 
 
 def micros(run, t0: float) -> float:
@@ -79,51 +78,20 @@ def _finder(c, first_t, values, check, get_more, limit, expect: int | None):
             counts[op] += 1
 
 
-def query(s, db, wc):
-    w = WORKLOADS["query"](None, s)
-    s = w.s
-    limit, skip = int(s["limit"]), int(s.get("skip") or 0)
-    q = compile_template(s["query"], s)
-    projection = s.get("projection") or {"_id": 0, "nofieldsplease": 1}
-    t = ops.find_tmpl(db, w.coll_name, q.query, q.slots, projection, skip=skip, limit=limit)
-    get_more = _get_more(db, w.coll_name, "find", limit)
-    check = replies.CursorCheck("find")
-    expect = limit if s.get("expect_full", True) else None
+def declared(d: CursorRead, db: str):
+    """The multiplexed executor of a declared cursor workload (driver.workload.CursorRead):
+    its command encoded once, each operation's values patched in, then its getMores."""
+    if d.op == "aggregate":
+        t = ops.aggregate_tmpl(db, d.coll, d.filter, list(d.slots))
+    else:
+        t = ops.find_tmpl(
+            db, d.coll, d.filter, list(d.slots), d.projection, skip=d.skip, limit=d.limit
+        )
+    get_more = _get_more(db, d.coll, d.op, d.limit)
+    check = replies.CursorCheck(d.op)
+    values = d.values or (lambda rng: ())
 
     def source(c: Client):
-        return _finder(c, t, q.values, check, get_more, limit, expect)
-
-    return source
-
-
-def aggregate(s, db, wc):
-    w = WORKLOADS["aggregate"](None, s)
-    p = compile_template(w.s["pipeline"], w.s)
-    t = ops.aggregate_tmpl(db, w.coll_name, p.query, p.slots)
-    get_more = _get_more(db, w.coll_name, "aggregate", 0)
-    check = replies.CursorCheck("aggregate")
-
-    def source(c: Client):
-        return _finder(c, t, p.values, check, get_more, 0, None)
-
-    return source
-
-
-def regex_prefix(s, db, wc):
-    cls = WORKLOADS["regex_prefix"]
-    k, limit = int(s["prefix_len"]), int(s["limit"])
-    slot = "^" + ops.text_sentinel(k)
-    t = ops.find_tmpl(
-        db, cls.coll_name, {"name": {"$regex": slot}}, [slot], {"name": 1}, limit=limit
-    )
-    get_more = _get_more(db, cls.coll_name, "find", limit)
-    check = replies.CursorCheck("find")
-    alphabet = cls.ALPHABET
-
-    def values(rng):
-        return [("^" + "".join(rng.choices(alphabet, k=k))).encode()]
-
-    def source(c: Client):
-        return _finder(c, t, values, check, get_more, limit, None)
+        return _finder(c, t, values, check, get_more, d.limit, d.expect)
 
     return source

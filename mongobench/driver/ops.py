@@ -33,9 +33,10 @@ def text_sentinel(length: int) -> str:
 
 def filler(node, slots=()):
     """A function values -> `node` (a command part with sentinels `slots`) with each
-    sentinel replaced by its value (values in the order of `slots`): what ops.Tmpl.write
-    does to the encoded bytes, on the document itself (the pymongo path)."""
-    pos = {int(s): k for k, s in enumerate(slots)}
+    sentinel replaced by its value (values in the order of `slots`; a text sentinel's value
+    is bytes, as Tmpl.write takes it): what ops.Tmpl.write does to the encoded bytes, on
+    the document itself (the pymongo path)."""
+    pos = {s: k for k, s in enumerate(slots)}
     if not pos:
         return lambda vals: node
 
@@ -46,9 +47,12 @@ def filler(node, slots=()):
         if isinstance(node, list):
             parts = [build(v) for v in node]
             return lambda vals: [f(vals) for f in parts]
-        if type(node) is bson.Int64 and int(node) in pos:
-            k = pos[int(node)]
+        if type(node) is bson.Int64 and node in pos:
+            k = pos[node]
             return lambda vals: vals[k]
+        if isinstance(node, str) and node in pos:
+            k = pos[node]
+            return lambda vals: vals[k].decode()
         return lambda vals: node
 
     return build(node)

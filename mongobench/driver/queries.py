@@ -17,13 +17,13 @@ from mongobench.driver.base import (
     LOAD_BATCH,
     META,
     ThreadStats,
-    TimedLoop,
     Workload,
     load_serial,
     register,
     timed_call,
 )
 from mongobench.driver.docgen import DocFactory
+from mongobench.driver.workload import CursorRead, Declared
 
 # Query templates: RANDINT(a,b) -> uniform integer in [a, b); RANDINTLIST(a,b,n) ->
 # n distinct such integers. a and b are integers or names of settings (scaled sizes).
@@ -125,7 +125,7 @@ def query_fields(groups: int):
 
 
 @register("query")
-class QueryWorkload(TimedLoop):
+class QueryWorkload(Declared):
     """find(query).skip().limit().projection(), every result iterated.
 
     Settings: preload_docs, doc_size_kb, group_size, threads, duration_s or
@@ -163,17 +163,19 @@ class QueryWorkload(TimedLoop):
             self._warmup(warm)
         return {"preload_reused": reused, "plan": plan, "warmup_s": warm}
 
-    def _find(self, coll, rng):
-        cursor = coll.find(
-            self.make_query(rng), self.s.get("projection") or {"_id": 0, "nofieldsplease": 1}
-        )
-        if self.s.get("skip"):
-            cursor = cursor.skip(int(self.s["skip"]))
-        return cursor.limit(int(self.s["limit"]))
+    def declare(self):
+        limit, q = int(self.s["limit"]), self.make_query
+        return CursorRead(
+            "find", self.coll_name, q.query, tuple(q.slots), q.values,
+            self.s.get("projection") or {"_id": 0, "nofieldsplease": 1},
+            int(self.s.get("skip") or 0), limit,
+            limit if self.s.get("expect_full", True) else None,
+        )  # fmt: skip
 
     def _plan(self, coll) -> str:
         try:
-            explain = self._find(coll, random.Random(0)).explain()
+            d = self.declare()
+            explain = d.cursor(coll, d.values(random.Random(0))).explain()
         except OperationFailure:
             return "unknown"  # stand-ins have no explain
         return plan_of(explain)
@@ -192,25 +194,6 @@ class QueryWorkload(TimedLoop):
         for t in threads:
             t.join()
 
-    def worker(self, idx, nthreads, stats, stop):
-        coll = self.collection(self.coll_name)
-        limit = int(self.s["limit"])
-        expect_full = self.s.get("expect_full", True)
-
-        def op(rng, i, stats, idx):
-            def run():
-                return sum(1 for _ in self._find(coll, rng))
-
-            got, ok = timed_call(stats, "find", run)
-            if not ok:
-                return
-            stats.docs += got
-            if expect_full and got != limit:
-                stats.ops["find"] -= 1
-                stats.error("find", RuntimeError(f"{got} documents instead of {limit}"))
-
-        self.loop(idx, nthreads, stats, stop, op)
-
 
 @register("aggregate")
 class AggregateWorkload(QueryWorkload):
@@ -226,18 +209,9 @@ class AggregateWorkload(QueryWorkload):
     def _plan(self, coll):
         return "aggregate"
 
-    def worker(self, idx, nthreads, stats, stop):
-        coll = self.collection(self.coll_name)
-
-        def op(rng, i, stats, idx):
-            def run():
-                return sum(1 for _ in coll.aggregate(self.make_pipeline(rng)))
-
-            got, ok = timed_call(stats, "aggregate", run)
-            if ok:
-                stats.docs += got
-
-        self.loop(idx, nthreads, stats, stop, op)
+    def declare(self):
+        p = self.make_pipeline
+        return CursorRead("aggregate", self.coll_name, p.query, tuple(p.slots), p.values)
 
 
 @register("bucket")
@@ -344,7 +318,7 @@ class MixedWorkload(QueryWorkload):
 
 
 @register("regex_prefix")
-class RegexPrefixWorkload(TimedLoop):
+class RegexPrefixWorkload(Declared):
     """Seed 004: prefix regex on an indexed keyword field, 10 documents per query."""
 
     required = ("preload_docs", "threads", "prefix_len", "limit")
@@ -369,25 +343,17 @@ class RegexPrefixWorkload(TimedLoop):
             reused = False
         return {"preload_reused": reused}
 
-    def worker(self, idx, nthreads, stats, stop):
-        coll = self.collection(self.coll_name)
-        k = int(self.s["prefix_len"])
-        limit = int(self.s["limit"])
+    def declare(self):
+        k, alphabet = int(self.s["prefix_len"]), self.ALPHABET
+        slot = "^" + ops.text_sentinel(k)
 
-        def op(rng, i, stats, idx):
-            prefix = "".join(rng.choices(self.ALPHABET, k=k))
+        def values(rng):
+            return [("^" + "".join(rng.choices(alphabet, k=k))).encode()]
 
-            def run():
-                return sum(
-                    1
-                    for _ in coll.find({"name": {"$regex": f"^{prefix}"}}, {"name": 1}).limit(limit)
-                )
-
-            got, ok = timed_call(stats, "find", run)
-            if ok:
-                stats.docs += got
-
-        self.loop(idx, nthreads, stats, stop, op)
+        return CursorRead(
+            "find", self.coll_name, {"name": {"$regex": slot}}, (slot,), values, {"name": 1},
+            limit=int(self.s["limit"]),
+        )  # fmt: skip
 
 
 def plan_of(explain: dict) -> str:

@@ -30,14 +30,14 @@ from bson.raw_bson import RawBSONDocument
 
 from mongobench.core.split import part, share
 from mongobench.core.units import KiB
-from mongobench.driver import docgen, multiplex, ops, protocol, replies
+from mongobench.driver import cursor_sources, docgen, multiplex, ops, protocol, replies
 from mongobench.driver.base import SAMPLE_IDS
 from mongobench.driver.catalog import WORKLOADS
-from mongobench.driver.cursor_sources import aggregate, micros, query, regex_prefix
+from mongobench.driver.cursor_sources import micros
 from mongobench.driver.docgen import DocFactory
 from mongobench.driver.multiplex import Client, count_error
 from mongobench.driver.readupdate import Zipfian
-from mongobench.driver.workload import Declared
+from mongobench.driver.workload import CursorRead, Declared
 
 
 def _doc_slot(tmpl: ops.Tmpl, docs: DocFactory) -> int:
@@ -96,8 +96,10 @@ def _writes(c: Client, t: ops.Tmpl, check, op: str, fill, field: int, expect=Non
 def declared(name, s, db, wc):
     """The multiplexed executor of a declared workload (driver.workload): its command
     encoded once per client, each operation's values patched in, its reply counted as the
-    declaration says."""
+    declaration says (a cursor's: cursor_sources.declared)."""
     d = WORKLOADS[name](None, s).declare()
+    if isinstance(d, CursorRead):
+        return cursor_sources.declared(d, db)
     check = replies.WriteCheck(d.op)  # one per process: its memo serves every client
     field, slots, values = (2 if d.counted == "nModified" else 1), list(d.slots), d.values
     shared = None if d.doc else ops.update_tmpl(db, d.coll, d.filter, d.update, slots, wc)
@@ -331,8 +333,7 @@ def insert(s, db, wc):
 
 
 def mixed(s, db, wc):
-    s = dict(s, limit=1)
-    finds = query(s, db, wc)
+    finds = declared("mixed", s, db, wc)
     inserts = int(s["insert_threads"])
     size = int(s["doc_size_kb"] * KiB)
     bulk = ops.BulkInsert(db, "mixed_inserts", wc)
@@ -407,17 +408,16 @@ SOURCES = {
     "read_update": read_update,
     "update_api": update_api,
     "delete": delete,
-    "query": query,
-    "aggregate": aggregate,
-    "regex_prefix": regex_prefix,
     "insert": insert,
     "mixed": mixed,
     "bucket": bucket,
 }
+# The declared workloads (not mixed: its inserts are not declared yet) run by their
+# multiplexed executor.
 SOURCES.update(
     (name, functools.partial(declared, name))
     for name, cls in WORKLOADS.items()
-    if issubclass(cls, Declared)
+    if issubclass(cls, Declared) and name not in SOURCES
 )
 
 

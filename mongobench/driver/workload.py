@@ -1,11 +1,13 @@
 """Workloads declared once, run by two executors.
 
-A declaration says what one client of a workload does per operation, and nothing about
-how it is sent: the command (with ops.sentinel slots for what changes per operation), the
+A declaration (`KeyedWrite`: an update or replace per operation; `CursorRead`: a find or
+aggregate read to its end) says what one client of a workload does per operation, and
+nothing about how it is sent: the command (with ops.sentinel slots for what changes per operation), the
 values of one operation drawn from the client's random generator, the name the operation
 counts under and how its reply counts. Two executors run it:
 
-- the multiplexed driver (`sources.declared`): the command encoded once per client
+- the multiplexed driver (`sources.declared`, `cursor_sources.declared`): the command
+  encoded once per client
   (ops.Tmpl), the values patched into its bytes per operation, the reply checked in place;
 - pymongo (`Declared.worker`, the reference path and the one set-up uses): the same
   command through the collection API, the values put into it (ops.filler).
@@ -17,6 +19,7 @@ operations, documents, bytes and errors under the same names, which the cross-pa
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -58,45 +61,112 @@ class KeyedWrite:
             raise ValueError(f"{self.op}: an update or a replacement document (doc), not both")
 
 
+@dataclass(frozen=True)
+class CursorRead:
+    """One find (`op` "find": `filter`, `projection`, `skip`, `limit`) or aggregate (`op`
+    "aggregate": `filter` is the pipeline) per operation, its cursor read to the end
+    (getMores counted as `getmores` on the multiplexed path), `total_ops` or `duration_s`
+    of them, each client drawing from random.Random(client index + 1). `values(rng)` gives
+    one operation's values in the order of `slots` (Int64 sentinels take ints, text
+    sentinels bytes). The documents returned are counted; with `expect` any other number
+    is an error ("<n> documents instead of <expect>"), after its latency is recorded."""
+
+    op: str
+    coll: str
+    filter: dict | list
+    slots: tuple = ()
+    values: Callable | None = None
+    projection: dict | None = None
+    skip: int = 0
+    limit: int = 0
+    expect: int | None = None
+
+    def __post_init__(self):
+        if self.op not in ("find", "aggregate"):
+            raise ValueError(f"a cursor is opened by find or aggregate, not {self.op!r}")
+
+    @functools.cached_property
+    def _fill(self):
+        return ops.filler(self.filter, self.slots)
+
+    def cursor(self, coll, vals):
+        """The pymongo cursor of one operation with values `vals`."""
+        if self.op == "aggregate":
+            return coll.aggregate(self._fill(vals))
+        cursor = coll.find(self._fill(vals), self.projection)
+        if self.skip:
+            cursor = cursor.skip(self.skip)
+        return cursor.limit(self.limit)
+
+
+def _pymongo_write(coll, d: KeyedWrite, idx: int):
+    """KeyedWrite's pymongo executor: one operation per call."""
+    fill_filter = ops.filler(d.filter, d.slots)
+    op, expect, doc = d.op, d.expect, d.doc(idx) if d.doc else None
+    modified = d.counted == "nModified"
+    if doc is not None:
+        size = doc.size
+
+        def send(vals):
+            return coll.replace_one(fill_filter(vals), doc.make(_id=vals[0]))
+    else:
+        size, fill_update = 0, ops.filler(d.update, d.slots)
+
+        def send(vals):
+            return coll.update_one(fill_filter(vals), fill_update(vals))
+
+    def one(rng, i, stats, idx):
+        vals = d.values(rng) if d.values else ()
+        t0 = time.perf_counter_ns()
+        try:
+            res = send(vals)
+        except PyMongoError as e:
+            stats.error(op, e)
+            return
+        stats.latency.record(op, (time.perf_counter_ns() - t0) / 1000.0)
+        n = res.modified_count if modified else res.matched_count
+        if expect is not None and n != expect[0]:
+            stats.error(op, RuntimeError(expect[1]))
+            return
+        stats.ops[op] += 1
+        stats.docs += n
+        stats.bytes += size * n
+
+    return one
+
+
+def _pymongo_cursor(coll, d: CursorRead, idx: int):
+    """CursorRead's pymongo executor: one operation per call."""
+    op, expect = d.op, d.expect
+
+    def one(rng, i, stats, idx):
+        vals = d.values(rng) if d.values else ()
+        t0 = time.perf_counter_ns()
+        try:
+            got = sum(1 for _ in d.cursor(coll, vals))
+        except PyMongoError as e:
+            stats.error(op, e)
+            return
+        stats.latency.record(op, (time.perf_counter_ns() - t0) / 1000.0)
+        stats.docs += got
+        if expect is not None and got != expect:
+            stats.error(op, RuntimeError(f"{got} documents instead of {expect}"))
+            return
+        stats.ops[op] += 1
+
+    return one
+
+
+PYMONGO = {KeyedWrite: _pymongo_write, CursorRead: _pymongo_cursor}
+
+
 class Declared(TimedLoop):
     """A TimedLoop workload given by its declaration (`declare()`, from its settings); its
     pymongo worker is the declaration's pymongo executor."""
 
-    def declare(self) -> KeyedWrite:
+    def declare(self) -> KeyedWrite | CursorRead:
         raise NotImplementedError
 
     def worker(self, idx, nthreads, stats, stop):
         d = self.declare()
-        coll = self.collection(d.coll)
-        fill_filter = ops.filler(d.filter, d.slots)
-        op, expect, doc = d.op, d.expect, d.doc(idx) if d.doc else None
-        modified = d.counted == "nModified"
-        if doc is not None:
-            size = doc.size
-
-            def send(vals):
-                return coll.replace_one(fill_filter(vals), doc.make(_id=vals[0]))
-        else:
-            size, fill_update = 0, ops.filler(d.update, d.slots)
-
-            def send(vals):
-                return coll.update_one(fill_filter(vals), fill_update(vals))
-
-        def one(rng, i, stats, idx):
-            vals = d.values(rng) if d.values else ()
-            t0 = time.perf_counter_ns()
-            try:
-                res = send(vals)
-            except PyMongoError as e:
-                stats.error(op, e)
-                return
-            stats.latency.record(op, (time.perf_counter_ns() - t0) / 1000.0)
-            n = res.modified_count if modified else res.matched_count
-            if expect is not None and n != expect[0]:
-                stats.error(op, RuntimeError(expect[1]))
-                return
-            stats.ops[op] += 1
-            stats.docs += n
-            stats.bytes += size * n
-
-        self.loop(idx, nthreads, stats, stop, one)
+        self.loop(idx, nthreads, stats, stop, PYMONGO[type(d)](self.collection(d.coll), d, idx))
