@@ -5,13 +5,18 @@ The server's throughput curve is known (it peaks at N - 2 instances, so the anch
 exactly N steps); both schedules use the engine's own next_step/plan_step. The anchor reloads
 every instance at every step; this project searches with "bounded" and seeds data by copy
 (instance 0 loaded once, the others copies of its data files; stress.seeding), or by loading
-each instance once (--mongodb_stress_data_seeding=load).
+each instance once (--mongodb_stress_data_seeding=load). Each step is a series of 10 s status
+intervals (a saturated step starts with the dropped page cache warming up; interval noise):
+the anchor measures all 180 s, this project stops a steady step early (stress.steady,
+--mongodb_stress_step_stop=steady) and counts the rest at its steady rate; the "full steps"
+column is this project with --mongodb_stress_step_stop=full.
 
 The ratio (this project's wall time / the anchor's) at N = 8 is printed under every cost
 model: server insert capacity = 1, 2, 4 loaders or unbounded, 10M or 20M records, copies by
 reflink clone or plain copy. Beside it the floor: the bounded search's steps alone (their
-180 s + overhead each), which no data seeding can go below. Exits 1 when the KPIs of the
-bounded search are ever lower than the anchor's, or when the disk-bound model (the default)
+overhead and what they measured), which no data seeding can go below. Exits 1 when the KPIs of the
+bounded search are lower than the anchor's more often than the anchor's own KPIs measured
+again (another draw of interval noise) are, or when the disk-bound model (the default)
 misses the target ratio with reflink copies.
 
     .venv/bin/python scripts/bench_stress_search.py
@@ -39,9 +44,16 @@ NOISE_SIGMA, NOISE_SEEDS = 0.03, 200
 PLAIN_COPY_RATE = 250e6 / 1256
 
 
+KPI_TOLERANCE = 0.01  # the steady stop's own tolerance (stress.steady.TOLERANCE)
+
+
 def model(**changes) -> simulator.CostModel:
+    """This project's defaults: copies, status-interval curves, the steady-state stop (the
+    anchor's steps always run their full time)."""
     records = sizing.plan_sizing(*REFERENCE, 10**13).records
-    cost = simulator.CostModel(records_per_instance=records, seeding="copy")
+    cost = simulator.CostModel(
+        records_per_instance=records, seeding="copy", curves=True, step_stop="steady"
+    )
     return dataclasses.replace(cost, **changes)
 
 
@@ -49,13 +61,31 @@ def kpis(run: simulator.SimRun) -> tuple[float, float]:
     return run.kpis[0].value, run.kpis[1].value
 
 
+def kpi_steps(run: simulator.SimRun) -> tuple[int, int | None]:
+    return run.peak, run.sla_peak
+
+
+def deviation(a: simulator.SimRun, b: simulator.SimRun) -> float:
+    """Largest relative difference of b's KPI values from a's."""
+    return max(abs(y / x - 1) if x else abs(y) for x, y in zip(kpis(a), kpis(b), strict=True))
+
+
+def same_kpis(a: simulator.SimRun, b: simulator.SimRun) -> bool:
+    """The same steps give both KPIs, with values within KPI_TOLERANCE (a steady stop
+    estimates the full step's throughput within its tolerance)."""
+    return kpi_steps(a) == kpi_steps(b) and deviation(a, b) <= KPI_TOLERANCE
+
+
 def compare(n: int, cost: simulator.CostModel, noise: tuple[float, ...] = ()) -> dict:
     """The schedules on a server whose capacity peaks at n - 2 instances: the anchor's,
-    linear and bounded with `cost`'s seeding, and bounded loading every instance."""
+    linear and bounded with `cost`'s seeding and step stop, bounded with full steps, and
+    bounded loading every instance."""
     server = simulator.SimulatedServer(simulator.peaked_capacity(n - 2, MAX_INSTANCES), noise=noise)
     out = {
         s: simulator.simulate(server, search=s, cost=cost) for s in ("anchor", "linear", "bounded")
     }
+    full = dataclasses.replace(cost, step_stop="full")
+    out["bounded-full"] = simulator.simulate(server, search="bounded", cost=full)
     loading = dataclasses.replace(cost, seeding="load")
     out["bounded-load"] = simulator.simulate(server, search="bounded", cost=loading)
     return out
@@ -68,6 +98,7 @@ def hours(seconds: float) -> str:
 def main() -> int:
     started = time.perf_counter()
     cost = model()
+    rule = cost.steady_rule
     print("mongodb_stress search vs the anchor's schedule, simulated server")
     print(
         f"model: {cost.records_per_instance:,} records/instance (sizing of a "
@@ -78,61 +109,96 @@ def main() -> int:
         f"loaded, reflink clones for the others, + {cost.copy_overhead_seconds:.0f} s per copy "
         f"round (stop, restart, verify); capacity peaks at N-2 instances of {MAX_INSTANCES}"
     )
+    print(
+        f"steps: 10 s status intervals, a cold page cache warming up ({cost.warmup:.0%} short at"
+        f" the start, tau {cost.warmup_tau_seconds:.0f} s), interval noise"
+        f" {cost.interval_noise:.1%} ({cost.interval_noise / 2:.1%} below saturation); the"
+        f" anchor measures {cost.step_seconds:.0f} s, this project stops steady steps early"
+        f" (stress.steady: >= {rule.min_seconds:.0f} s, {rule.window} intervals within"
+        f" {rule.tolerance:.0%}, stopped {cost.stop_lag_seconds:.0f} s later)"
+    )
     print()
     print(
         " N peak | anchor steps  Mrec  wall h | linear steps Mrec wall h ratio"
-        " | bounded steps Mrec wall h ratio | bounded+load ratio | same KPIs"
+        " | bounded steps Mrec wall h ratio | full steps | bounded+load | s/step | same KPIs"
     )
     ratios = {}
     for n in NS:
         r = compare(n, cost)
         a, lin, b, bl = r["anchor"], r["linear"], r["bounded"], r["bounded-load"]
-        same = kpis(a) == kpis(lin) == kpis(b) == kpis(bl) and a.peak == b.peak == n - 2
+        same = (
+            all(same_kpis(a, x) for x in (lin, b, bl, r["bounded-full"]))
+            and a.peak == b.peak == n - 2
+        )
         ratios[n] = b.wall_seconds / a.wall_seconds
         print(
             f"{n:2d} {n - 2:4d} | {len(a.steps):12d} {a.records_loaded / 1e6:5.0f} {hours(a.wall_seconds)}"
             f"  | {len(lin.steps):12d} {lin.records_loaded / 1e6:4.0f} {hours(lin.wall_seconds)}"
             f" {lin.wall_seconds / a.wall_seconds:5.3f}"
             f" | {len(b.steps):13d} {b.records_loaded / 1e6:4.0f} {hours(b.wall_seconds)}"
-            f" {ratios[n]:5.3f} | {bl.wall_seconds / a.wall_seconds:18.3f} | {'yes' if same else 'NO'}"
+            f" {ratios[n]:5.3f} | {r['bounded-full'].wall_seconds / a.wall_seconds:10.3f}"
+            f" | {bl.wall_seconds / a.wall_seconds:12.3f} | {b.measured_seconds / len(b.steps):6.0f}"
+            f" | {'yes' if same else 'NO'} ({deviation(a, b):.2%})"
         )
         if not same:
             print(f"    KPIs differ: anchor {kpis(a)} linear {kpis(lin)} bounded {kpis(b)}")
             return 1
 
-    equal = higher = lower = steps_a = steps_b = 0
+    def judge(a: simulator.SimRun, b: simulator.SimRun) -> str:
+        if same_kpis(a, b):
+            return "equal"
+        if all(y >= x * (1 - KPI_TOLERANCE) for x, y in zip(kpis(a), kpis(b), strict=True)):
+            return "higher"
+        return "lower"
+
+    counts = {"equal": 0, "higher": 0, "lower": 0}
+    rerun = dict(counts)
+    steps_a = steps_b = 0
+    worst = 0.0
     for n in range(4, 13):
         for seed in range(NOISE_SEEDS):
             r = compare(n, cost, simulator.noise(MAX_INSTANCES, NOISE_SIGMA, seed))
-            a, b = kpis(r["anchor"]), kpis(r["bounded"])
-            if kpis(r["bounded-load"]) != b:
+            a, b = r["anchor"], r["bounded"]
+            if not same_kpis(r["bounded-load"], b):
                 print(f"    seeding changed the KPIs at N={n}, seed {seed}")
                 return 1
-            steps_a += len(r["anchor"].steps)
-            steps_b += len(r["bounded"].steps)
-            if a == b:
-                equal += 1
-            elif all(y >= x for x, y in zip(a, b, strict=True)):
-                higher += 1
-            else:
-                lower += 1
-    total = equal + higher + lower
+            steps_a += len(a.steps)
+            steps_b += len(b.steps)
+            got = judge(a, b)
+            counts[got] += 1
+            if got == "equal":
+                worst = max(worst, deviation(a, b))
+            # the anchor measured again: the same capacities, another draw of interval noise
+            server = simulator.SimulatedServer(
+                simulator.peaked_capacity(n - 2, MAX_INSTANCES),
+                noise=simulator.noise(MAX_INSTANCES, NOISE_SIGMA, seed),
+            )
+            again = dataclasses.replace(cost, curve_seed=1)
+            rerun[judge(a, simulator.simulate(server, search="anchor", cost=again))] += 1
+    total = sum(counts.values())
+    lower = counts["lower"]
     print()
     print(
         f"noisy capacity (sigma {NOISE_SIGMA:.0%}, {NOISE_SEEDS} seeds x N=4..12): bounded KPIs equal "
-        f"the anchor's in {equal}/{total}, higher in {higher} (noise stopped the anchor before the "
-        f"peak), lower in {lower} (with copies and with loads alike); steps {steps_a} -> "
-        f"{steps_b} ({steps_b / steps_a - 1:+.1%})"
+        f"the anchor's in {counts['equal']}/{total} (the same steps, values within {worst:.2%}; "
+        f"the limit is {KPI_TOLERANCE:.0%}), higher in {counts['higher']} (noise stopped the "
+        f"anchor before the peak, or a near tie), lower in {lower} (a near tie between steps "
+        f"within the steady tolerance decided otherwise; with copies and with loads alike); "
+        f"steps {steps_a} -> {steps_b} ({steps_b / steps_a - 1:+.1%})"
     )
-
+    print(
+        f"the anchor measured twice (another draw of interval noise, full steps): equal in "
+        f"{rerun['equal']}/{total}, higher in {rerun['higher']}, lower in {rerun['lower']}: "
+        "the steady stop changes the KPIs less than running the anchor again"
+    )
     print()
     print(
         f"every cost model at N={TARGET_N} (target ratio <= {TARGET_RATIO}); floor = the bounded "
-        "search's steps alone, without any data:"
+        "search's steps alone (60 s overhead + what they measured), without any data:"
     )
     print(
-        "  records  insert capacity | anchor h | load once | copy reflink | copy plain | floor"
-        " | target"
+        "  records  insert capacity | anchor h | load once | reflink, full steps | copy reflink"
+        " | copy plain | floor | target"
     )
     missed = []
     for records in (cost.records_per_instance, 2 * cost.records_per_instance):
@@ -142,7 +208,7 @@ def main() -> int:
             r = compare(TARGET_N, c)
             a, b = r["anchor"], r["bounded"]
             plain = compare(TARGET_N, dataclasses.replace(c, copy_rate=PLAIN_COPY_RATE))["bounded"]
-            floor = len(b.steps) * c.step_total_seconds / a.wall_seconds
+            floor = (b.measured_seconds + len(b.steps) * c.step_overhead_seconds) / a.wall_seconds
             ratio = b.wall_seconds / a.wall_seconds
             label = f"{mult} loader(s)" if mult else "unbounded"
             met = ratio <= TARGET_RATIO
@@ -153,20 +219,22 @@ def main() -> int:
             )
             print(
                 f"  {records / 1e6:5.0f}M  {label:>15} | {hours(a.wall_seconds)}    "
-                f"| {r['bounded-load'].wall_seconds / a.wall_seconds:9.3f} | {ratio:12.3f} "
+                f"| {r['bounded-load'].wall_seconds / a.wall_seconds:9.3f} "
+                f"| {r['bounded-full'].wall_seconds / a.wall_seconds:19.3f} | {ratio:12.3f} "
                 f"| {plain.wall_seconds / a.wall_seconds:10.3f} | {floor:5.3f} | {verdict}"
             )
 
     ratio = ratios[TARGET_N]
-    ok = ratio <= TARGET_RATIO and lower == 0
+    ok = ratio <= TARGET_RATIO and lower <= rerun["lower"]
     elapsed = time.perf_counter() - started
     print()
     if missed:
         print(
             f"{len(missed)} cost model(s) miss {TARGET_RATIO}: where the server absorbs parallel"
             " loaders the anchor's loads shrink, and the steps this search must measure (their"
-            f" {cost.step_total_seconds:.0f} s each) already cost more than {TARGET_RATIO} of it"
-            " (floor column); copying removes the loads, not the steps."
+            f" {cost.step_overhead_seconds:.0f} s overhead plus what they measure) already cost"
+            f" more than {TARGET_RATIO} of it (floor column); copying removes the loads, the"
+            " steady stop part of the measuring, not the steps."
         )
     print(
         f"N={TARGET_N}, disk-bound loads, reflink copies: this project's wall time / anchor's = "

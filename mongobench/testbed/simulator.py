@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mongobench.stress import steady
 from mongobench.stress.search import READ_P99_SLA_MS, Kpi, run_search, select_kpis
 from mongobench.stress.steps import TARGET_PER_PROCESS, StepResult, plan_step
 
@@ -74,6 +77,21 @@ class CostModel:
     seeding: str = "load"
     copy_rate: float = math.inf
     copy_overhead_seconds: float = 30.0  # clean shutdown, restart, verification (JVM start)
+    # A step's 10 s status intervals: each interval's rate is off by a relative
+    # gauss(0, interval_noise); a saturated step also starts with the dropped page cache
+    # warming up (1 - warmup e^(-t/tau)). Below saturation YCSB's throttle catches up what a
+    # slow start missed (it schedules operation k at start + k / target), so the offered
+    # load is delivered throughout, with half the noise. The step's throughput is their mean
+    # (YCSB's figure), or with step_stop "steady" what stress.steady makes of the intervals
+    # up to its stop, stop_lag_seconds after the rule held (PKB's status polls).
+    curves: bool = False  # False: a step measures its capacity exactly, in step_seconds
+    step_stop: str = "full"
+    steady_rule: steady.SteadyRule = steady.SteadyRule()
+    warmup: float = 0.3
+    warmup_tau_seconds: float = 15.0
+    interval_noise: float = 0.01
+    stop_lag_seconds: float = 10.0
+    curve_seed: int = 0  # another value: another draw of every step's interval noise
 
     def load_seconds(self, instances: int) -> float:
         if instances <= 0:
@@ -98,6 +116,7 @@ class SimRun:
     load_seconds: float
     wall_seconds: float
     kpis: tuple[Kpi, ...]
+    measured_seconds: float = 0.0  # the steps' measurements alone
 
     @property
     def peak(self) -> int:
@@ -106,6 +125,40 @@ class SimRun:
     @property
     def sla_peak(self) -> int | None:
         return self.kpis[1].metadata.get("instances")
+
+
+def step_curve(
+    rate: float, saturated: bool, cost: CostModel, seed: str, interval_s: float = 10.0
+) -> list[float]:
+    """The status-interval rates of one step of cost.step_seconds (see CostModel)."""
+    rng = random.Random(seed)
+    sigma = cost.interval_noise * (1.0 if saturated else 0.5)
+    warmup = cost.warmup if saturated else 0.0
+    tau = cost.warmup_tau_seconds
+    out = []
+    for k in range(int(cost.step_seconds // interval_s)):
+        a, b = k * interval_s, (k + 1) * interval_s
+        warm = 1.0 - warmup * tau * (math.exp(-a / tau) - math.exp(-b / tau)) / interval_s
+        out.append(rate * warm * (1.0 + rng.gauss(0.0, sigma)))
+    return out
+
+
+@functools.lru_cache(maxsize=4096)
+def measured_step(
+    rate: float, saturated: bool, cost: CostModel, seed: str, stop: str, interval_s: float = 10.0
+) -> tuple[float, float]:
+    """(throughput, seconds measured) of a step of step_curve's rates under `stop`."""
+    rates = step_curve(rate, saturated, cost, seed, interval_s)
+    full = (sum(rates) / len(rates), len(rates) * interval_s)
+    if stop == "full":
+        return full
+    got = steady.steady_at(rates, interval_s, cost.steady_rule)
+    if got is None:
+        return full
+    k = min(len(rates), got.intervals + math.ceil(cost.stop_lag_seconds / interval_s))
+    seconds = k * interval_s
+    measured = sum(rates[:k]) / k
+    return steady.full_step_throughput(measured, seconds, got.rate, cost.step_seconds), seconds
 
 
 def simulate(
@@ -125,6 +178,7 @@ def simulate(
     measure = measure or (lambda n: server.measure(n, target))
     loaded: set[int] = set()
     records = load_s = wall = 0.0
+    step_s: list[float] = []
     copy_from = 0 if cost.seeding == "copy" and search != "anchor" else None
 
     def step(n: int) -> tuple[StepResult, dict]:
@@ -143,10 +197,19 @@ def simulate(
         records += new * cost.records_per_instance
         seconds = cost.load_seconds(new) + cost.copy_seconds(len(plan.copy))
         load_s += seconds
-        wall += seconds + cost.step_total_seconds
+        wall += seconds
         loaded.update(p.instance for p in plan.load)
         loaded.update(plan.copy)
-        return measure(n), {}
+        r = measure(n)
+        thr, seconds = r.throughput, cost.step_seconds
+        if cost.curves:
+            stop = "full" if search == "anchor" else cost.step_stop
+            saturated = r.throughput < 0.99 * n * target
+            seed = f"{n}:{server.noise}:{cost.curve_seed}"
+            thr, seconds = measured_step(r.throughput, saturated, cost, seed, stop)
+        wall += seconds + cost.step_overhead_seconds
+        step_s.append(seconds)
+        return dataclasses.replace(r, throughput=thr), {}
 
     history = run_search(
         step,
@@ -156,4 +219,6 @@ def simulate(
         sla_ms=sla_ms,
     ).history
     kpis = select_kpis(history, sla_ms=sla_ms, max_instances=server.max_instances)
-    return SimRun(tuple(r.instances for r in history), int(records), load_s, wall, tuple(kpis))
+    return SimRun(
+        tuple(r.instances for r in history), int(records), load_s, wall, tuple(kpis), sum(step_s)
+    )

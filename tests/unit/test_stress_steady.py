@@ -137,3 +137,22 @@ def test_watch_stops_once_every_process_is_steady_and_applies_the_rest():
     full = steady.Watch(steady.SteadyRule(), processes=2)
     kept, meta = full.apply(measured, 60.0)
     assert kept.throughput == 97_500.0 and meta["steady_reached"] is False
+
+
+def test_simulated_search_with_steady_steps_finds_the_same_kpis_sooner():
+    from mongobench.testbed import simulator
+
+    server = simulator.SimulatedServer(simulator.peaked_capacity(6, 16))
+    base = simulator.CostModel(seeding="copy", curves=True)
+    full = simulator.simulate(server, search="bounded", cost=base)
+    fast = simulator.simulate(
+        server,
+        search="bounded",
+        cost=simulator.CostModel(seeding="copy", curves=True, step_stop="steady"),
+    )
+    assert (fast.peak, fast.sla_peak) == (full.peak, full.sla_peak) == (6, 3)
+    for a, b in zip(full.kpis, fast.kpis, strict=True):
+        assert b.value == pytest.approx(a.value, rel=0.01)
+    assert full.measured_seconds == 180.0 * len(full.steps)
+    assert fast.measured_seconds < 0.75 * full.measured_seconds
+    assert fast.wall_seconds < full.wall_seconds
