@@ -13,6 +13,10 @@
   (`Undo`); Cleanup may follow a Prepare that stopped half-way, so each step undoes what
   exists and does nothing otherwise.
 - Then one RunError names everything that could not be undone and the benchmark's failure.
+- Not interrupted: SIGTERM and Ctrl-C during Cleanup are logged and held until it ends
+  (`interrupt.held`), then raised as a KeyboardInterrupt (PKB stops, the run FAILED). A
+  second SIGTERM used to end PKB half-way through Cleanup, the engine still running; a
+  Ctrl-C skipped the rest of it (PKB's second call finds the once-guard set).
 """
 
 import logging
@@ -20,6 +24,7 @@ import logging
 from absl import flags
 from perfkitbenchmarker import errors
 
+from mongobench.core import interrupt
 from mongobench_pkb import vm as mongobench_vm
 
 _KEEP_DIAGNOSTICS = flags.DEFINE_bool(
@@ -77,9 +82,10 @@ def Cleanup(benchmark_spec, benchmark, undo, *, failure=None, incomplete=False):
     if getattr(benchmark_spec, guard, False):
         return
     setattr(benchmark_spec, guard, True)
-    keep = KeepDiagnostics(benchmark_spec, bool(failure) or incomplete)
-    problems = list(undo(keep))
-    if failure:
-        problems.append(failure)
-    if problems:
-        raise errors.Benchmarks.RunError(" | ".join(problems))
+    with interrupt.held(logging.warning, f"{benchmark}'s Cleanup"):
+        keep = KeepDiagnostics(benchmark_spec, bool(failure) or incomplete)
+        problems = list(undo(keep))
+        if failure:
+            problems.append(failure)
+        if problems:
+            raise errors.Benchmarks.RunError(" | ".join(problems))

@@ -147,6 +147,11 @@ def after_case(marker: str, p=None, *, status=None, symlinks=(), gone_within_s=2
         time.sleep(0.1)
     left = kill_marked(marker)
     assert left == [], left
+    devices_intact(symlinks)
+
+
+def devices_intact(symlinks=()):
+    """/dev/full still a character device, no /dev/plots, every symlink and its target kept."""
     assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
     assert not os.path.exists("/dev/plots")
     for s in symlinks:

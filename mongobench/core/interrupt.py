@@ -80,6 +80,37 @@ def sigterm_as_ctrl_c():
         signal.signal(signal.SIGTERM, before)
 
 
+@contextlib.contextmanager
+def held(log, what: str = "the cleanup"):
+    """While in the block, SIGTERM and SIGINT do not interrupt it: each is logged (`log`,
+    one line) and the block runs to its end; then the first one held is raised as
+    Interrupted, unless the block ended with an exception of its own (that one goes on).
+    For a host program's cleanup (PKB's Cleanup stage): a second SIGTERM or a Ctrl-C during
+    it would end the host half-way, leaving the engine it had not stopped yet running.
+    SIGKILL still ends the host at once. Outside the main thread nothing changes; the
+    earlier handlers come back after the block."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    got = []
+
+    def hold(signum, frame):
+        got.append(signum)
+        log(
+            f"mongobench: {signal.Signals(signum).name} during {what}: {what} goes on, so"
+            " that nothing is left running (SIGKILL stops at once)"
+        )
+
+    before = {s: signal.signal(s, hold) for s in SIGNALS}
+    try:
+        yield
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+    if got:  # not reached when the block raised
+        raise Interrupted(got[0])
+
+
 _PR_SET_PDEATHSIG = 1
 
 

@@ -12,12 +12,12 @@ import glob
 import json
 import os
 import signal
-import stat
 import subprocess
 import time
 
 import pytest
 import yaml
+from campaign_helpers import devices_intact
 from pkb_helpers import CLOUD_RULE, PKB_DIR, bed_vm, config_with, run_pkb
 
 from mongobench.testbed import bed as testbed
@@ -69,7 +69,7 @@ def test_refused_before_anything_is_provisioned(
     assert expected in out, out[-3000:]
     # nothing was provisioned: the VM (an sshd that does not exist) was never tried
     assert "Provisioning" not in out, out[-3000:]
-    assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+    after_pkb_case()
 
 
 def _pkb_log(temp_dir) -> str:
@@ -99,14 +99,14 @@ def _output(temp_dir) -> str:
     return (temp_dir / "pkb-output.txt").read_text()
 
 
-def _wait_log(temp_dir, text, proc, timeout=600):
+def _wait_log(temp_dir, text, proc, timeout=600, poll_s=0.2):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if text in _pkb_log(temp_dir):
             return
         if proc.poll() is not None:
             raise AssertionError(f"pkb.py ended before {text!r}: {_output(temp_dir)[-3000:]}")
-        time.sleep(0.2)
+        time.sleep(poll_s)
     raise AssertionError(f"no {text!r} in pkb.log within {timeout} s")
 
 
@@ -124,6 +124,14 @@ def _engine_processes(scratch) -> list[str]:
         if cmd and cwd.startswith(str(scratch)) and "mongobench" in cmd:
             out.append(f"{pid} {cmd}")
     return out
+
+
+def after_pkb_case(scratch=None):
+    """The post-checks every PKB case shares: no engine process left in the static VM's
+    scratch directory, /dev/full still a device, no /dev/plots (campaign_helpers)."""
+    if scratch is not None:
+        assert _engine_processes(scratch) == []
+    devices_intact()
 
 
 STOP_BOUND_S = 180  # from the signal to PKB's end, Cleanup included, on a loaded 2-core host
@@ -153,6 +161,12 @@ def test_B5_a_signal_to_pkb_mid_variant_runs_cleanup(pkb_python, tmp_path, pkb_t
         assert len(_engine_processes(scratch)) >= 3, _pkb_log(pkb_temp)[-4000:]
         t0 = time.monotonic()
         proc.send_signal(signum)
+        if signum == signal.SIGTERM:
+            # and a second SIGTERM once Cleanup runs: it ended PKB half-way through Cleanup
+            # (the work directory stayed, the engine ran on if not stopped yet)
+            _wait_log(pkb_temp, "Cleaning up benchmark mongodb_perftables", proc)
+            time.sleep(0.5)  # into our Cleanup (PKB logs that line just before calling it)
+            proc.send_signal(signum)
         proc.wait(timeout=STOP_BOUND_S + 120)
         elapsed = time.monotonic() - t0
         out = _output(pkb_temp)
@@ -165,8 +179,43 @@ def test_B5_a_signal_to_pkb_mid_variant_runs_cleanup(pkb_python, tmp_path, pkb_t
     assert left == [], left
     assert os.listdir(scratch) == []  # Cleanup ran, after the engine was gone
     assert "Cleaning up benchmark mongodb_perftables" in _pkb_log(pkb_temp)
+    if signum == signal.SIGTERM:
+        assert (
+            "mongobench: SIGTERM during mongodb_perftables's Cleanup: mongodb_perftables's"
+            " Cleanup goes on" in _pkb_log(pkb_temp)
+        ), _pkb_log(pkb_temp)[-4000:]
     # well before the variant's 300 s would have ended by itself
     assert elapsed < STOP_BOUND_S, elapsed
+    after_pkb_case(scratch)
+
+
+def test_B5_sigterm_during_provision_ends_pkb_with_nothing_started(pkb_python, tmp_path, pkb_temp):
+    # PKB has no SIGTERM handler: in its own Provision stage SIGTERM ends it at once. Our
+    # benchmark has started nothing yet (Prepare deploys the engine): nothing is left.
+    state, vm, scratch = bed_vm(tmp_path)
+    flags = {
+        "mongodb_perftables_uri_file": state["uri_file"],
+        "mongodb_perftables_scale": "smoke",
+        "mongodb_perftables_experiments": "update_fields",
+        "mongodb_perftables_variants": TWO_VARIANTS,
+    }
+    config = config_with(tmp_path / "p.yaml", "mongodb_perftables", vm, flags)
+    proc = _start_pkb(pkb_python, config, pkb_temp)
+    try:
+        _wait_log(pkb_temp, "Provisioning resources for benchmark mongodb_perftables", proc,
+                  poll_s=0.02)  # fmt: skip
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=120)
+        log = _pkb_log(pkb_temp)
+        left = _engine_processes(scratch)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        testbed.down(str(tmp_path / "tb"))
+    assert proc.returncode == -signal.SIGTERM, _output(pkb_temp)[-3000:]
+    assert "Preparing benchmark mongodb_perftables" not in log, log[-3000:]  # in Provision
+    assert left == [] and os.listdir(scratch) == []
+    after_pkb_case(scratch)
 
 
 def _samples(temp_dir) -> list[dict]:
@@ -224,4 +273,4 @@ def test_B2_a_server_killed_in_the_last_variant_fails_the_pkb_run(pkb_python, tm
     first = [s for s in samples if s["md"].get("variant") == "1, 500000, plain"]
     assert any(s["metric"] != "Variant Failed" and not s["md"].get("fails_run")
                for s in first), first  # fmt: skip
-    assert _engine_processes(scratch) == []
+    after_pkb_case(scratch)

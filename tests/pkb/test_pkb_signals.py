@@ -25,6 +25,7 @@ from perfkitbenchmarker.linux_benchmarks import (
 )
 
 from mongobench.core import interrupt
+from mongobench_pkb import stages
 
 
 class _SigtermOnUse:
@@ -63,3 +64,32 @@ def test_an_empty_sweep_phase_list_names_the_flag(pkb_flags, tmp_path):
     assert str(e.value) == (
         "--mongodb_ycsb_sweep_phases: no phase given (an empty list); leave it out for all"
     )
+
+
+def _dies(signum, frame):
+    raise SystemExit(f"PKB ended by signal {signum}")  # what SIGTERM's default does to PKB
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_during_cleanup_lets_every_step_run_then_stops_pkb(signum):
+    # A second SIGTERM during Cleanup ended PKB half-way (the engine it had not stopped
+    # yet kept running, its work directory stayed); a Ctrl-C skipped the rest of Cleanup
+    # (PKB's second call found the once-guard set).
+    before = signal.signal(signal.SIGTERM, _dies)
+    try:
+        done = []
+
+        def stop_engine():
+            os.kill(os.getpid(), signum)
+            time.sleep(0.2)
+            done.append("stop the engine")
+
+        steps = [("stop the engine", stop_engine), ("remove it", lambda: done.append("remove"))]
+        spec = type("Spec", (), {"status_detail": "SIGTERM"})()
+        with pytest.raises(KeyboardInterrupt) as e:
+            stages.Cleanup(spec, "mongodb_perftables", lambda keep: stages.Undo(steps))
+        assert done == ["stop the engine", "remove"]
+        assert isinstance(e.value, interrupt.Interrupted) and e.value.signum == signum
+        assert signal.getsignal(signal.SIGTERM) is _dies
+    finally:
+        signal.signal(signal.SIGTERM, before)

@@ -52,3 +52,38 @@ def test_outside_the_main_thread_nothing_changes():
     t.start()
     t.join()
     assert seen == [before]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_held_signals_let_the_block_finish_then_interrupt(signum):
+    # PKB's Cleanup: a second SIGTERM (or a Ctrl-C) in it ended PKB half-way, the engine it
+    # had not stopped yet still running
+    before = {s: signal.getsignal(s) for s in interrupt.SIGNALS}
+    lines, done = [], []
+    with pytest.raises(interrupt.Interrupted) as e:
+        with interrupt.held(lines.append, "X's Cleanup"):
+            os.kill(os.getpid(), signum)
+            os.kill(os.getpid(), signal.SIGTERM)  # a further one is held too
+            time.sleep(0.2)
+            done.append(True)
+    assert done == [True] and e.value.signum == signum
+    name = signal.Signals(signum).name
+    assert lines[0] == (
+        f"mongobench: {name} during X's Cleanup: X's Cleanup goes on, so that nothing is left"
+        " running (SIGKILL stops at once)"
+    )
+    assert len(lines) == 2
+    assert {s: signal.getsignal(s) for s in interrupt.SIGNALS} == before
+
+
+def test_a_held_signal_gives_way_to_the_blocks_own_error():
+    with pytest.raises(ValueError, match="undo failed"):
+        with interrupt.held(lambda line: None):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.2)
+            raise ValueError("undo failed")
+
+
+def test_nothing_held_nothing_raised():
+    with interrupt.held(lambda line: None):
+        pass
