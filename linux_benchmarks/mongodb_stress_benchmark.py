@@ -259,6 +259,15 @@ _SEEDING = flags.DEFINE_enum(
     " possible (instances' storage settings differ), and the metadata says why. load: YCSB"
     " loads every instance.",
 )
+_SOURCE_LOADERS = flags.DEFINE_integer(
+    "mongodb_stress_source_loaders",
+    None,
+    "YCSB load processes that load the copy source (instance 0) with"
+    " --mongodb_stress_data_seeding=copy, each its own slice of the key range, spread over"
+    " the client VMs (default: one per client VM). A server that absorbs parallel loaders"
+    " loads it that much sooner; one whose disk is the limit takes as long.",
+    lower_bound=1,
+)
 _STEP_STOP = flags.DEFINE_enum(
     "mongodb_stress_step_stop",
     "steady",
@@ -355,6 +364,7 @@ def _Settings():
         host_settings=_HOST_SETTINGS.value,
         tls=_TLS.value,
         seeding=_SEEDING.value,
+        source_loaders=_SOURCE_LOADERS.value,
         step_stop=_STEP_STOP.value,
         steady_rule=steady.SteadyRule(
             min_seconds=_STEADY_MIN_SECONDS.value, tolerance=_STEADY_TOLERANCE.value

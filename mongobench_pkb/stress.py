@@ -70,6 +70,7 @@ class Settings:
     host_settings: bool
     tls: bool
     seeding: str = "copy"
+    source_loaders: int | None = None  # YCSB load processes of the copy source (None: clients)
     step_stop: str = "steady"  # stress.steady.STOPS
     steady_rule: steady.SteadyRule = steady.SteadyRule()
 
@@ -469,8 +470,12 @@ def Step(server_vm, clients, st, settings, n):
         copy_from=seeding.SOURCE if st.copying else None,
         # clones cost nothing: every instance the search may use, in the first round
         copy_upto=st.sizing.max_instances if st.copying and st.reflink else 0,
+        source_loaders=settings.source_loaders or len(clients),
     )
-    info = {"loaded_instances": ",".join(str(p.instance) for p in plan.load) or "none"}
+    loaded = sorted({p.instance for p in plan.load})
+    info = {"loaded_instances": ",".join(str(i) for i in loaded) or "none"}
+    if plan.load:
+        info["load_processes"] = len(plan.load)
     t0 = time.time()
     if st.copying:  # the source runs alone while it is loaded and copied
         if plan.load or plan.copy:

@@ -130,11 +130,11 @@ class Watch:
     """The live check of one step (stop_when of the PKB wing's RunOnClients): called with
     the status lines of its `processes` YCSB processes so far (name -> lines), true once
     they are steady (then `steady` says where). Only intervals every process has closed
-    count, so a client whose lines arrive later never looks like a fall."""
+    count, so a client whose lines arrive later never looks like a fall. The status interval
+    is read from the lines (YCSB prints one at the start, then one every interval) unless
+    `interval_s` is given."""
 
-    def __init__(
-        self, rule: SteadyRule, processes: int, interval_s: float = status.STATUS_INTERVAL_S
-    ):
+    def __init__(self, rule: SteadyRule, processes: int, interval_s: float | None = None):
         self.rule = rule
         self.processes = processes
         self.interval_s = interval_s
@@ -146,12 +146,13 @@ class Watch:
         parsed = [status.parse_lines("\n".join(got)) for got in lines.values()]
         if len(parsed) < self.processes or any(len(p) < 2 for p in parsed):
             return False
+        interval = self.interval_s or max(1.0, round(parsed[0][1].at - parsed[0][0].at))
         t0 = min(p[0].at for p in parsed)
-        closed = int((min(p[-1].at for p in parsed) - t0) / self.interval_s + 1e-6)
-        ser = status.series(["\n".join(got) for got in lines.values()], self.interval_s)
+        closed = int((min(p[-1].at for p in parsed) - t0) / interval + 1e-6)
+        ser = status.series(["\n".join(got) for got in lines.values()], interval)
         # the newest interval's length comes from its last line: it may still be filling up
         rates = list(ser["ops_per_s"][: min(closed, len(ser["ops_per_s"]) - 1)]) if ser else []
-        self.steady = steady_at(rates, self.interval_s, self.rule)
+        self.steady = steady_at(rates, interval, self.rule)
         return self.steady is not None
 
     def apply(self, result, step_seconds: float):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -79,6 +80,25 @@ def _process(phase, instance, client, hosts, records, first_port, stem, keys_of=
     )
 
 
+def _slices(proc: YcsbProcess, parts: int, clients: int) -> tuple[YcsbProcess, ...]:
+    """`proc`'s key range in `parts` load processes of (nearly) equal slices."""
+    size, extra = divmod(proc.insertcount, parts)
+    out, start = [], proc.insertstart
+    for j in range(parts):
+        count = size + (1 if j < extra else 0)
+        out.append(
+            dataclasses.replace(
+                proc,
+                client=j % clients,
+                insertstart=start,
+                insertcount=count,
+                stem=f"{proc.stem}-p{j}",
+            )
+        )
+        start += count
+    return tuple(out)
+
+
 def plan_step(
     n: int,
     *,
@@ -89,6 +109,7 @@ def plan_step(
     first_port: int = FIRST_PORT,
     copy_from: int | None = None,
     copy_upto: int = 0,
+    source_loaders: int = 1,
 ) -> StepPlan:
     """Step n: instances 0..n-1, each driven by its own YCSB process; process i runs on client
     VM i mod `clients`. Instances missing from `loaded` get a load process first (spread over
@@ -98,9 +119,14 @@ def plan_step(
     With `copy_from` (data seeding by copy, stress.seeding) only that instance is ever loaded
     by YCSB; the other missing instances are in `copy` (they get copies of its data files)
     and every instance holds, and is driven on, the source's key range. `copy_upto` > n
-    copies to the instances below it as well (clones cost nothing: one round for the run)."""
-    if n < 1 or clients < 1 or records < 1 or not hosts:
-        raise ValueError("need n >= 1, clients >= 1, records >= 1 and at least one host")
+    copies to the instances below it as well (clones cost nothing: one round for the run).
+    `source_loaders` > 1 loads the copy source with that many YCSB processes, each its own
+    slice of the key range (`load-i000-p<j>`, on client VM j mod `clients`), where a server
+    absorbs parallel loaders (the anchor loads its instances in parallel too)."""
+    if n < 1 or clients < 1 or records < 1 or not hosts or source_loaders < 1:
+        raise ValueError(
+            "need n >= 1, clients >= 1, records >= 1, source_loaders >= 1 and at least one host"
+        )
     if copy_from is not None and not 0 <= copy_from < n:
         raise ValueError(f"the copy source {copy_from} is not one of the step's instances")
     todo = [i for i in range(n) if i not in set(loaded)]
@@ -113,6 +139,8 @@ def plan_step(
         _process("load", i, j % clients, hosts, records, first_port, f"load-i{i:03d}", copy_from)
         for j, i in enumerate(todo)
     )
+    if copy_from is not None and loads and source_loaders > 1:
+        loads = _slices(loads[0], min(source_loaders, records), clients)
     runs = tuple(
         _process(
             "run", i, i % clients, hosts, records, first_port, f"step{n:03d}-i{i:03d}", copy_from

@@ -92,11 +92,13 @@ class CostModel:
     interval_noise: float = 0.01
     stop_lag_seconds: float = 10.0
     curve_seed: int = 0  # another value: another draw of every step's interval noise
+    source_loaders: int = 1  # YCSB processes loading the copy source (steps.plan_step)
 
-    def load_seconds(self, instances: int) -> float:
+    def load_seconds(self, instances: int, loaders: int | None = None) -> float:
+        """Loading `instances` instances with `loaders` YCSB processes (default: one each)."""
         if instances <= 0:
             return 0.0
-        rate = min(instances * self.loader_rate, self.load_capacity)
+        rate = min((loaders or instances) * self.loader_rate, self.load_capacity)
         return self.load_overhead_seconds + instances * self.records_per_instance / rate
 
     def copy_seconds(self, instances: int) -> float:
@@ -192,10 +194,11 @@ def simulate(
             copy_from=copy_from,
             # clones (reflink) cost nothing: every instance the search may use in one round
             copy_upto=server.max_instances if math.isinf(cost.copy_rate) else 0,
+            source_loaders=cost.source_loaders,
         )
-        new = len(plan.load)
-        records += new * cost.records_per_instance
-        seconds = cost.load_seconds(new) + cost.copy_seconds(len(plan.copy))
+        new = len({p.instance for p in plan.load})
+        records += sum(p.insertcount for p in plan.load)
+        seconds = cost.load_seconds(new, len(plan.load)) + cost.copy_seconds(len(plan.copy))
         load_s += seconds
         wall += seconds
         loaded.update(p.instance for p in plan.load)

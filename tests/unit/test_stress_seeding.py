@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import pathlib
 import subprocess
@@ -124,6 +125,36 @@ def test_plan_with_copies_loads_the_source_only_on_its_key_range():
     # without copies every instance keeps its own key range, as before
     own = steps.plan_step(2, loaded=(), clients=1, records=100, hosts=("h",))
     assert [p.insertstart for p in own.load] == [0, 100] and own.copy == ()
+
+
+def test_the_source_loaded_by_parallel_processes_in_slices():
+    plan = steps.plan_step(
+        3, loaded=(), clients=2, records=100, hosts=("h",), copy_from=0, source_loaders=3
+    )
+    assert [p.instance for p in plan.load] == [0, 0, 0] and plan.copy == (1, 2)
+    assert [(p.insertstart, p.insertcount) for p in plan.load] == [(0, 34), (34, 33), (67, 33)]
+    assert {p.recordcount for p in plan.load} == {100}
+    assert [p.client for p in plan.load] == [0, 1, 0]
+    assert [p.stem for p in plan.load] == ["load-i000-p0", "load-i000-p1", "load-i000-p2"]
+    # the run processes still read and update the whole range
+    assert {(p.insertstart, p.insertcount) for p in plan.run} == {(0, 100)}
+    # without copies every instance keeps one loader of its own
+    own = steps.plan_step(2, loaded=(), clients=1, records=100, hosts=("h",), source_loaders=3)
+    assert [(p.instance, p.insertcount) for p in own.load] == [(0, 100), (1, 100)]
+    with pytest.raises(ValueError, match="source_loaders"):
+        steps.plan_step(1, loaded=(), clients=1, records=1, hosts=("h",), source_loaders=0)
+
+
+def test_parallel_source_loaders_shorten_the_load_where_the_server_absorbs_them():
+    server = simulator.SimulatedServer(simulator.peaked_capacity(6, 16))
+    for capacity, faster in ((30_000.0, False), (120_000.0, True)):
+        one = simulator.CostModel(seeding="copy", load_capacity=capacity)
+        four = dataclasses.replace(one, source_loaders=4)
+        a = simulator.simulate(server, search="bounded", cost=one)
+        b = simulator.simulate(server, search="bounded", cost=four)
+        assert a.records_loaded == b.records_loaded == one.records_per_instance
+        assert (b.load_seconds < a.load_seconds) == faster
+        assert b.kpis == a.kpis
 
 
 # ----------------------------------------------------------------------------- costs

@@ -96,17 +96,17 @@ def test_rule_checks_its_settings():
     assert steady.describe("steady", RULE)["steady_window_intervals"] == 6
 
 
-def status_lines(start, rates, lag=0.0):
-    """YCSB status lines of one process: a line every 10 s with the cumulative count."""
+def status_lines(start, rates, lag=0.0, dt=10):
+    """YCSB status lines of one process: a line every `dt` s with the cumulative count."""
     out, ops = [], 0
     for k in range(len(rates) + 1):
-        t = start + lag + 10 * k
+        t = start + lag + dt * k
         stamp = f"2026-11-27 08:{int(t // 60):02d}:{int(t % 60):02d}:{int(t * 1000 % 1000):03d}"
         out.append(
-            f"{stamp} {10 * k} sec: {ops} operations; {rates[k - 1] if k else 0} current ops/sec;"
+            f"{stamp} {dt * k} sec: {ops} operations; {rates[k - 1] if k else 0} current ops/sec;"
         )
         if k < len(rates):
-            ops += int(rates[k] * 10)
+            ops += int(rates[k] * dt)
     return out
 
 
@@ -156,3 +156,12 @@ def test_simulated_search_with_steady_steps_finds_the_same_kpis_sooner():
     assert full.measured_seconds == 180.0 * len(full.steps)
     assert fast.measured_seconds < 0.75 * full.measured_seconds
     assert fast.wall_seconds < full.wall_seconds
+
+
+def test_watch_reads_the_status_interval_from_the_lines():
+    # 2 s status lines (a shorter status.interval): 6 intervals are 12 s
+    a = status_lines(0, [25_000] * 12, dt=2)
+    watch = steady.Watch(steady.SteadyRule(min_seconds=10), processes=1)
+    assert not watch({"p0": a[:7]})  # 6 intervals, the newest still open
+    assert watch({"p0": a[:8]})
+    assert watch.steady.seconds == 12.0 and watch.steady.rate == pytest.approx(25_000)
