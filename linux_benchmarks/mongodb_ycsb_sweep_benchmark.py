@@ -5,8 +5,9 @@ collection is dropped and rebuilt by a YCSB load, then read-only, update-only an
 read/update workloads run over it (zipfian keys, operation count = record count unless
 overridden). Every size and phase yields samples under PKB's ycsb_stats names (those of
 mongodb_ycsb): `overall RunTime` (ms), `overall Throughput`, and per operation
-`<op> AverageLatency`, `<op> 95thPercentileLatency`, `<op> 99thPercentileLatency`,
-`<op> p95 latency`, `<op> p99 latency` (ms), with metadata size_mb, records, phase and
+`<op> AverageLatency`, `<op> 50thPercentileLatency`, `<op> 95thPercentileLatency`,
+`<op> 99thPercentileLatency`, `<op> p50 latency`, `<op> p95 latency`, `<op> p99 latency` (ms),
+with metadata size_mb, records, phase and
 exceeds_memory.
 
 The target is any deployment given by connection string (file or environment variable on the

@@ -214,6 +214,7 @@ class SweepPoint:
     runtime_s: float | None = None
     throughput: float | None = None
     p99_ms: dict = field(default_factory=dict)
+    p50_ms: dict = field(default_factory=dict)
     exceeds_memory: bool | None = None
     error: str | None = None
 
@@ -254,6 +255,8 @@ def sweep_points(run: Run) -> dict[tuple[str, float], SweepPoint]:
             point.error = str(md.get("error") or "failed")
         elif op and metric in (sweep.latency_metric(op, sweep.P99_STAT), op + _LEGACY_P99):
             point.p99_ms[op] = float(s["value"])
+        elif op and metric == sweep.latency_metric(op, sweep.P50_STAT):
+            point.p50_ms[op] = float(s["value"])
     return out
 
 

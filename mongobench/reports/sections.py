@@ -79,7 +79,12 @@ def _sweep_section(runs, plots_dir, ref, plots) -> list[str]:
         ops = sorted({op for r in with_sweep for k in keys for op in _p99_ops(points[r.label], k)})
         # Figure by figure, the runs side by side.
         figures = [("Runtime (s)", lambda p: p.runtime_s), ("Throughput (ops/s)", _tput)]
-        figures += [(f"{op} p99 (ms)", _p99(op)) for op in ops]
+        # each operation's p50 (where the runs' samples have it) and p99 beside throughput
+        p50_ops = {op for r in with_sweep for k in keys for op in _p50_ops(points[r.label], k)}
+        for op in ops:
+            if op in p50_ops:
+                figures.append((f"{op} p50 (ms)", _p50(op)))
+            figures.append((f"{op} p99 (ms)", _p99(op)))
         headers = ["Size"] + [f"{r.label} {name}" for name, _ in figures for r in with_sweep]
         headers += [f"{r.label} ops/$" for r in priced]
         rows = []
@@ -134,9 +139,18 @@ def _p99(op: str):
     return lambda p: p.p99_ms.get(op)
 
 
+def _p50(op: str):
+    return lambda p: p.p50_ms.get(op)
+
+
 def _p99_ops(pts: Mapping, key) -> list[str]:
     p = pts.get(key)
     return list(p.p99_ms) if p else []
+
+
+def _p50_ops(pts: Mapping, key) -> list[str]:
+    p = pts.get(key)
+    return list(p.p50_ms) if p else []
 
 
 def _pct(value: float | None) -> str:
@@ -287,6 +301,8 @@ def _stress_section(runs, plots_dir, ref, plots, baseline=None) -> list[str]:
     rows = [
         ["Maximum Throughput (ops/s)"] + [fmt(value(x, stress.MAX_METRIC), 0) for x in labels],
         ["Maximum Throughput for Latency SLA (ops/s)"] + [sla_cell(x) for x in labels],
+        ["Read p50 at maximum (ms)"]
+        + [fmt(meta(x, stress.MAX_METRIC, "p50_read_latency_ms")) for x in labels],
         ["Read p99 at maximum (ms)"]
         + [fmt(meta(x, stress.MAX_METRIC, "p99_read_latency_ms")) for x in labels],
         ["Instances at maximum"]

@@ -20,6 +20,7 @@ THROUGHPUT_UNIT = "ops/sec"
 # PKB's forms (YCSB's summary line, the histogram percentile).
 STEP_THROUGHPUT_METRIC = "overall Throughput"
 P99_STATS = ("p99 latency", "99thPercentileLatency")
+P50_STATS = ("p50 latency", "50thPercentileLatency")
 
 
 # ----------------------------------------------------------------------------- search
@@ -235,13 +236,18 @@ def select_kpis(
 
 
 def step_kpis(history: Sequence[StepResult], metadata: Mapping | None = None) -> list[Kpi]:
-    """Per-step samples: throughput and read/update p99 of every step (`overall Throughput`,
-    `read p99 latency`, `read 99thPercentileLatency`, `update ...`)."""
+    """Per-step samples: throughput and read/update p50 and p99 of every step (`overall
+    Throughput`, `read p50 latency`, `read 50thPercentileLatency`, `read p99 latency`,
+    `read 99thPercentileLatency`, `update ...`)."""
     out = []
     for k, r in enumerate(history, 1):
         meta = {**(metadata or {}), **r.metadata(), "step": k}
         out.append(Kpi(STEP_THROUGHPUT_METRIC, r.throughput, THROUGHPUT_UNIT, meta))
-        for op, p99 in (("read", r.read_p99_ms), ("update", r.update_p99_ms)):
-            if p99 is not None:
-                out.extend(Kpi(f"{op} {stat}", p99, "ms", meta) for stat in P99_STATS)
+        for op, p50, p99 in (
+            ("read", r.read_p50_ms, r.read_p99_ms),
+            ("update", r.update_p50_ms, r.update_p99_ms),
+        ):
+            for value, stats in ((p50, P50_STATS), (p99, P99_STATS)):
+                if value is not None:
+                    out.extend(Kpi(f"{op} {stat}", value, "ms", meta) for stat in stats)
     return out

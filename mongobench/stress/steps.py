@@ -247,6 +247,9 @@ class StepResult:
     operations: int = 0
     p99_source: str = ""
     process_throughputs: tuple[float, ...] = ()
+    # p50 per op, from the same source as the p99s (merged histograms or the highest printed)
+    read_p50_ms: float | None = None
+    update_p50_ms: float | None = None
     # the step's time series from its processes' YCSB status lines (ycsb.status)
     series: dict | None = field(default=None, compare=False)
 
@@ -258,6 +261,8 @@ class StepResult:
             "operations": self.operations,
             "p99_read_latency_ms": self.read_p99_ms,
             "p99_update_latency_ms": self.update_p99_ms,
+            "p50_read_latency_ms": self.read_p50_ms,
+            "p50_update_latency_ms": self.update_p50_ms,
             "p99_source": self.p99_source,
         }
 
@@ -305,9 +310,11 @@ def step_result(
 
     histograms = [o.histograms for o in outputs]
     read, source = merge.op_p99(parsed, histograms, "READ")
-    update = None
+    read_p50 = merge.op_percentile(parsed, histograms, "READ", 50.0)[0]
+    update = update_p50 = None
     if all("UPDATE" in r.ops for r in parsed):
         update = merge.op_p99(parsed, histograms, "UPDATE")[0]
+        update_p50 = merge.op_percentile(parsed, histograms, "UPDATE", 50.0)[0]
     if read is None:
         raise StepError(f"step {n}: no READ p99 latency in the YCSB outputs")
     return StepResult(
@@ -320,6 +327,8 @@ def step_result(
         operations=sum(r.operations for r in parsed),
         p99_source=source,
         process_throughputs=tuple(r.throughput for r in parsed),
+        read_p50_ms=read_p50,
+        update_p50_ms=update_p50,
         series=status.series([o.output for o in outputs]),
     )
 

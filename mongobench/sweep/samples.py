@@ -16,6 +16,7 @@ from mongobench.sweep.plan import (
     DISTRIBUTION,
     FAILED_METRIC,
     LATENCY_STATS,
+    OPTIONAL_STATS,
     P99_STAT,
     PHASES,
     RUNTIME_METRIC,
@@ -52,7 +53,7 @@ def phase_metadata(step: SizeStep, phase: Phase, extra: Mapping | None = None) -
 def phase_samples(
     step: SizeStep, phase: Phase, result: ycsb.YcsbResult, metadata: Mapping | None = None
 ) -> list[dict]:
-    """Runtime, throughput and average/p95/p99 latency per operation of one phase, under
+    """Runtime, throughput and average/p50/p95/p99 latency per operation of one phase, under
     PKB's ycsb_stats names and units (`overall RunTime` in ms, latencies in ms)."""
     md = phase_metadata(step, phase, metadata)
     expected = step.records if phase.ycsb_phase == "load" else step.operations
@@ -77,7 +78,8 @@ def phase_samples(
             else:
                 value = stats.percentile_ms(p)
             if value is None:
-                missing.append(latency_metric(op, stat))
+                if stat not in OPTIONAL_STATS:
+                    missing.append(latency_metric(op, stat))
                 continue
             out.append(sample(latency_metric(op, stat), value, "ms", op_md))
     if missing:

@@ -77,14 +77,24 @@ def combine(
 def op_p99(
     parsed: Sequence[parse.YcsbResult], histograms: Sequence[Mapping[str, str]], op: str
 ) -> tuple[float | None, str]:
-    """p99 (ms) of `op` over processes that ran together (`parsed[i]` and `histograms[i]`
-    from process i), and its source: exact from the merged logs when every process left a
-    usable one (also for a single process), else the largest printed per-process p99 (an
-    upper bound), None when a process printed none."""
+    """p99 (ms) of `op` over processes that ran together (op_percentile)."""
+    return op_percentile(parsed, histograms, op, 99.0)
+
+
+def op_percentile(
+    parsed: Sequence[parse.YcsbResult],
+    histograms: Sequence[Mapping[str, str]],
+    op: str,
+    p: float,
+) -> tuple[float | None, str]:
+    """The `p`th percentile (ms) of `op` over processes that ran together (`parsed[i]` and
+    `histograms[i]` from process i), and its source: exact from the merged logs when every
+    process left a usable one (also for a single process), else the largest printed
+    per-process value (an upper bound), None when a process printed none."""
     merged = merged_op_histogram(histograms, op)
     if merged is not None:
-        return histogram_percentile_ms(merged, 99.0), "merged histograms"
-    values = [r.p99_ms(op) for r in parsed]
+        return histogram_percentile_ms(merged, p), "merged histograms"
+    values = [r.percentile_ms(op, p) for r in parsed]
     if any(v is None for v in values):
         return None, "missing"
     return max(values), "max over processes"

@@ -95,8 +95,11 @@ class YcsbResult:
         return base - (rmw.operations if rmw else 0)
 
     def p99_ms(self, op: str) -> float | None:
+        return self.percentile_ms(op, 99.0)
+
+    def percentile_ms(self, op: str, p: float) -> float | None:
         stats = self.ops.get(op)
-        return stats.p99_ms if stats else None
+        return stats.percentile_ms(p) if stats else None
 
     @property
     def p99_by_op_ms(self) -> dict[str, float]:

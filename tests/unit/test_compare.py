@@ -562,3 +562,24 @@ def test_a_phase_failed_at_every_size_still_gives_the_report_and_its_plots(tmp_p
     assert "sweep_throughput_log.png" in pngs and "sweep_p99.png" in pngs
     for png in pngs:
         assert (tmp_path / "r-plots" / png).read_bytes().startswith(PNG_SIGNATURE)
+
+
+def test_sweep_and_stress_sections_show_p50_beside_p99(tmp_path):
+    """A sweep whose YCSB printed p50 (our property files ask for it) gets an `<OP> p50 (ms)`
+    column before each p99; the stress KPIs a read p50 row at the maximum."""
+    out = []
+    for s in seed_samples():
+        if s["metric"] == "insert p99 latency":
+            out.append({**s, "metric": "insert p50 latency", "value": s["value"] / 4})
+        out.append(s)
+    stress_kpis = stress_samples(20000.0, 15000.0, 2.5)
+    stress_kpis[0]["metadata"]["p50_read_latency_ms"] = 0.75
+    f = write_results(tmp_path / "a.json", out + stress_kpis, "run-a", {"machine_type": "x"})
+    text, _ = compare.compare([f], str(tmp_path / "r.md"))
+    load = table_rows(text, "### Load")
+    assert load[0] == ["Size", "x Runtime (s)", "x Throughput (ops/s)", "x INSERT p50 (ms)",
+                       "x INSERT p99 (ms)"]  # fmt: skip
+    assert load[1][3:5] == ["0.491", "1.96"]
+    st = {r[0]: r[1:] for r in table_rows(text, "## Stress KPIs")}
+    assert st["Read p50 at maximum (ms)"] == ["0.75"]
+    assert st["Read p99 at maximum (ms)"] == ["2.50"]

@@ -994,3 +994,16 @@ def test_stop_with_session_waits_until_orphaned_workers_are_gone(tmp_path):
     sh(processes.stop_processes_command([pid_file], marker=d, timeout_s=5, session=True))
     assert live_members(sid) == []  # no sleep first: gone when the command returns
     assert time.monotonic() - t0 < processes.SESSION_GRACE_S + processes.SESSION_GONE_S + 2
+
+
+def test_step_result_and_its_samples_carry_p50_beside_p99():
+    text = (DATA / "standin_run_ok.txt").read_text()
+    r = steps.step_result(2, outputs(2, text))
+    assert (r.read_p50_ms, r.update_p50_ms) == (0.956, 1.783)
+    assert r.metadata()["p50_read_latency_ms"] == 0.956
+    got = {k.metric: k.value for k in stress_search.step_kpis([r])}
+    assert got["read p50 latency"] == got["read 50thPercentileLatency"] == 0.956
+    assert got["update p50 latency"] == 1.783 and got["read p99 latency"] == 10.263
+    plan = steps.plan_step(1, loaded=[], clients=1, records=100, hosts=["h"])
+    asked = props_dict(steps.run_properties(plan.run[0], directory="/w", duration_s=5))
+    assert {"50", "95", "99"} <= set(asked["hdrhistogram.percentiles"].split(","))

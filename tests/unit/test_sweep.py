@@ -464,3 +464,20 @@ def test_this_hosts_memory_only_for_a_local_server():
     assert on_this_host("mongodb://localhost:1,127.0.0.2:2/")
     assert not on_this_host("mongodb://db1.example.com:27017/")
     assert not on_this_host("mongodb://127.0.0.1:1,10.0.0.5:2/")
+
+
+def test_p50_latency_is_a_sample_of_every_operation_when_ycsb_printed_it():
+    """Our property files ask YCSB for p50 (hdrhistogram.percentiles; 0.17's default is
+    95,99): its 50thPercentileLatency(us) becomes `<op> p50 latency` and
+    `<op> 50thPercentileLatency` (ms); an output without it (the seed's) lists no p50 as
+    missing."""
+    step = plan.plan([1])[0]
+    text = pathlib.Path(__file__).parent.parent / "data" / "ycsb" / "standin_run_ok.txt"
+    m = by_metric(sweep_samples.measure(step, PH["read_update"], text.read_text()))
+    assert m["read p50 latency"]["value"] == m["read 50thPercentileLatency"]["value"] == 0.956
+    assert m["update p50 latency"]["value"] == 1.783
+    assert m["update p50 latency"]["unit"] == "ms"
+    assert m["update p50 latency"]["metadata"]["op"] == "UPDATE"
+    for phase in plan.PHASES:
+        asked = props(plan.phase_properties(step, phase, urlfile="/u"))
+        assert {"50", "95", "99"} <= set(asked["hdrhistogram.percentiles"].split(","))
