@@ -48,6 +48,7 @@ from mongobench.core import interrupt
 from mongobench.deploy import mongod
 from mongobench.stress import report as stress_report
 from mongobench.stress import search, seeding, steady, steps
+from mongobench.ycsb import status as ycsb_status
 from mongobench_pkb import stages
 from mongobench_pkb import stress as mongobench_stress
 
@@ -298,6 +299,13 @@ _CLIENT_VMS = flags.DEFINE_integer(
     "Number of YCSB client VMs (overrides the clients group's vm_count).",
     lower_bound=1,
 )
+_STATUS_INTERVAL = flags.DEFINE_integer(
+    "mongodb_stress_status_interval_s",
+    ycsb_status.STATUS_INTERVAL_S,
+    "Seconds between YCSB's status lines (status.interval): the interval of each step's"
+    " time series (`overall Throughput time series`, ...).",
+    lower_bound=1,
+)
 FLAGS = flags.FLAGS
 
 
@@ -369,6 +377,7 @@ def _Settings():
         steady_rule=steady.SteadyRule(
             min_seconds=_STEADY_MIN_SECONDS.value, tolerance=_STEADY_TOLERANCE.value
         ),
+        status_interval_s=_STATUS_INTERVAL.value,
     )
 
 

@@ -36,6 +36,7 @@ from mongobench.sweep import estimate as sweep_estimate
 from mongobench.sweep import plan, runner
 from mongobench.sweep import samples as sweep_samples
 from mongobench.ycsb import parse as ycsb_parse
+from mongobench.ycsb import status as ycsb_status
 from mongobench_pkb import host as mongobench_host
 from mongobench_pkb import stages, target
 
@@ -118,6 +119,13 @@ _REPEATS = flags.DEFINE_integer(
     "Runs of each size's run phases (the load runs once), interleaved in rounds of"
     " alternating direction; samples carry the mean with repeats, stdev, ci95_low and"
     " ci95_high (t-distribution).",
+    lower_bound=1,
+)
+_STATUS_INTERVAL = flags.DEFINE_integer(
+    "mongodb_ycsb_sweep_status_interval_s",
+    ycsb_status.STATUS_INTERVAL_S,
+    "Seconds between YCSB's status lines (status.interval): the interval of each phase's"
+    " time series (`overall Throughput time series`, ...).",
     lower_bound=1,
 )
 FLAGS = flags.FLAGS
@@ -251,6 +259,7 @@ def _RunPhase(clients, state, step, phase, base_md, local_dir):
         max_seconds=_MAX_SECONDS.value,
         load_batchsize=_LOAD_BATCHSIZE.value,
         table=_TABLE.value,
+        status_interval_s=_STATUS_INTERVAL.value,
     )
     used = list(zip(clients, names, props, strict=False))  # empty shares are the last ones
     started = []
@@ -270,7 +279,9 @@ def _RunPhase(clients, state, step, phase, base_md, local_dir):
     uri = _ReadUri()
     outcomes = [dataclasses.replace(o, text=redact.text(o.text, uri)) for o, _ in results]
     hists = [h for _, h in results] if n > 1 else None
-    return sweep_samples.measure_processes(step, phase, outcomes, base_md, hists)
+    return sweep_samples.measure_processes(
+        step, phase, outcomes, base_md, hists, status_interval_s=_STATUS_INTERVAL.value
+    )
 
 
 def _Log(message, problem=False):

@@ -48,6 +48,7 @@ from mongobench.sweep.runner import (
     server_memory_bytes,
 )
 from mongobench.sweep.samples import failed, table_text, yes_no
+from mongobench.ycsb.status import STATUS_INTERVAL_S
 
 try:  # a development tool: in a checkout only, the installed package lacks it (setup.py)
     from mongobench.testbed import bed as testbed
@@ -393,9 +394,13 @@ def cmd_report(args) -> int:
         raise SystemExit(f"mongobench report: {e}") from None
     samples = [s for _, got in loaded for s in got]
     sweeps = report_runs.sweep_runs(loaded)
-    if not report.group(samples) and not sweeps:
+    stresses = report_runs.stress_runs(loaded)
+    perftables = report.group(samples) or report.rate_curves(samples)
+    if not perftables and not sweeps and not stresses:
         # An empty report with exit status 0 looked like success.
-        what = f"{len(samples)} sample(s), none of them a Performance Tables or sweep sample"
+        what = (
+            f"{len(samples)} sample(s), none of them a Performance Tables, sweep or stress sample"
+        )
         raise SystemExit(f"mongobench report: {' '.join(args.results)}: {what}")
     plots = args.plots_dir
     try:
@@ -412,11 +417,15 @@ def cmd_report(args) -> int:
             else plots
         )
         text = ""
-        if report.group(samples) or not sweeps:
+        if perftables:
             text = report.render(samples, plots_dir=plots, plots_ref=ref)
-        if sweeps:
-            lines, _ = sections.sweep_section(sweeps, plots, ref)
-            text = (text + "\n# YCSB\n") if text else "# MongoDB dataset-size sweep\n"
+        if sweeps or stresses:
+            lines = sections.sweep_section(sweeps, plots, ref)[0] if sweeps else []
+            lines += sections.stress_section(stresses, plots, ref)[0] if stresses else []
+            heading = "# MongoDB dataset-size sweep" if not stresses else "# MongoDB stress"
+            if sweeps and stresses:
+                heading = "# YCSB"
+            text = (text + "\n# YCSB\n") if text else heading + "\n"
             text += "\n" + "\n".join(lines)
         if args.out:
             files.write_text(args.out, text)
@@ -879,6 +888,7 @@ def cmd_run(args) -> int:
             metadata={**est.metadata(), **_metadata_pairs(args.metadata)},
             run_uri=args.run_uri,
             repeats=args.repeats,
+            status_interval_s=args.status_interval_s,
         )
     except (SweepError, OSError, ValueError) as e:
         raise SystemExit(f"mongobench: {e}") from None
@@ -975,6 +985,13 @@ def _add_sweep(subparsers) -> argparse.ArgumentParser:
         default=1,
         help="run each size's run phases N times, interleaved (the load once); samples"
         " carry the mean, stdev and 95%% interval",
+    )
+    run.add_argument(
+        "--status-interval-s",
+        type=_positive_int,
+        default=STATUS_INTERVAL_S,
+        help="seconds between YCSB's status lines (status.interval), the interval of each"
+        " phase's time series (default %(default)s)",
     )
     run.add_argument(
         "--yes", action="store_true", help="run without asking when the estimate is over an hour"

@@ -29,6 +29,7 @@ from mongobench.remote import probes
 from mongobench.stress import placement, seeding, steady, steps, usage
 from mongobench.stress import report as stress_report
 from mongobench.stress import sizing as stress_sizing
+from mongobench.ycsb import status
 from mongobench_pkb import host as mongobench_host
 from mongobench_pkb import stages
 
@@ -73,6 +74,7 @@ class Settings:
     source_loaders: int | None = None  # YCSB load processes of the copy source (None: clients)
     step_stop: str = "steady"  # stress.steady.STOPS
     steady_rule: steady.SteadyRule = steady.SteadyRule()
+    status_interval_s: int = status.STATUS_INTERVAL_S
 
     @property
     def uses_numactl(self):
@@ -515,9 +517,14 @@ def Step(server_vm, clients, st, settings, n):
                 histograms=settings.histograms,
                 tls_ca_file=_TlsCa(st, vm),
                 stop_file=mongobench_ycsb.StopFile(run_dir, p.stem) if early else None,
+                status_interval_s=settings.status_interval_s,
             )
 
-        watch = steady.Watch(settings.steady_rule, len(plan.run)) if early else None
+        watch = (
+            steady.Watch(settings.steady_rule, len(plan.run), settings.status_interval_s)
+            if early
+            else None
+        )
         before = _OsReadings(vms)
         t1 = time.time()
         timeout = settings.step_seconds + settings.step_grace
@@ -540,7 +547,13 @@ def Step(server_vm, clients, st, settings, n):
                 p.instance, p.client, out.returncode, out.text, hists, state.running, timeout
             )
         )
-    result = steps.step_result(n, outputs, dead_instances=dead, first_port=settings.first_port)
+    result = steps.step_result(
+        n,
+        outputs,
+        dead_instances=dead,
+        first_port=settings.first_port,
+        status_interval_s=settings.status_interval_s,
+    )
     if watch is not None:
         result, stop_info = watch.apply(result, settings.step_seconds)
         info.update(stop_info)

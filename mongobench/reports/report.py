@@ -280,6 +280,28 @@ def bottleneck_lines(rows: dict) -> list[str]:
     return out
 
 
+def rate_curves(samples: list[dict]) -> dict:
+    """experiment -> its latency-versus-throughput curves (reports.ratecurve) with at least
+    one open-loop step: what `render` shows even without the experiment's own rows."""
+    return {
+        name: curves
+        for name, curves in ratecurve.collect(samples).items()
+        if any(p["step"] for points in curves.values() for p in points)
+    }
+
+
+def _curves_only(name, experiment, samples, curves, plots_dir, plots_ref) -> list[str]:
+    """The section of an experiment that ran only as rate steps (no closed-loop row of its
+    own): its heading, the provenance of the steps and each curve's table and plot."""
+    mine = [s for s in samples if (s.get("metadata") or {}).get("experiment") == name]
+    note = caption.line([s["metadata"] for s in mine], [s.get("timestamp") for s in mine])
+    parts = [f"## {experiment.title}", ""]
+    if experiment.description:
+        parts += [experiment.description, ""]
+    parts += [note, "", "Run only as rate steps: no closed-loop figures of its own.", ""]
+    return parts + ratecurve.section(name, curves, plots_dir, plots_ref)
+
+
 def render(
     samples: list[dict],
     catalog: dict | None = None,
@@ -301,6 +323,12 @@ def render(
     sections: OrderedDict[str, list[str]] = OrderedDict()
     for name, experiment in catalog.items():
         if name not in grouped:
+            if curves.get(name):  # run only as rate steps: the curves and their tables
+                sections.setdefault(experiment.section, []).append(
+                    "\n".join(
+                        _curves_only(name, experiment, samples, curves[name], plots_dir, plots_ref)
+                    )  # fmt: skip
+                )
             continue
         rows = layouts.prepare(grouped[name], experiment.label)
         layout = layouts.of(experiment)
@@ -355,7 +383,7 @@ def render(
                 parts += [f"![{experiment.title}: throughput over time]({ref}/{name}-over-time.png)",
                           ""]  # fmt: skip
         sections.setdefault(experiment.section, []).append("\n".join(parts))
-    unknown = sorted((set(grouped) | set(failures) | set(na)) - set(catalog))
+    unknown = sorted((set(grouped) | set(failures) | set(na) | set(curves)) - set(catalog))
     out = [f"# {title or 'MongoDB Performance Tables'}", ""]
     for section, bodies in sections.items():
         out += [f"# {section}", ""] + bodies

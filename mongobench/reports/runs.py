@@ -88,6 +88,13 @@ def _kind(s: dict) -> str | None:
     return None
 
 
+def is_stress_step(s: dict) -> bool:
+    """A per-step sample of a stress search (its throughput, latencies, usage and time
+    series), not a KPI."""
+    md = s["metadata"]
+    return "step" in md and "instances" in md and "size_mb" not in md and _kind(s) != "stress"
+
+
 def _label_for(path: str, labels: Mapping[str, str]) -> str | None:
     """The user label of a file, given by its path as typed, its absolute path or its name."""
     for key, name in labels.items():
@@ -137,6 +144,25 @@ def sweep_runs(loaded: Sequence[tuple[str, list[dict]]]) -> list[Run]:
             if any(r.label == label for r in out):
                 label = f"{label} ({len(out) + 1})"
             out.append(Run(path=path, run_uri=uri, samples=got, label=label, benchmarks=["sweep"]))
+    return out
+
+
+def stress_runs(loaded: Sequence[tuple[str, list[dict]]]) -> list[Run]:
+    """The runs (file, run_uri) of loaded files (path, samples) that hold stress KPIs,
+    each labelled by its run_uri, else its file's name (`report`'s stress section)."""
+    out: list[Run] = []
+    for path, samples in loaded:
+        by_uri: dict[str, list[dict]] = {}
+        for s in samples:
+            if _kind(s) == "stress" or is_stress_step(s):
+                by_uri.setdefault(s.get("run_uri") or "", []).append(s)
+        for uri, got in by_uri.items():
+            if not any(_kind(s) == "stress" for s in got):
+                continue  # steps of a search that ended without KPIs: nothing to tabulate
+            label = uri or os.path.basename(path)
+            if any(r.label == label for r in out):
+                label = f"{label} ({len(out) + 1})"
+            out.append(Run(path=path, run_uri=uri, samples=got, label=label, benchmarks=["stress"]))
     return out
 
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from mongobench.core import pricing
 from mongobench.core.markdown import NA, fmt, md_table
 from mongobench.perftables import experiments as exp_mod
-from mongobench.reports import caption, layout, report
+from mongobench.reports import caption, layout, report, timeseries
 from mongobench.reports.plots import linear_sizes, plot_bars, plot_sweep_metric, plot_sweep_p99
 from mongobench.reports.results import COLUMNS
 from mongobench.reports.runs import (
@@ -20,6 +20,7 @@ from mongobench.reports.runs import (
     baseline_run,
     comparability_warnings,
     experiment_layout,
+    is_stress_step,
     ops_per_dollar,
     percent_change,
     perftables_rows,
@@ -72,6 +73,16 @@ def _sweep_section(runs, plots_dir, ref, plots) -> list[str]:
         plots.append(png)
         out += [f"![p99 latency per operation]({ref}/{os.path.basename(png)})", ""]
     priced = [r for r in with_sweep if r.price]
+    # the provenance line, as under the perftables tables (reports.caption)
+    mine = [s for r in with_sweep for s in r.samples if _kind(s) == "sweep"]
+    mds = [s["metadata"] for s in mine]
+    note = caption.line(mds, [s.get("timestamp") for s in mine], caption.sweep_scale(mds))
+    # throughput over time inside each long phase, a line per size (YCSB's status lines)
+    over_time = {}
+    if plots_dir is not None:
+        over_time = timeseries.long_phases(
+            mine, timeseries.YCSB_THROUGHPUT_SERIES, "phase", timeseries.size_label
+        )
     for phase in sweep.PHASES:
         keys = [(phase.name, s) for s in sizes]
         if not any(k in points[r.label] for r in with_sweep for k in keys):
@@ -107,6 +118,11 @@ def _sweep_section(runs, plots_dir, ref, plots) -> list[str]:
                 row.append(fmt(ops_per_dollar(p.throughput, r.price), 0))
             rows.append(row)
         out += [f"### {phase.title}", "", md_table(headers, rows), ""]
+        png = os.path.join(plots_dir or "", f"sweep_{phase.name}_over_time.png")
+        title = f"{phase.title}: throughput over time"
+        if timeseries.plot(phase.title, over_time.get(phase.name, ()), png, note, "dataset size"):
+            plots.append(png)
+            out += [f"![{title}]({ref}/{os.path.basename(png)})", ""]
     errors = [
         f"- {r.label}: {sweep.size_label(k[1])} {k[0]}: {p.error[:200]}"
         for r in with_sweep
@@ -115,10 +131,7 @@ def _sweep_section(runs, plots_dir, ref, plots) -> list[str]:
     ]
     if errors:
         out += ["Failed phases:", "", *errors, ""]
-    # the provenance line, as under the perftables tables (reports.caption)
-    mine = [s for r in with_sweep for s in r.samples if _kind(s) == "sweep"]
-    mds = [s["metadata"] for s in mine]
-    out += [caption.line(mds, [s.get("timestamp") for s in mine], caption.sweep_scale(mds)), ""]
+    out += [note, ""]
     return out
 
 
@@ -321,6 +334,8 @@ def _stress_section(runs, plots_dir, ref, plots, baseline=None) -> list[str]:
     mds = [s["metadata"] for s in mine]
     note = caption.line(mds, [s.get("timestamp") for s in mine], caption.stress_scale(mds))
     out = ["## Stress KPIs (mongodb_stress)", "", md_table(["KPI", *labels], rows), "", note, ""]
+    if plots_dir is None:  # `report` on stdout: the tables alone
+        return out
     png = os.path.join(plots_dir, "stress_kpis.png")
     sla = [sla_cell(x) for x in labels]
     series = {
@@ -333,7 +348,26 @@ def _stress_section(runs, plots_dir, ref, plots, baseline=None) -> list[str]:
     texts = {stress.SLA_METRIC: [c if c == "none within SLA" else None for c in sla]}
     plots.append(plot_bars("mongodb_stress KPIs", labels, series, "ops/s", png, texts))
     out += [f"![mongodb_stress KPIs]({ref}/{os.path.basename(png)})", ""]
+    # throughput over time inside each long step, a line per step (YCSB's status lines)
+    steps = [s for r in runs for s in r.samples if is_stress_step(s)]
+    lines = timeseries.long_phases(
+        steps, timeseries.YCSB_THROUGHPUT_SERIES, None, timeseries.step_label
+    ).get("", ())
+    png = os.path.join(plots_dir, "stress_steps_over_time.png")
+    if timeseries.plot("mongodb_stress steps", lines, png, note, "step"):
+        plots.append(png)
+        out += [f"![mongodb_stress steps: throughput over time]({ref}/{os.path.basename(png)})", ""]
     return out
+
+
+def stress_section(runs, plots_dir: str | None, ref: str | None) -> tuple[list[str], list[str]]:
+    """(markdown lines, PNGs written) of the stress section for `runs` (`report`): the KPIs
+    side by side and, with `plots_dir`, their plot and each long step's throughput over
+    time; nothing when no run has stress KPIs."""
+    plots: list[str] = []
+    if plots_dir is not None:
+        os.makedirs(plots_dir, exist_ok=True)
+    return _stress_section(runs, plots_dir, ref, plots), plots
 
 
 def render(

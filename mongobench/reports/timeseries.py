@@ -13,12 +13,14 @@ from __future__ import annotations
 import ast
 import json
 import textwrap
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from mongobench.core.series import LONG_PHASE_INTERVALS
 
 THROUGHPUT_SERIES = "Operation Throughput time series"
+# A sweep phase's and a stress step's, from YCSB's status lines (ycsb.status.samples)
+YCSB_THROUGHPUT_SERIES = "overall Throughput time series"
 
 
 @dataclass(frozen=True)
@@ -49,11 +51,31 @@ def _numbers(v) -> list[float] | None:
         return None
 
 
+def variant_label(md: Mapping) -> str:
+    """A perftables variant's line: its label."""
+    return str(md.get("variant") or md.get("phase") or "?")
+
+
+def size_label(md: Mapping) -> str:
+    """A sweep phase's line: its dataset size (`1 MB`)."""
+    return str(md.get("size_label") or f"{md.get('size_mb', '?')} MB")
+
+
+def step_label(md: Mapping) -> str:
+    """A stress step's line: `step 3 (3 instances)`."""
+    n = md.get("instances")
+    return f"step {md.get('step', '?')}" + (f" ({n} instances)" if n not in (None, "") else "")
+
+
 def long_phases(
-    samples: Sequence[Mapping], metric: str = THROUGHPUT_SERIES, group_key: str = "experiment"
+    samples: Sequence[Mapping],
+    metric: str = THROUGHPUT_SERIES,
+    group_key: str | None = "experiment",
+    label_of: Callable[[Mapping], str] = variant_label,
 ) -> dict[str, list[Line]]:
-    """group (the samples' `group_key` metadata) -> one Line per long phase with a
-    `metric` time series, in the samples' order."""
+    """group (the samples' `group_key` metadata; "" for all when None) -> one Line per long
+    phase with a `metric` time series, labelled by `label_of(metadata)`, in the samples'
+    order."""
     runs = {s.get("run_uri", "") for s in samples if s.get("metric") == metric}
     out: dict[str, list[Line]] = {}
     for s in samples:
@@ -69,7 +91,7 @@ def long_phases(
             interval = float(md.get("interval"))
         except (TypeError, ValueError):
             continue
-        label = str(md.get("variant") or md.get("phase") or "?")
+        label = label_of(md)
         if md.get("repeat") not in (None, ""):
             label += f" (repeat {int(float(md['repeat'])) + 1})"
         if len(runs) > 1 and s.get("run_uri"):
@@ -77,13 +99,20 @@ def long_phases(
         first = stamps[0]
         line = Line(label, tuple(t - first for t in stamps), tuple(values), s.get("unit", ""),
                     interval)  # fmt: skip
-        out.setdefault(str(md.get(group_key) or "?"), []).append(line)
+        group = "" if group_key is None else str(md.get(group_key) or "?")
+        out.setdefault(group, []).append(line)
     return out
 
 
-def plot(title: str, lines: Sequence[Line], path: str, note: str | None = None) -> str | None:
+def plot(
+    title: str,
+    lines: Sequence[Line],
+    path: str,
+    note: str | None = None,
+    legend: str = "variant",
+) -> str | None:
     """One panel, a line per phase (its throughput per interval over seconds since its
-    start); the PNG's path, or None without lines."""
+    start), the legend titled `legend`; the PNG's path, or None without lines."""
     if not lines:
         return None
     # Imported here: matplotlib is not a client requirement (client VMs never plot).
@@ -103,7 +132,7 @@ def plot(title: str, lines: Sequence[Line], path: str, note: str | None = None) 
     per = ", ".join(f"{i:g}" for i in intervals)
     ax.set_title(textwrap.fill(f"{title}: throughput over time (per {per} s)", 80), fontsize=10)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="small", ncol=2 if len(lines) > 6 else 1, title="variant")
+    ax.legend(fontsize="small", ncol=2 if len(lines) > 6 else 1, title=legend)
     if note:
         fig.text(0.01, 0.005, note, fontsize="x-small", va="bottom", wrap=True)
         fig.tight_layout(rect=(0, 0.06, 1, 1))

@@ -165,6 +165,7 @@ def run_properties(
     tls_ca_file: str | None = None,
     stop_file: str | None = None,
     extra: Mapping | None = None,
+    status_interval_s: int = status.STATUS_INTERVAL_S,
 ) -> str:
     """90 % read / 10 % update, zipfian, 1 KB records, on the process's own key range, ended
     by `duration_s`. With `histograms`, HdrHistogram logs go to `<directory>/<stem>-<OP>.hdr`
@@ -172,7 +173,8 @@ def run_properties(
     classpath: YCSB 0.17's 2.1.4 needs JAXB, absent from Java 11+, and the run fails.
     With `tls_ca_file` (the CA certificate on the client VM) the process connects with TLS.
     With `stop_file` (a path on the client VM) the process ends early, as at its
-    `duration_s`, once that file exists (the steady-state stop, stress.steady)."""
+    `duration_s`, once that file exists (the steady-state stop, stress.steady).
+    `status_interval_s`: seconds between YCSB's status lines (the step's time series)."""
     if stop_file:
         extra = {"workload": STOPPABLE_WORKLOAD, STOP_FILE_PROPERTY: stop_file, **(extra or {})}
     return properties.workload_properties(
@@ -190,6 +192,7 @@ def run_properties(
         urlfile=urlfile,
         histogram_prefix=f"{directory.rstrip('/')}/{proc.stem}-" if histograms else None,
         tls_ca_file=tls_ca_file,
+        status_interval_s=status_interval_s,
         extra=extra,
     )
 
@@ -274,8 +277,10 @@ def step_result(
     dead_instances: Mapping[int, str] | Collection[int] = (),
     required_ops: Sequence[str] = ("READ", "UPDATE"),
     first_port: int = FIRST_PORT,
+    status_interval_s: int = status.STATUS_INTERVAL_S,
 ) -> StepResult:
     """Combines the step's YCSB outputs; raises StepError naming the process or instance.
+    The step's time series comes from their status lines, every `status_interval_s`.
 
     Throughput is the sum over processes. p99 per op is exact over all processes when every
     process supplied its histogram log for that op, otherwise the largest per-process p99 (an
@@ -329,7 +334,7 @@ def step_result(
         process_throughputs=tuple(r.throughput for r in parsed),
         read_p50_ms=read_p50,
         update_p50_ms=update_p50,
-        series=status.series([o.output for o in outputs]),
+        series=status.series([o.output for o in outputs], status_interval_s),
     )
 
 

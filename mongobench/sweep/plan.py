@@ -23,6 +23,7 @@ from mongobench.core import split as stress
 from mongobench.core.units import MB, MiB
 from mongobench.ycsb import properties as ycsb
 from mongobench.ycsb.properties import FIELD_COUNT, FIELD_LENGTH
+from mongobench.ycsb.status import STATUS_INTERVAL_S
 
 BENCHMARK_NAME = "mongodb_ycsb_sweep"
 DEFAULT_SIZES_MB = (1, 2, 3, 10, 100, 1000, 10000)
@@ -242,8 +243,10 @@ def phase_properties(
     insertcount: int | None = None,
     operationcount: int | None = None,
     histogram_prefix: str | None = None,
+    status_interval_s: int = STATUS_INTERVAL_S,
 ) -> str:
     """The YCSB property file of one phase at one size (the URI only through `urlfile`).
+    `status_interval_s`: seconds between YCSB's status lines, the phase's time series.
 
     One process does it all by default; `insertstart`/`insertcount` give a load process its own
     key range and `operationcount` a run process its share (see `process_properties`)."""
@@ -269,6 +272,7 @@ def phase_properties(
         urlfile=urlfile,
         maxexecutiontime=max_seconds,
         batchsize=load_batchsize if phase.ycsb_phase == "load" else None,
+        status_interval_s=status_interval_s,
         extra=extra,
     )
 

@@ -193,6 +193,7 @@ def run_sweep(
     connect_timeout_ms: int = 20_000,
     log: Callable[[str], None] = lambda msg: print(msg, file=sys.stderr, flush=True),
     repeats: int = 1,
+    status_interval_s: int = ycsb.STATUS_INTERVAL_S,
 ) -> list[dict]:
     """The whole sweep against the server of `uri_file`, here, with our YCSB client.
 
@@ -237,6 +238,7 @@ def run_sweep(
                 max_seconds=max_seconds,
                 load_batchsize=load_batchsize,
                 table=table,
+                status_interval_s=status_interval_s,
             )
             stem = f"{step.records}-{phase.name}"
             outcome = run_ycsb(
@@ -246,7 +248,7 @@ def run_sweep(
             if raw_dir:
                 with open(os.path.join(raw_dir, f"{stem}.txt"), "w") as f:
                     f.write(outcome.text)
-            return measure(step, phase, outcome, base_md)
+            return measure(step, phase, outcome, base_md, status_interval_s)
 
         samples = sweep_steps(
             steps,

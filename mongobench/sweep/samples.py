@@ -102,11 +102,15 @@ def skipped_phases(phases: Sequence[Phase], failed: Phase) -> list[Phase]:
 
 
 def measure(
-    step: SizeStep, phase: Phase, output: ycsb.Outcome | str, metadata: Mapping | None = None
+    step: SizeStep,
+    phase: Phase,
+    output: ycsb.Outcome | str,
+    metadata: Mapping | None = None,
+    status_interval_s: int = ycsb_status.STATUS_INTERVAL_S,
 ) -> list[dict]:
     """Samples of one phase from its YCSB process's outcome (or output, the process having
     exited 0); a failed phase gives one `Phase Failed`."""
-    return measure_processes(step, phase, [output], metadata)
+    return measure_processes(step, phase, [output], metadata, status_interval_s=status_interval_s)
 
 
 def measure_processes(
@@ -115,10 +119,13 @@ def measure_processes(
     outputs: Sequence[ycsb.Outcome | str],
     metadata: Mapping | None = None,
     histograms: Sequence[Mapping[str, str]] | None = None,
+    status_interval_s: int = ycsb_status.STATUS_INTERVAL_S,
 ) -> list[dict]:
     """Samples of one phase run by one or more YCSB processes (their outcomes, judged by
-    `ycsb.judge`, and optionally their HdrHistogram logs by operation). Any failed process
-    fails the phase: one `Phase Failed` sample naming it, never a partial figure."""
+    `ycsb.judge`, and optionally their HdrHistogram logs by operation), with the phase's
+    time series from their status lines (every `status_interval_s`, the property files'
+    status.interval). Any failed process fails the phase: one `Phase Failed` sample naming
+    it, never a partial figure."""
     results = []
     for i, outcome in enumerate(outputs):
         try:
@@ -137,7 +144,7 @@ def measure_processes(
         md["latency_source"] = source
     # the phase's time series from YCSB's status lines (merged over the processes)
     texts = [o.text if isinstance(o, ycsb.Outcome) else o for o in outputs]
-    ser = ycsb_status.series(texts, ycsb_status.STATUS_INTERVAL_S)
+    ser = ycsb_status.series(texts, status_interval_s)
     over_time = ycsb_status.samples(ser, phase_metadata(step, phase, md), THROUGHPUT_METRIC)
     return phase_samples(step, phase, result, md) + over_time
 

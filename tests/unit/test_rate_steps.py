@@ -134,3 +134,26 @@ def test_the_report_shows_the_curve_and_keeps_steps_out_of_the_tables(tmp_path):
     # the experiment's own table has the closed-loop row only
     rows = report.group(_samples())["concurrency"]
     assert [k[2] for k in rows] == ["2, False"]
+
+
+def test_an_experiment_run_only_as_rate_steps_gets_its_curve_and_table(tmp_path):
+    """Rate-step samples without a closed-loop row (the experiment's own tables are empty)
+    are still rendered: the experiment's heading, the curve's table and plot; and `report`
+    takes such a file."""
+    import json
+
+    from mongobench import cli
+
+    steps = [s for s in _samples() if s["metadata"]["rate_step"]]
+    assert not report.group(steps)
+    text = report.render(steps, plots_dir=str(tmp_path / "plots"))
+    assert "No Performance Tables samples found." not in text
+    assert "## Impact of hot documents and concurrency on write performance" in text
+    assert "### Latency versus throughput: 2, False" in text
+    assert "| 2x | 400 | 190 | 700 | 1400 | n/a | 25.00 |" in text
+    assert (tmp_path / "plots" / "concurrency-rate-0.png").stat().st_size > 1000
+    path = tmp_path / "steps.json"
+    path.write_text("".join(json.dumps(s) + "\n" for s in steps))
+    out = tmp_path / "report.md"
+    assert cli.main(["report", "--results", str(path), "--out", str(out)]) == 0
+    assert "### Latency versus throughput: 2, False" in out.read_text()
