@@ -109,15 +109,20 @@ def declared(name, s, db, wc):
         if d.doc is not None:
             docs = d.doc(c.index).prepare(1)
             t = ops.update_tmpl(db, d.coll, d.filter, _placeholder(docs), slots, wc)
-            at, write = _doc_slot(t, docs), t.write
+            at, write, key, keys = _doc_slot(t, docs), t.write, rng.randrange, d.keys
 
             def fill(buf, i):
-                vals = values(rng)
-                write(buf, rid, *vals)
-                docs.write(buf, at, 1, vals[:1])
+                k = key(keys)
+                write(buf, rid, k)
+                docs.write(buf, at, 1, (k,))
 
             return _writes(c, t, check, d.op, fill, field, d.expect, docs.size)
-        write = shared.write
+        write, keys = shared.write, d.keys
+        if keys:  # one uniform key: the generator's method bound, no tuple per operation
+            key = rng.randrange
+            return _writes(
+                c, shared, check, d.op, lambda buf, i: write(buf, rid, key(keys)), field, d.expect
+            )
         if values is None:
             return _writes(c, shared, check, d.op, lambda buf, i: write(buf, rid), field, d.expect)
         return _writes(

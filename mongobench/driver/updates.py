@@ -211,8 +211,8 @@ class UpdateFieldsWorkload(UpdateAudit, Declared):
     def declare(self):
         k0, r = ops.sentinel(0), min(int(self.s["doc_range"]), int(self.s["preload_docs"]))
         return KeyedWrite(
-            "update", self.coll_name, {"_id": k0}, self._update(), (k0,),
-            lambda rng: (rng.randrange(r),), "nModified", (1, "document not modified"),
+            "update", self.coll_name, {"_id": k0}, self._update(), (k0,), None, "nModified",
+            (1, "document not modified"), keys=r,
         )  # fmt: skip
 
 
@@ -247,8 +247,7 @@ class ReplaceWorkload(UpdateAudit, Declared):
         k0, r = ops.sentinel(0), min(int(self.s["doc_range"]), int(self.s["preload_docs"]))
         size = int(self.s["doc_size_kb"] * KiB)
         return KeyedWrite(
-            "replace", self.coll_name, {"_id": k0}, None, (k0,),
-            lambda rng: (rng.randrange(r),),
+            "replace", self.coll_name, {"_id": k0}, None, (k0,), keys=r,
             doc=lambda idx: DocFactory(size, "serial", seed=idx + 50),
         )  # fmt: skip
 
@@ -282,7 +281,7 @@ class UpdateIndexedWorkload(UpdateAudit, Declared):
         if not self.s["update_indexed_fields"]:
             return KeyedWrite(
                 "update", self.coll_name, {"_id": slots[0]}, {"$inc": {"n0": 1}}, slots[:1],
-                lambda rng: (rng.randrange(n),), "nModified",
+                counted="nModified", keys=n,
             )  # fmt: skip
 
         def values(rng):  # the new values first, then the key

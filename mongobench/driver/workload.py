@@ -36,13 +36,14 @@ class KeyedWrite:
     """One update (or replace) statement per operation, `total_ops` or `duration_s` of them
     per variant, each client drawing from random.Random(client index + 1).
 
-    `values(rng)` gives one operation's values in the order of `slots` (no `values`: the
-    command never changes). With `doc` (client index -> DocFactory), the statement replaces
-    the document with a fresh one of the factory whose `_id` is the operation's first
-    value, and each document counted also counts the factory's size in bytes. The reply's
-    `counted` figure (`n`: matched, `nModified`: modified) is the documents written; with
-    `expect` (count, message) any other count is an error with that message, after its
-    latency is recorded."""
+    `keys` (> 0): the operation's one value is a key drawn uniformly from [0, keys)
+    (`rng.randrange(keys)`); else `values(rng)` gives one operation's values in the order
+    of `slots` (neither: the command never changes). With `doc` (client index ->
+    DocFactory), the statement replaces the document of the operation's key with a fresh
+    one of the factory (that key its `_id`), and each document counted also counts the
+    factory's size in bytes. The reply's `counted` figure (`n`: matched, `nModified`:
+    modified) is the documents written; with `expect` (count, message) any other count is
+    an error with that message, after its latency is recorded."""
 
     op: str
     coll: str
@@ -53,10 +54,15 @@ class KeyedWrite:
     counted: str = "n"
     expect: tuple[int, str] | None = None
     doc: Callable[[int], DocFactory] | None = None
+    keys: int = 0
 
     def __post_init__(self):
+        if self.keys and (self.values or len(self.slots) != 1):
+            raise ValueError(f"{self.op}: keys draws the one value of one slot")
         if self.counted not in ("n", "nModified"):
             raise ValueError(f"counted must be n or nModified, not {self.counted!r}")
+        if self.doc is not None and not self.keys:
+            raise ValueError(f"{self.op}: a replacement document (doc) is addressed by keys")
         if (self.update is None) == (self.doc is None):
             raise ValueError(f"{self.op}: an update or a replacement document (doc), not both")
 
@@ -115,8 +121,10 @@ def _pymongo_write(coll, d: KeyedWrite, idx: int):
         def send(vals):
             return coll.update_one(fill_filter(vals), fill_update(vals))
 
+    keys, values = d.keys, d.values
+
     def one(rng, i, stats, idx):
-        vals = d.values(rng) if d.values else ()
+        vals = (rng.randrange(keys),) if keys else values(rng) if values else ()
         t0 = time.perf_counter_ns()
         try:
             res = send(vals)
