@@ -389,3 +389,19 @@ def test_merged_op_histogram_and_op_p99():
         assert merge.merged_op_histogram(logs, "READ") is None
         assert merge.op_p99(parsed, logs, "READ") == (5.851, "max over processes")
     assert merge.op_p99(parsed, [{}, {}], "SCAN") == (None, "missing")
+
+
+def test_bounded_looks_for_the_sla_step_from_the_top():
+    # Steps 5..8 are over the SLA, step 2 within it. Steps 3 and 4 could both beat step 2
+    # within the SLA: the highest goes first, and when it meets the SLA the lower one cannot
+    # beat it (3 x 25,500 < 99,500), so one step is saved; the KPIs are the same either way.
+    def r(n, thr, p99):
+        return steps.StepResult(n, thr, p99)
+
+    history = [r(2, 49_750, 1.5), r(8, 114_000, 9.0), r(5, 118_000, 9.0)]
+    history += [r(6, 120_000, 9.0), r(7, 118_500, 9.0)]
+    assert search.next_step(history, 16, search="bounded") == 4  # was 3
+    done = [*history, r(4, 99_500, 2.5)]
+    assert search.next_step(done, 16, search="bounded") is None
+    over = [*history, r(4, 99_500, 4.0)]  # 4 over the SLA too: then 3
+    assert search.next_step(over, 16, search="bounded") == 3
