@@ -288,7 +288,7 @@ class Loop:
     def _send(self, c: _Conn, data) -> None:
         """Sends a request (what the socket does not take now goes on EPOLLOUT)."""
         try:
-            n = c.sock.send(data)
+            n = c.send(data)
         except _WOULD_BLOCK:
             n = 0
         except OSError as e:
@@ -474,16 +474,7 @@ class Loop:
                         continue
                     if c.client.due is not None and self._hold(c, data, now):
                         continue
-                    try:
-                        n = c.send(data)
-                    except _WOULD_BLOCK:
-                        n = 0
-                    except OSError as e:
-                        self._fail(c, "AutoReconnect", f"send: {e}")
-                        continue
-                    if n != len(data):
-                        c.pending = memoryview(data)[n:]
-                        self.ep.modify(fd, select.EPOLLIN | epollout)
+                    self._send(c, data)
         finally:
             for c in list(conns.values()):
                 self._drop(c)
@@ -538,14 +529,12 @@ def run_clients(
     source: Source,
     indices: range,
     clients: int,
-    total=None,
     duration: float | None = None,
-    stop=None,
-    timeout: float = 30.0,
     start_at: Callable[[], None] | None = None,
-    socks: list | None = None,
+    **prepare,
 ) -> tuple[ThreadStats, float, float]:
-    """Runs the clients `indices` (of `clients` in all) in this process: prepare_clients,
-    then run_prepared (`start_at` is called between them)."""
-    loop = prepare_clients(uri, source, indices, clients, total, stop, timeout, socks)
+    """Runs the clients `indices` (of `clients` in all) in this process: prepare_clients
+    (`prepare`: its total, stop, timeout, socks), then run_prepared (`start_at` is called
+    between them)."""
+    loop = prepare_clients(uri, source, indices, clients, **prepare)
     return run_prepared(loop, duration, start_at)

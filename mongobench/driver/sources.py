@@ -62,26 +62,26 @@ def _placeholder(docs: DocFactory) -> RawBSONDocument:
     return RawBSONDocument(docs.raw)
 
 
-def _writes(c: Client, t: ops.Tmpl, check, op: str, fill, field: int, expect=None, size=0):
-    """The shape of the writes with one template: per operation `fill(buf, i)` writes
-    the request into the buffer, then one round trip. The reply's `field` (1: n,
-    2: nModified) counts the documents written (`size` bytes each); with `expect`
-    (value, message) any other count is an error, after its latency is recorded
-    (as the pymongo path records it)."""
+def _writes(c: Client, buf, check, op: str, fill, field, expect=None, size=0, steps=None):
+    """The shape of the writes, one round trip an operation: per step `i` (the client's
+    operation numbers, else `steps`) `fill(buf, i)` writes the request into the buffer
+    (or returns a request of its own). The reply's `field` (1: n, 2: nModified; None: one
+    document an operation, as an unacknowledged write counts) counts the documents
+    written (`size` bytes each); with `expect` (value, message) any other count is an
+    error, after its latency is recorded (as the pymongo path records it)."""
     run, stats = c.run, c.stats
     record, counts = c.record, stats.ops
-    buf = t.buffer()
-    for i in c.ops():
+    for i in c.ops() if steps is None else steps:
         if run.stopped:
             return
-        fill(buf, i)
+        req = fill(buf, i) or buf
         t0 = c.begin()
-        out = yield buf, check
+        out = yield req, check
         if out[0] is not None:
             count_error(stats, op, out[0], out[4])
             continue
         record(op, micros(run, t0))
-        n = out[field]
+        n = out[field] if field else 1
         if expect is not None and n != expect[0]:
             count_error(stats, op, "RuntimeError", expect[1])
             continue
@@ -116,17 +116,17 @@ def declared(name, s, db, wc):
                 write(buf, rid, k)
                 docs.write(buf, at, 1, (k,))
 
-            return _writes(c, t, check, d.op, fill, field, d.expect, docs.size)
-        write, keys = shared.write, d.keys
+            return _writes(c, t.buffer(), check, d.op, fill, field, d.expect, docs.size)
+        write, keys, buf = shared.write, d.keys, shared.buffer()
         if keys:  # one uniform key: the generator's method bound, no tuple per operation
             key = rng.randrange
             return _writes(
-                c, shared, check, d.op, lambda buf, i: write(buf, rid, key(keys)), field, d.expect
+                c, buf, check, d.op, lambda buf, i: write(buf, rid, key(keys)), field, d.expect
             )
         if values is None:
-            return _writes(c, shared, check, d.op, lambda buf, i: write(buf, rid), field, d.expect)
+            return _writes(c, buf, check, d.op, lambda buf, i: write(buf, rid), field, d.expect)
         return _writes(
-            c, shared, check, d.op, lambda buf, i: write(buf, rid, *values(rng)), field, d.expect
+            c, buf, check, d.op, lambda buf, i: write(buf, rid, *values(rng)), field, d.expect
         )
 
     return source
@@ -153,29 +153,23 @@ def read_update(s, db, wc):
             if run.stopped:
                 return
             key = next_key()
-            if rand() < reads:
+            if rand() < reads:  # a read's error message is its reply's field 3
                 rwrite(rbuf, c.rid, key)
-                t0 = c.begin()
-                out = yield rbuf, rcheck
-                if out[0] is not None:
-                    count_error(stats, "read", out[0], out[3])
-                    continue
-                record("read", micros(run, t0))
-                if out[1] == 1:
-                    counts["read"] += 1
-                    stats.docs += 1
-                else:
-                    count_error(stats, "read", "RuntimeError", "document not found")
+                buf, check, op, msg = rbuf, rcheck, "read", 3
             else:
                 uwrite(ubuf, c.rid, key, i)
-                t0 = c.begin()
-                out = yield ubuf, ucheck
-                if out[0] is not None:
-                    count_error(stats, "update", out[0], out[4])
-                    continue
-                record("update", micros(run, t0))
-                counts["update"] += 1
+                buf, check, op, msg = ubuf, ucheck, "update", 4
+            t0 = c.begin()
+            out = yield buf, check
+            if out[0] is not None:
+                count_error(stats, op, out[0], out[msg])
+                continue
+            record(op, micros(run, t0))
+            if out[1] == 1 or msg == 4:  # a read finds its one document
+                counts[op] += 1
                 stats.docs += out[1]
+            else:
+                count_error(stats, "read", "RuntimeError", "document not found")
 
     return source
 
@@ -348,27 +342,14 @@ def mixed(s, db, wc):
         if c.index >= inserts:
             return finds(c)
         docs = DocFactory(size, "objectid", seed=c.index + 7).prepare(1)
-        return _single_inserts(c, bulk, docs, check)
+        rid, n = c.rid, docs.size
+
+        def fill(buf, i):
+            docs.write(buf, bulk.write_prefix(buf, rid, n), 1)
+
+        return _writes(c, bytearray(bulk.prefix_size() + n), check, "insert", fill, None)
 
     return source
-
-
-def _single_inserts(c: Client, bulk, docs, check):
-    run, stats = c.run, c.stats
-    record, counts = c.record, stats.ops
-    buf = bytearray(bulk.prefix_size() + docs.size)
-    for _ in c.ops():
-        if run.stopped:
-            return
-        docs.write(buf, bulk.write_prefix(buf, c.rid, docs.size), 1)
-        t0 = c.begin()
-        out = yield buf, check
-        if out[0] is not None:
-            count_error(stats, "insert", out[0], out[4])
-            continue
-        record("insert", micros(run, t0))
-        counts["insert"] += 1
-        stats.docs += 1
 
 
 def bucket(s, db, wc):
@@ -391,20 +372,10 @@ def bucket(s, db, wc):
     check = replies.WriteCheck(op)
 
     def source(c: Client):
-        run, stats = c.run, c.stats
-        record, counts = c.record, stats.ops
-        for rec in part(n, c.clients, c.index):
-            if run.stopped:
-                return
-            data = protocol.encode_msg(command(rec), c.rid)
-            t0 = c.begin()
-            out = yield data, check
-            if out[0] is not None:
-                count_error(stats, op, out[0], out[4])
-                continue
-            record(op, micros(run, t0))
-            counts[op] += 1
-            stats.docs += 1
+        def fill(_, rec):
+            return protocol.encode_msg(command(rec), c.rid)
+
+        return _writes(c, None, check, op, fill, None, steps=part(n, c.clients, c.index))
 
     return source
 
