@@ -64,6 +64,7 @@ def test_stress_on_the_test_bed(pkb_python, tmp_path, pkb_temp):
             # the config's 3 s steps: under a load of 26 on this 2-core host both YCSB
             # processes of a step connected after their 3 s were over (0 operations)
             "--mongodb_stress_step_seconds=10",
+            "--mongodb_stress_status_interval_s=2",
             timeout=1200,
         )
         leftover = os.listdir(scratch)  # the run's directories are gone (before `down`)
@@ -84,7 +85,8 @@ def test_stress_on_the_test_bed(pkb_python, tmp_path, pkb_temp):
     [sla] = by_metric["Maximum Throughput for Latency SLA"]
     meta = labels(top)
     assert top["unit"] == "ops/sec" and top["value"] > 0
-    for key in ("step", "instances", "clients", "p99_read_latency_ms", "p99_update_latency_ms"):
+    for key in ("step", "instances", "clients", "p99_read_latency_ms", "p99_update_latency_ms",
+                "p50_read_latency_ms", "p50_update_latency_ms"):  # fmt: skip
         assert meta[key] not in ("", "None"), key
     assert meta["server_kind"] == "standin"  # nobody takes these for MongoDB numbers
     assert "not MongoDB" in meta["mongodb_version"] and "not MongoDB" in meta["server_warning"]
@@ -105,6 +107,8 @@ def test_stress_on_the_test_bed(pkb_python, tmp_path, pkb_temp):
     assert sorted(int(labels(s)["instances"]) for s in steps) == sorted(tried)
     assert all(s["value"] > 0 for s in steps)
     for name in (
+        "read p50 latency",
+        "update p50 latency",
         "read p99 latency",
         "read 99thPercentileLatency",
         "update p99 latency",
@@ -113,6 +117,9 @@ def test_stress_on_the_test_bed(pkb_python, tmp_path, pkb_temp):
         assert len(by_metric[name]) == len(steps) and by_metric[name][0]["unit"] == "ms"
     for s in steps:
         assert float(labels(s)["hold_gib"]) == pytest.approx(HOLD_GB, abs=0.001)
+    # each step's time series from YCSB's status lines, every 2 s
+    series = by_metric["overall Throughput time series"]
+    assert len(series) == len(steps) and all(float(labels(s)["interval"]) == 2 for s in series)
     # seed 003's Tuning Notes: the server's CPU at every step, and what limited each step
     cpu = by_metric["Server CPU Usage"]
     assert len(cpu) == len(steps) and all(s["unit"] == "%" and 0 <= s["value"] <= 100 for s in cpu)

@@ -38,6 +38,7 @@ def sweep_config(state: dict, path: pathlib.Path) -> str:
                 "mongodb_ycsb_sweep_uri_file": state["uri_file"],
                 "mongodb_ycsb_sweep_sizes_mb": SIZES,
                 "mongodb_ycsb_sweep_max_seconds": 120,
+                "mongodb_ycsb_sweep_status_interval_s": 1,
             },
         }
     }
@@ -108,6 +109,9 @@ def test_sweep_on_the_test_bed_then_compare(pkb_python, tmp_path, pkb_temp):
     assert units["overall RunTime"] == "ms" and units["overall Throughput"] == "ops/sec"
     for name in (
         "read AverageLatency",
+        "read 50thPercentileLatency",
+        "read p50 latency",
+        "update p50 latency",
         "read 95thPercentileLatency",
         "read p95 latency",
         "update 99thPercentileLatency",
@@ -118,6 +122,10 @@ def test_sweep_on_the_test_bed_then_compare(pkb_python, tmp_path, pkb_temp):
     assert state["uri"] not in log  # the target travels in a file, never on a command line
     # YCSB's -s status lines reached pkb.log while its processes ran.
     assert re.search(r"YCSB \S+/\S+: .*\d+ sec: \d+ operations", log), "no YCSB status line"
+    # each phase's time series from them, every --mongodb_ycsb_sweep_status_interval_s=1
+    series = [s for s in sweep_samples if s["metric"] == "overall Throughput time series"]
+    assert {(s["metadata"]["size_mb"], s["metadata"]["phase"]) for s in series} <= set(tput)
+    assert series and all(float(s["metadata"]["interval"]) == 1.0 for s in series)
 
     # The comparison report over the test bed's results, as if from two machine types.
     copy = tmp_path / "second.json"
@@ -131,7 +139,11 @@ def test_sweep_on_the_test_bed_then_compare(pkb_python, tmp_path, pkb_temp):
     assert "| testbed-a | perfkitbenchmarker_results.json |" in text
     assert "testbed-b Throughput (ops/s)" in text and "testbed-a ops/$" in text
     pngs = sorted(os.listdir(tmp_path / "report" / "compare-plots"))
-    assert pngs == [
+    # a phase of 5 status intervals or more also gets its throughput over time
+    assert {p for p in pngs if p.endswith("_over_time.png")} <= {
+        f"sweep_{phase}_over_time.png" for phase in phases
+    }
+    assert [p for p in pngs if not p.endswith("_over_time.png")] == [
         "sweep_p99.png",
         "sweep_runtime_linear.png",
         "sweep_runtime_log.png",
