@@ -34,14 +34,13 @@ from perfkitbenchmarker import benchmark_spec as bm_spec
 from perfkitbenchmarker import configs, errors, sample, vm_util
 from perfkitbenchmarker.linux_packages import mongobench_client, mongobench_mongod
 
-from mongobench.core import interrupt, names, shardkey
+from mongobench.core import interrupt, shardkey
 from mongobench.core import series as core_series
 from mongobench.deploy.atlas import api, cluster
 from mongobench.measure import bottleneck, ossampler
 from mongobench.perftables import estimate as estimate_mod
 from mongobench.perftables import experiments as exp_mod
-from mongobench.perftables import ratesteps
-from mongobench.perftables import runner as perftables_runner
+from mongobench.perftables.request import PerftablesRun
 from mongobench.remote import shipping
 from mongobench.reports import results
 from mongobench_pkb import atlas as mongobench_atlas
@@ -261,23 +260,53 @@ def GetConfig(user_config: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
-def _Overrides():
-    """--mongodb_perftables_set, typed and range-checked by the engine's settings schema
-    (the same parser as the engine's --set)."""
-    try:
-        return exp_mod.parse_overrides(_SET.value, "--mongodb_perftables_set")
-    except exp_mod.ExperimentError as e:
-        raise errors.Config.InvalidValue(str(e)) from None
+# How this benchmark's flags name the engine's run options in one-line errors.
+_FLAG_OF = {
+    "overrides": "--mongodb_perftables_set",
+    "processes": "--mongodb_perftables_client_processes",
+}
 
 
-def _Variants():
-    return exp_mod.split_list(_VARIANTS.value, "--mongodb_perftables_variants", sep=";")
+def _FlagName(option):
+    return _FLAG_OF.get(option, f"--mongodb_perftables_{option}")
 
 
-def _Plan():
-    return exp_mod.plan(
-        exp_mod.load(), _EXPERIMENTS.value, _SCALE.value, _Variants(), _Overrides(), _SKIP.value
+_REQUESTS = {}  # flag values -> their request: validated and planned once per PKB process
+
+
+def _Request():
+    """The run options of this benchmark's flags as the engine's request
+    (mongobench.perftables.request.PerftablesRun), validated and planned; its errors name
+    the flags. Prepare adds the client VM's paths; the client VM's engine reads it as JSON."""
+    key = repr(
+        [
+            f.value
+            for f in (_EXPERIMENTS, _VARIANTS, _SKIP, _SCALE, _DATABASE, _SET, _MAX_SECONDS)
+            + (_REPLY_TIMEOUT, _CLIENT_PROCESSES, _CLIENT_PATH, _INTERVAL, _REPEATS, _RATE_STEPS)
+        ]
     )
+    if key not in _REQUESTS:
+        try:
+            request = PerftablesRun(
+                experiments=None if _EXPERIMENTS.value == ["all"] else list(_EXPERIMENTS.value),
+                scale=_SCALE.value,
+                variants=exp_mod.split_list(_VARIANTS.value, _FlagName("variants"), sep=";"),
+                skip=_SKIP.value,
+                database=_DATABASE.value,
+                overrides=exp_mod.parse_overrides(_SET.value, _FlagName("overrides")),
+                max_seconds=_MAX_SECONDS.value,
+                reply_timeout=_REPLY_TIMEOUT.value,
+                interval_s=_INTERVAL.value,
+                client_path=_CLIENT_PATH.value,
+                processes=_CLIENT_PROCESSES.value,
+                repeats=_REPEATS.value,
+                rate_steps=_RATE_STEPS.value,
+            ).validate(_FlagName)
+            request.plans  # noqa: B018 - planned here: a bad selection fails up front
+        except ValueError as e:  # RequestError, ExperimentError
+            raise errors.Config.InvalidValue(str(e)) from None
+        _REQUESTS[key] = request
+    return _REQUESTS[key]
 
 
 def _ClientVmCount(benchmark_config):
@@ -293,25 +322,7 @@ def CheckPrerequisites(benchmark_config) -> None:
             "several client VMs share timed phases on the multiplexed client path only, not"
             f" --mongodb_perftables_client_path={_CLIENT_PATH.value}"
         )
-    try:
-        planned = _Plan()
-        path_flag = "--mongodb_perftables_client_path"
-        perftables_runner.check_open_loop(planned, _CLIENT_PATH.value, path_flag)
-        steps = ratesteps.parse(_RATE_STEPS.value, "--mongodb_perftables_rate_steps")
-        perftables_runner.check_rate_steps(
-            planned, steps, _CLIENT_PATH.value, "--mongodb_perftables_rate_steps", path_flag
-        )
-        names.check_database(_DATABASE.value, "--mongodb_perftables_database")
-    except ValueError as e:  # ExperimentError too
-        raise errors.Config.InvalidValue(str(e)) from None
-    if _MAX_SECONDS.value is not None and not 0 < _MAX_SECONDS.value < float("inf"):
-        raise errors.Config.InvalidValue(
-            f"--mongodb_perftables_max_seconds must be > 0 seconds, not {_MAX_SECONDS.value:g}"
-        )
-    if _REPLY_TIMEOUT.value is not None and not 0 < _REPLY_TIMEOUT.value < float("inf"):
-        raise errors.Config.InvalidValue(
-            f"--mongodb_perftables_reply_timeout must be > 0 seconds, not {_REPLY_TIMEOUT.value:g}"
-        )
+    request = _Request()  # every run option, and the plan
     kind = _Deployment()
     # the VMs' OS and architecture, against the support matrix (docs/platforms.md)
     mongobench_client.CheckPrerequisites(benchmark_config)
@@ -332,18 +343,15 @@ def CheckPrerequisites(benchmark_config) -> None:
     if kind in ("standalone", "replset", "sharded"):
         # version flags, and the servers' OS and architecture (docs/platforms.md)
         mongobench_mongod.CheckPrerequisites(benchmark_config)
-    _LogEstimate(benchmark_config, planned)
+    _LogEstimate(benchmark_config, request)
 
 
-def _LogEstimate(benchmark_config, planned):
+def _LogEstimate(benchmark_config, request):
     """The plan's data volume, wall time and cost, logged before anything is provisioned
     (PKB does not ask; the samples carry the engine's estimate as metadata)."""
     kind = _Deployment()
     uri = _ReadUri() if kind == "uri" else None
-    steps = ratesteps.parse(_RATE_STEPS.value, "--mongodb_perftables_rate_steps") or ()
-    est = estimate_mod.estimate(
-        planned, estimate_mod.rates_for(uri), _REPEATS.value * (1 + len(steps))
-    )
+    est = estimate_mod.estimate(request.plans, estimate_mod.rates_for(uri), request.runs)
     vms = []
     for group in (getattr(benchmark_config, "vm_groups", None) or {}).values():
         if getattr(group, "static_vms", None):
@@ -432,6 +440,7 @@ def Prepare(benchmark_spec: bm_spec.BenchmarkSpec) -> None:
         "steps": [None],
     }
     benchmark_spec.mongobench = state
+    state["request"] = _Request()  # the run options, checked in CheckPrerequisites
     # Deploy installs the engine's prerequisites on each VM it serves, servers included.
     state["workdir"] = mongobench_client.Deploy(client)
     # Client VMs 1..K-1 run their share of every timed phase (`perftables follow`).
@@ -470,29 +479,21 @@ def _RunStep(benchmark_spec, step_index, overrides, extra_metadata):
     )
     remote_out = os.path.join(state["workdir"], name)
     client.RemoteCommand(f"rm -f {remote_out}")
-    command = shipping.perftables_command(
-        state["workdir"],
-        state["uri_file"],
-        remote_out,
-        _EXPERIMENTS.value,
-        _SCALE.value,
-        _DATABASE.value,
-        variants=_Variants(),
-        overrides=overrides,
+    # The run's options as the engine's request, written beside target.uri (no long argv).
+    request = state["request"].replace(
+        out=remote_out,
         os_path=state["workdir"],
-        max_seconds=_MAX_SECONDS.value,
-        reply_timeout=_REPLY_TIMEOUT.value,
-        interval_s=_INTERVAL.value,
-        skip=_SKIP.value,
+        overrides=overrides,
         processes=_CLIENT_PROCESSES.value or client.NumCpusForBenchmark(),
-        client_path=_CLIENT_PATH.value,
-        repeats=_REPEATS.value,
         client_vms=len(clients),
         run_id=run_id,
         # belt and braces after Provision's wait: a new Atlas user may reach a member late
-        auth_retry_s=mongobench_atlas.AUTH_RETRY_S if "atlas" in state else None,
-        rate_steps=_RATE_STEPS.value,
+        auth_retry_s=mongobench_atlas.AUTH_RETRY_S if "atlas" in state else 0.0,
     )
+    request_file = mongobench_client.PushRequest(
+        client, state["workdir"], name.replace("results", "request"), request.to_json()
+    )
+    command = shipping.perftables_command(state["workdir"], state["uri_file"], request_file)
     followers = mongobench_client.StartFollowers(
         clients[1:], state["follower_workdirs"], run_id, _CLIENT_PROCESSES.value
     )
@@ -550,7 +551,7 @@ def _RunStep(benchmark_spec, step_index, overrides, extra_metadata):
     out = [mongobench_client.ToSample(s) for s in results.to_samples(run, metadata)]
     failed = results.failed(run)
     out += [sample.Sample(**s) for s in results.failure_samples(run, extra_metadata)]
-    expected = sum(len(variants) for _, variants in _Plan()) * _REPEATS.value
+    expected = sum(len(variants) for _, variants in state["request"].plans) * request.repeats
     if len(run["results"]) < expected:
         failed.append({"experiment": "?", "label": "?", "error": f"run ended early: {last_line}"})
         logging.error(
@@ -571,7 +572,7 @@ def _LastLine(stderr):
 @interrupt.sigterm_as_ctrl_c()
 def Run(benchmark_spec: bm_spec.BenchmarkSpec) -> list[sample.Sample]:
     state = benchmark_spec.mongobench
-    user = _Overrides()
+    user = state["request"].overrides  # --mongodb_perftables_set
     engine = {}
     if state.get("sharded"):
         engine.update(sharded=True, shard_key=_SHARD_KEY.value)

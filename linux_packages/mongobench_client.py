@@ -107,6 +107,17 @@ def PushSecret(vm, remote_path, content):
     mongobench_vm.PushSecret(vm, remote_path, content)
 
 
+def PushRequest(vm, workdir, name, text):
+    """Writes an engine run request (JSON, no secret) to `workdir/name` on the VM, keeping a
+    copy in the PKB run's directory; returns the remote path."""
+    local = os.path.join(vm_util.GetTempDir(), f"{vm.name}-{name}")
+    with open(local, "w") as f:
+        f.write(text)
+    remote = posixpath.join(workdir, name)
+    vm.PushFile(local, remote)
+    return remote
+
+
 def DiagnosticPaths(vm):
     """The engine's raw results, OS readings and topology plan, for Cleanup to keep."""
     return diagnostics.engine_patterns(WorkDir(vm))

@@ -9,6 +9,7 @@ mongobench testbed up|down|status [--dir D]
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -19,14 +20,16 @@ from collections.abc import Sequence
 from pymongo import MongoClient
 from pymongo.errors import PyMongoError
 
-from mongobench.core import files, interrupt, names, redact, series
+from mongobench.core import files, interrupt, names, redact
 from mongobench.core.markdown import md_table
 from mongobench.core.pairs import parse_pairs
 from mongobench.core.units import MB, MiB
 from mongobench.deploy import topology
-from mongobench.perftables import coordination, progress, ratesteps, runner
+from mongobench.perftables import coordination, progress, runner
 from mongobench.perftables import estimate as estimate_mod
 from mongobench.perftables import experiments as exp_mod
+from mongobench.perftables import request as request_mod
+from mongobench.perftables.request import PerftablesRun
 from mongobench.remote import javabuild, provenance
 from mongobench.reports import caption, loader, report, results, sections
 from mongobench.reports import runs as report_runs
@@ -136,11 +139,11 @@ In a checkout, mongobench is .venv/bin/mongobench (scripts/setup makes it).
 `mongobench COMMAND --help` shows each command's options and examples."""
 
 
-def _add_processes(parser) -> None:
+def _add_processes(parser, default: int | None = None) -> None:
     parser.add_argument(
         "--processes",
         type=_positive_int,
-        default=os.cpu_count() or 1,
+        default=default,
         help="worker processes of the multiplexed path (default: this machine's CPUs)",
     )
 
@@ -290,82 +293,82 @@ def cmd_perftables_follow(args) -> int:
     return 0
 
 
-def _checked_run_args(args) -> dict:
-    """Everything of `perftables run` that can be wrong, checked before the target is
-    touched: one line naming the option and the value, never a traceback."""
+_RUN_DEFAULTS = PerftablesRun()  # the flags' defaults: the request's
+# The run options a `perftables run` flag gives; with --request the file gives them all.
+_RUN_FLAGS = {
+    f.name: ("set" if f.name == "overrides" else f.name) for f in dataclasses.fields(PerftablesRun)
+}
+
+
+def _run_request(args) -> PerftablesRun:
+    """The run's request, validated: from --request FILE, else built from the flags (one
+    line naming the option and the value, never a traceback)."""
     try:
-        files.check_output(args.out, "--out", rewritten=True)
-        if args.samples:
-            files.check_output(args.samples, "--samples")
-        names.check_database(args.database, "--database")
-        if args.os_path not in (None, "none") and not os.path.exists(args.os_path):
-            raise ValueError(f"--os-path {args.os_path}: no such file or directory")
-        plan_args = dict(
-            names=exp_mod.split_list(args.experiments, "--experiments"),
+        if args.request:
+            defaults = args.run_flag_defaults
+            given = [
+                request_mod.cli_flag(field)
+                for field, dest in _RUN_FLAGS.items()
+                if getattr(args, dest) != defaults[dest]
+            ]
+            if given:
+                raise ValueError(
+                    f"--request {args.request} holds every run option; leave out"
+                    f" {', '.join(given)} (or leave out --request)"
+                )
+            return PerftablesRun.read(args.request)
+        return PerftablesRun(
+            experiments=exp_mod.split_list(args.experiments, "--experiments"),
+            scale=args.scale,
+            experiments_file=args.experiments_file,
             variants=exp_mod.split_list(args.variants, "--variants", sep=";"),
-            overrides=_overrides(args.set),
             skip=args.skip,
-        )
-        catalog = exp_mod.load(args.experiments_file or exp_mod.PERFTABLES_FILE)
-        plan_args["planned"] = exp_mod.plan(catalog, scale=args.scale, **plan_args)
-        runner.check_open_loop(plan_args["planned"], args.client_path)
-        plan_args["rate_steps"] = ratesteps.parse(args.rate_steps)
-        runner.check_rate_steps(plan_args["planned"], plan_args["rate_steps"], args.client_path)
-    except (ValueError, OSError) as e:  # ExperimentError, OutputError are ValueErrors
+            database=args.database,
+            overrides=_overrides(args.set),
+            out=args.out,
+            samples=args.samples,
+            os_path=args.os_path,
+            max_seconds=args.max_seconds,
+            reply_timeout=args.reply_timeout,
+            interval_s=args.interval_s,
+            client_path=args.client_path,
+            processes=args.processes,
+            client_vms=args.client_vms,
+            run_id=args.run_id,
+            repeats=args.repeats,
+            rate_steps=args.rate_steps,
+            auth_retry_s=args.auth_retry_s,
+        ).validate()
+    except ValueError as e:  # RequestError, ExperimentError, OutputError
         raise SystemExit(f"mongobench: {e}") from None
-    return plan_args
 
 
 def cmd_perftables_run(args) -> int:
-    plan_args = _checked_run_args(args)
+    request = _run_request(args)
     uri = _target_uri(args)
-    steps = plan_args.pop("rate_steps")
+    try:
+        # the URI's write concern joins the overrides; then the one plan of this run
+        request = request.for_target(uri, _log)
+        planned = request.plans
+    except ValueError as e:  # ExperimentError (the experiments file, skip, variants)
+        raise SystemExit(f"mongobench: {e}") from None
     # rate steps run each variant once closed loop and once per step (at least as long)
-    est = estimate_mod.estimate(
-        plan_args.pop("planned"),
-        estimate_mod.rates_for(uri, args.rates),
-        args.repeats * (1 + len(steps or ())),
-    )
-    _log(f"plan: {est.summary()}; scale {args.scale}; results to {args.out}")
+    est = estimate_mod.estimate(planned, estimate_mod.rates_for(uri, args.rates), request.runs)
+    _log(f"plan: {est.summary()}; scale {request.scale}; results to {request.out}")
     _confirm(est.seconds, args.yes, "this run")
-    os_path = False if args.os_path == "none" else args.os_path
     started = time.monotonic()
     try:
-        run = runner.run(
-            uri,
-            plan_args["names"],
-            args.scale,
-            args.out,
-            database=args.database,
-            variants=plan_args["variants"],
-            overrides=plan_args["overrides"],
-            log=_log,
-            os_path=os_path,
-            max_seconds=args.max_seconds,
-            experiments_file=args.experiments_file,
-            skip=args.skip,
-            client_path=args.client_path,
-            processes=args.processes,
-            bar=sys.stderr.isatty(),
-            repeats=args.repeats,
-            client_vms=args.client_vms,
-            run_id=args.run_id,
-            auth_retry_s=args.auth_retry_s,
-            estimate=est.metadata(),
-            reply_timeout_s=args.reply_timeout,
-            rate_steps=steps,
-            interval_s=args.interval_s,
-        )
+        run = runner.run(request, uri, log=_log, bar=sys.stderr.isatty(), estimate=est.metadata())
     except (exp_mod.ExperimentError, redact.TargetError) as e:
         # One last line on stderr: PKB's module makes it the run's status detail.
         raise SystemExit(f"mongobench: {e}") from None
     except KeyboardInterrupt as e:  # SIGTERM or SIGINT: the partial results are written
         run = getattr(e, "run", None)
-        if run is not None and args.samples:
-            files.write_json_atomic(args.samples, results.run_samples(run))
+        if run is not None and request.samples:
+            files.write_json_atomic(request.samples, results.run_samples(run))
         sig = interrupt.of(e)
         what = (run or {}).get("interrupted") or sig.name
-        kept = f"; {len(run['results'])} variant result(s) in {args.out}" if run else ""
+        kept = f"; {len(run['results'])} variant result(s) in {request.out}" if run else ""
         _log(f"mongobench: stopped by {what}{kept}")
         return sig.exit_status
     wall = time.monotonic() - started
@@ -374,9 +377,9 @@ def cmd_perftables_run(args) -> int:
         f"took {estimate_mod.human_seconds(wall)} (estimated {estimate_mod.human_seconds(est.seconds)})"
     )
     samples = results.run_samples(run)  # failed and n/a variants too
-    if args.samples:
-        files.write_json_atomic(args.samples, samples)
-    print(report.render(samples, exp_mod.load(args.experiments_file or exp_mod.PERFTABLES_FILE)))
+    if request.samples:
+        files.write_json_atomic(request.samples, samples)
+    print(report.render(samples, request.catalog))
     bad = results.failed(run)
     for r in results.not_applicable(run):
         _log(f"n/a {r['experiment']} [{r['label']}]: {r['reason']}")
@@ -498,7 +501,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pts = pt.add_subparsers(dest="action", required=True)
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--scale", default="smoke", help=f"{', '.join(exp_mod.SCALES)} or a factor")
+    common.add_argument(
+        "--scale", default=_RUN_DEFAULTS.scale, help=f"{', '.join(exp_mod.SCALES)} or a factor"
+    )
     common.add_argument("--experiments-file", help="experiment declarations (YAML)")
     # Not `common`: list's scale defaults to the seed's full sizes (the labels it
     # prints as text are the same at every scale).
@@ -532,12 +537,20 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[common],
     )
     _add_target(run, with_uri=True)
+    run.add_argument(
+        "--request",
+        metavar="FILE",
+        help="the run options as JSON (a PerftablesRun: docs/perftables.md), instead of the"
+        " run-option flags below; PKB writes one beside target.uri",
+    )
     run.add_argument("--experiments", help="comma-separated names (default: all)")
     run.add_argument("--variants", help="variant labels separated by ';' (default: all)")
     run.add_argument("--skip", help="variants to leave out: 'experiment/label;experiment/label'")
-    run.add_argument("--database", default="mongobench", help="database the experiments own")
+    run.add_argument(
+        "--database", default=_RUN_DEFAULTS.database, help="database the experiments own"
+    )
     run.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a setting")
-    run.add_argument("--out", default="perftables-results.json", help="raw results (JSON)")
+    run.add_argument("--out", default=_RUN_DEFAULTS.out, help="raw results (JSON)")
     run.add_argument("--samples", help="also write the samples (JSON)")
     run.add_argument(
         "--os-path",
@@ -556,14 +569,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--interval-s",
         type=_seconds_or_zero,
-        default=series.DEFAULT_INTERVAL_S,
+        default=_RUN_DEFAULTS.interval_s,
         help="throughput, errors and latency percentiles of each timed phase per interval of"
         " this many seconds, on the clients' common clock (0: none; default: %(default)g)",
     )
     run.add_argument(
         "--client-path",
         choices=runner.CLIENT_PATHS,
-        default="multiplexed",
+        default=_RUN_DEFAULTS.client_path,
         help="client of the timed phases: multiplexed (virtual clients over --processes"
         " processes) or pymongo (the reference path: one thread per client, one process)",
     )
@@ -571,7 +584,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--client-vms",
         type=_positive_int,
-        default=1,
+        default=_RUN_DEFAULTS.client_vms,
         help="client VMs sharing each timed phase: this one (the leader) and K-1 running"
         " 'perftables follow' with the same --run-id (multiplexed path only)",
     )
@@ -579,7 +592,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--repeats",
         type=_positive_int,
-        default=1,
+        default=_RUN_DEFAULTS.repeats,
         help="run each variant N times, interleaved across variants (rounds alternate"
         " direction); samples carry the mean, stdev and 95%% interval (t-distribution)",
     )
@@ -592,8 +605,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--auth-retry-s",
-        type=float,
-        default=0.0,
+        type=_seconds_or_zero,
+        default=_RUN_DEFAULTS.auth_retry_s,
         help="retry an authentication failure on the first connection for this many seconds"
         " (a database user created just before, e.g. on Atlas, may not be applied yet)",
     )
@@ -601,7 +614,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--yes", action="store_true", help="run without asking when the estimate is over an hour"
     )
     _add_rates(run)
-    run.set_defaults(func=cmd_perftables_run)
+    run.set_defaults(
+        func=cmd_perftables_run,
+        run_flag_defaults={dest: run.get_default(dest) for dest in _RUN_FLAGS.values()},
+    )
     fol = _sub(
         pts,
         "follow",
@@ -616,7 +632,7 @@ def build_parser() -> argparse.ArgumentParser:
     fol.add_argument(
         "--client-index", type=_positive_int, required=True, help="this VM's index, 1..K-1"
     )
-    _add_processes(fol)
+    _add_processes(fol, os.cpu_count() or 1)
     fol.add_argument(
         "--leader-wait-s",
         type=_positive_seconds,

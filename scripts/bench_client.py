@@ -86,6 +86,7 @@ from bench_driver import start_loaded_server, ycsb_round
 from mongobench.driver import multiplex, ops
 from mongobench.perftables import experiments as exp_mod
 from mongobench.perftables import runner as perftables
+from mongobench.perftables.request import PerftablesRun
 from mongobench.testbed import bed as testbed
 
 SINGLE_RATIO, BULK_US_PER_KB = 0.5, 2.0
@@ -105,10 +106,19 @@ def is_bulk(res: dict) -> bool:
 def _run(uri: str, work: str, name: str, label: str, overrides, processes) -> dict:
     """One variant at smoke scale, as a PKB run does it; its result."""
     run = perftables.run(
-        uri, [name], "smoke", os.path.join(work, "variant.json"), database="bench_client",
-        variants=[label], overrides=overrides, log=lambda m: None, os_path=False,
-        processes=processes,
-    )  # fmt: skip
+        PerftablesRun(
+            experiments=[name],
+            scale="smoke",
+            out=os.path.join(work, "variant.json"),
+            database="bench_client",
+            variants=[label],
+            overrides=overrides,
+            os_path="none",
+            processes=processes,
+        ),
+        uri,
+        log=lambda m: None,
+    )
     return run["results"][0]
 
 
@@ -205,10 +215,10 @@ def _variant(rep: dict, experiment, v, more: dict | None, uri: str, processes, *
     # Set on a copy: resolving with threads=1 would merge variants that differ by threads.
     variant = copy.deepcopy(v)
     variant.settings.update({**(more or {}), **extra})
+    request = PerftablesRun(database=DB, os_path="none", processes=processes)
     res = perftables.run_variant(
-        rep["standin"], DB, experiment, variant, log=lambda m: None, os_path=False, uri=uri,
-        processes=processes,
-    )  # fmt: skip
+        rep["standin"], experiment, variant, request, uri, log=lambda m: None
+    )
     if res["errors"]:
         raise RuntimeError(f"{experiment.name}/{v.label} against {uri}: {res['error_samples']}")
     return res
@@ -458,10 +468,8 @@ def scaling(client, uri: str, clients: int, seconds: float, processes: int) -> d
     e = exp_mod.load()["kv_read_update"]
     [v] = [x for x in e.resolve("smoke") if x.settings["driver"] == "pymongo"]
     v.settings.update(preload_docs=20000, threads=clients, duration_s=seconds, total_ops=None)
-    res = perftables.run_variant(
-        client, "bench_client", e, v, log=lambda m: None, os_path=False, uri=uri,
-        processes=processes,
-    )  # fmt: skip
+    request = PerftablesRun(database="bench_client", os_path="none", processes=processes)
+    res = perftables.run_variant(client, e, v, request, uri, log=lambda m: None)
     ops = sum(res["ops"].values())
     if res["errors"] or not ops:
         raise RuntimeError(f"scaling run: {res['errors']}")
@@ -535,10 +543,16 @@ def main() -> int:
                 ycsb_us[name].append(us)
                 print(f"round {r + 1}: YCSB {name}: {us:6.1f} us/op ({rate:6.0f} ops/s)")
             found = experiment_costs(  # the native floors (and replays) once, in round 1
-                srv.uri, work, args.processes, args.min_ops, args.min_mb,
-                native if r == 0 else None, args.experiment, args.variant,
+                srv.uri,
+                work,
+                args.processes,
+                args.min_ops,
+                args.min_mb,
+                native if r == 0 else None,
+                args.experiment,
+                args.variant,
                 rep if r == 0 else None,
-            )  # fmt: skip
+            )
             for key, entry in found.items():
                 costs.setdefault(key, []).append(entry)
         ycsb_mean = {k: statistics.mean(v) for k, v in ycsb_us.items()}

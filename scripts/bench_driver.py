@@ -31,6 +31,7 @@ from pymongo import MongoClient
 
 from mongobench.perftables import experiments as exp_mod
 from mongobench.perftables import runner as perftables
+from mongobench.perftables.request import PerftablesRun
 from mongobench.remote import javabuild
 from mongobench.testbed import bed as testbed
 from mongobench.ycsb import properties as ycsb
@@ -136,11 +137,12 @@ def driver_round(client, uri, records, threads, seconds, driver="pipelined", sam
     variant.settings.update(preload_docs=records, duration_s=seconds)
     if driver == "pymongo":
         variant.settings["threads"] = threads
-    res = perftables.run_variant(
-        client, "bench", experiment, variant, log=lambda m: None,
-        os_path=tempfile.gettempdir() if sample_os else False, uri=uri,
+    request = PerftablesRun(
+        database="bench",
+        os_path=tempfile.gettempdir() if sample_os else "none",
         client_path="pymongo" if driver == "pymongo" else "multiplexed",
-    )  # fmt: skip
+    )
+    res = perftables.run_variant(client, experiment, variant, request, uri, log=lambda m: None)
     ops = sum(res["ops"].values())
     if res["errors"] or not ops:
         raise RuntimeError(f"driver errors: {res['errors']}")
@@ -204,13 +206,14 @@ def main() -> int:
 
         t0 = time.perf_counter()
         run = perftables.run(
+            PerftablesRun(
+                scale="smoke",
+                out=os.path.join(work, "suite.json"),
+                os_path=work,
+                skip=testbed.STANDIN_UNSUPPORTED,
+            ),
             srv.uri,
-            None,
-            "smoke",
-            os.path.join(work, "suite.json"),
             log=lambda m: None,
-            os_path=work,
-            skip=testbed.STANDIN_UNSUPPORTED,
         )
         wall = time.perf_counter() - t0
         print(

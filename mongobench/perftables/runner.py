@@ -14,11 +14,13 @@ nothing. `mongobench.results` turns raw results into samples and tables.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 import ipaddress
 import threading
 import time
 import traceback
+import typing
 
 import pymongo
 from pymongo import MongoClient
@@ -33,7 +35,6 @@ from pymongo.errors import (
 )
 
 from mongobench.core import interrupt, redact
-from mongobench.core import series as series_mod
 from mongobench.core.files import write_json_atomic
 from mongobench.core.poll import PollTimeout, poll_until
 from mongobench.driver import base, connection, ops, procs, sources
@@ -43,6 +44,9 @@ from mongobench.measure import ossampler, serverstats
 from mongobench.perftables import coordination, identity, probe, progress, quiesce, ratesteps
 from mongobench.perftables import experiments as exp_mod
 from mongobench.remote import provenance
+
+if typing.TYPE_CHECKING:  # request imports this module (its checks): no import cycle
+    from mongobench.perftables.request import PerftablesRun
 
 RESULT_SCHEMA = 1
 # After a variant with errors, how long the server has to answer a ping before the
@@ -59,6 +63,8 @@ RUN_SELECTION_MS = 5000
 # and the multiplexed timed phase's "no reply from any client" limit. Long enough for a slow
 # server's index build or 2 MB batch, short enough that a stuck server fails its variant.
 DEFAULT_REPLY_TIMEOUT_S = 300.0
+# Seconds between two OS readings (and serverStatus signal readings) in a timed phase.
+OS_INTERVAL_S = 1.0
 
 
 def reply_timeout(uri: str, given: float | None = None) -> tuple[float, str]:
@@ -307,33 +313,31 @@ def open_loop_figures(settings: dict, stats: ThreadStats, duration_s: float) -> 
 
 def run_variant(
     client,
-    database: str,
     experiment: exp_mod.Experiment,
     variant: exp_mod.Variant,
-    log=print,
-    os_path: str | None = None,
-    os_interval: float = 1.0,
-    max_seconds: float | None = None,
+    request: PerftablesRun,
     uri: str | None = None,
-    client_path: str = "multiplexed",
-    processes: int | None = None,
+    log=print,
     on_phase=None,
     leader=None,
-    reply_timeout: float = DEFAULT_REPLY_TIMEOUT_S,
-    interval_s: float | None = series_mod.DEFAULT_INTERVAL_S,
 ) -> dict:
     """One variant, end to end; returns its raw result.
 
     Preparation and the measurements around the timed phase go through
-    pymongo (`client`); the timed phase through `timed_path`. `processes`:
-    the multiplexed path's worker processes (default: this machine's CPUs).
+    pymongo (`client`); the timed phase through `timed_path`. `request` (a
+    request.PerftablesRun) gives the run options: `processes`, the multiplexed path's
+    worker processes (default: this machine's CPUs); `reply_timeout`, after which the
+    multiplexed timed phase fails its clients when no reply at all came (the control path's
+    bound is `client`'s socketTimeoutMS, see run); `interval_s`, the timed phase's
+    throughput, errors and latency per interval of that many seconds in the result's
+    `series` (core.series; 0: none); database, os_path, max_seconds, client_path.
     `on_phase(name, planned_s)` is told when prepare, timed and finish begin.
     `leader`: a coordination.Leader when several client VMs share timed phases.
-    `reply_timeout`: the multiplexed timed phase fails its clients when no reply at all came
-    for that long (the control path's bound is `client`'s socketTimeoutMS, see run).
-    `interval_s`: the timed phase's throughput, errors and latency per interval of that
-    many seconds go into the result's `series` (core.series; None or 0: none).
     """
+    database, max_seconds, client_path = request.database, request.max_seconds, request.client_path
+    processes, interval_s = request.processes, request.interval_s or None
+    reply_timeout = request.reply_timeout or DEFAULT_REPLY_TIMEOUT_S
+    os_path, os_interval = request.sampler_path, OS_INTERVAL_S
     on_phase = on_phase or (lambda name, planned_s=None: None)
     workload_cls = WORKLOADS.get(experiment.workload)
     if workload_cls is None:
@@ -614,65 +618,36 @@ def _timed_multiplexed(
     }
 
 
-def run(
-    uri: str,
-    names: list[str] | None,
-    scale: str | float,
-    out_path: str,
-    database: str = "mongobench",
-    variants: list[str] | None = None,
-    overrides: dict | None = None,
-    log=print,
-    os_path: str | None = None,
-    max_seconds: float | None = None,
-    experiments_file: str | None = None,
-    skip: str | None = None,
-    client_path: str = "multiplexed",
-    processes: int | None = None,
-    bar: bool = False,
-    repeats: int = 1,
-    client_vms: int = 1,
-    run_id: str | None = None,
-    auth_retry_s: float = 0.0,
-    estimate: dict | None = None,
-    reply_timeout_s: float | None = None,
-    rate_steps: list | None = None,
-    interval_s: float | None = series_mod.DEFAULT_INTERVAL_S,
-) -> dict:
-    """Every selected variant; results go to `out_path` after each variant.
+def run(request: PerftablesRun, uri: str, log=print, bar: bool = False, estimate=None) -> dict:
+    """Every variant `request` (a validated request.PerftablesRun, for_target `uri`)
+    plans; results go to its `out` file after each variant.
 
     A failed variant is recorded with its error and the run goes on; the
     caller decides how to fail (the CLI exits non-zero). An `[i/N]` line is
     logged as each variant ends, and a heartbeat every 30 s while one runs
-    (`bar`: a progress bar too, for a terminal). `reply_timeout_s`: the bound on every wait
-    for the server (see reply_timeout; every pymongo call gets it as socketTimeoutMS, the
-    multiplexed timed phase as its no-reply limit). `repeats`: each variant runs
-    that many times, interleaved (see schedule); the samples fold them into a
+    (`bar`: a progress bar too, for a terminal). The request's `reply_timeout`, resolved
+    here (see reply_timeout), bounds every wait for the server (every pymongo call gets it
+    as socketTimeoutMS, the multiplexed timed phase as its no-reply limit). `repeats`: each
+    variant runs that many times, interleaved (see schedule); the samples fold them into a
     mean with its 95 % interval (core.repeats). `auth_retry_s`: see first_use.
-    `estimate`: the plan's estimate (its metadata: estimated_seconds, estimated_data_mb, estimate_rates), kept in the results
-    and on every sample beside the measured figures. `rate_steps` (ratesteps.parse): each
-    variant runs closed loop, then in an open loop at each step's rate (a curve).
-    `interval_s`: seconds of each variant's per-interval figures (see run_variant; None or
-    0: none).
+    `estimate`: the plan's estimate (its metadata: estimated_seconds, estimated_data_mb,
+    estimate_rates), kept in the results and on every sample beside the measured figures.
+    `rate_steps` (ratesteps.parse): each variant runs closed loop, then in an open loop at
+    each step's rate (a curve). `interval_s`: seconds of each variant's per-interval
+    figures (see run_variant; 0: none).
     """
-    if interval_s is not None and not interval_s >= 0:
-        raise exp_mod.ExperimentError(f"interval must be >= 0 seconds, not {interval_s}")
-    if int(repeats) < 1:
-        raise exp_mod.ExperimentError(f"repeats must be 1 or more, not {repeats}")
-    if client_vms > 1 and (client_path != "multiplexed" or not run_id):
-        raise exp_mod.ExperimentError(
-            "several client VMs need the multiplexed client path and a run id"
-        )
-    catalog = exp_mod.load(experiments_file or exp_mod.PERFTABLES_FILE)
-    overrides = uri_write_concern(uri, overrides, log)
-    plans = exp_mod.plan(catalog, names, scale, variants, overrides, skip)
-    timed_path("", {}, client_path)  # a bad path fails before any variant
-    check_open_loop(plans, client_path)
-    check_rate_steps(plans, rate_steps, client_path)
-    bound, bound_from = reply_timeout(uri, reply_timeout_s)
+    if not request.validated:
+        request.validate()
+    request = request.for_target(uri, log)
+    plans = request.plans  # planned once (validate checked the options)
+    rate_steps = request.steps
+    database, overrides, client_path = request.database, request.overrides, request.client_path
+    bound, bound_from = reply_timeout(uri, request.reply_timeout)
     if bound_from != "uri":  # the URI's own timeoutMS/socketTimeoutMS is what the user asked
         log(f"reply timeout: {bound:g} s ({bound_from}; --reply-timeout or the URI's"
             " socketTimeoutMS/timeoutMS sets it)")  # fmt: skip
+    # every variant waits this long for a reply (run_variant)
+    resolved = dataclasses.replace(request, reply_timeout=bound)
     max_threads = max((int(v.settings.get("threads", 1)) for _, vs in plans for v in vs), default=1)
     target = redact.uri(uri)
     try:
@@ -684,7 +659,7 @@ def run(
         raise redact.TargetError(f"{target}: {reason(e, uri)}") from None
     try:
         try:
-            kind, version = first_use(client, auth_retry_s, log)
+            kind, version = first_use(client, request.auth_retry_s, log)
             check_access(client, database, uri)
         except PyMongoError as e:
             raise redact.TargetError(f"{target}: {reason(e, uri)}") from None
@@ -701,8 +676,8 @@ def run(
         doc = {
             "schema": RESULT_SCHEMA,
             "tool": "mongobench perftables",
-            "scale": str(scale),
-            "scale_factor": exp_mod.parse_scale(scale),
+            "scale": str(request.scale),
+            "scale_factor": exp_mod.parse_scale(request.scale),
             "database": database,
             "topology": kind,
             "server_version": version,
@@ -713,9 +688,9 @@ def run(
             # a server on this machine: client and server CPU are one (measure.bottleneck)
             "shared_host": shared,
             "client_path": client_path,
-            "client_vms": client_vms,
-            "interval_s": interval_s or None,
-            "repeats": int(repeats),
+            "client_vms": request.client_vms,
+            "interval_s": request.interval_s or None,
+            "repeats": request.repeats,
             # --set (and the URI's write concern): what `compare` checks runs agree on
             "overrides": {k: overrides[k] for k in sorted(overrides or {})},
             "provenance": provenance.engine(),  # this client's engine, Python, pymongo
@@ -723,24 +698,20 @@ def run(
             **({"rate_steps": [st.name for st in rate_steps]} if rate_steps else {}),
             "results": [],
         }
+        out_path, repeats = request.out, request.repeats
         write_json_atomic(out_path, doc)
         order = schedule(plans, repeats)
         runs = len(order) * (1 + len(rate_steps or ()))
         bar_ = progress.terminal_bar(runs) if bar else None
         track = progress.Progress(runs, log, bar=bar_)
         leader = (
-            coordination.Leader(client, run_id, client_vms, on_phase=track.phase)
-            if client_vms > 1
+            coordination.Leader(client, request.run_id, request.client_vms, on_phase=track.phase)
+            if request.client_vms > 1
             else None
         )
         interrupted = False
         try:
-            _run_plans(
-                client, order, repeats, doc, out_path, target, track, log, caps,
-                database=database, os_path=os_path, max_seconds=max_seconds, uri=uri,
-                client_path=client_path, processes=processes, leader=leader,
-                reply_timeout=bound, steps=rate_steps, interval_s=interval_s or None,
-            )  # fmt: skip
+            _run_plans(client, resolved, uri, order, doc, _Run(target, track, log, caps, leader))
         except KeyboardInterrupt as e:  # the partial results are written; the caller says so
             e.run, interrupted = doc, True
             raise
@@ -779,14 +750,24 @@ def _probe(client, database: str, uri: str, log) -> tuple[dict, dict]:
     return server, caps
 
 
-def _run_plans(
-    client, order, repeats, doc, out_path, target, track, log, caps=None, steps=None, **kw
-):
+class _Run(typing.NamedTuple):
+    """What every variant of a run shares besides its request: the redacted target, the
+    progress, the log, the server's capabilities (probe) and the coordination leader."""
+
+    target: str
+    track: progress.Progress
+    log: typing.Callable
+    caps: dict | None
+    leader: coordination.Leader | None
+
+
+def _run_plans(client, request: PerftablesRun, uri: str, order, doc, run: _Run):
     """The variants in `order` (see schedule); each result is written as soon as it
-    exists. A variant that needs a feature the server lacks (`caps`, see probe) is n/a, not
-    run. `steps` (ratesteps): after each variant, its open-loop steps at the rates its
-    closed-loop throughput gives. `kw`: the run_variant arguments every variant shares."""
-    uri = kw["uri"]
+    exists. A variant that needs a feature the server lacks (`run.caps`, see probe) is n/a,
+    not run. The request's rate steps: after each variant, its open-loop steps at the rates
+    its closed-loop throughput gives."""
+    target, track, log, caps = run.target, run.track, run.log, run.caps
+    repeats, out_path, steps = request.repeats, request.out, request.steps
     gone = None  # why the server cannot be reached any more
     ran = None  # the last variant that ran: the next one waits until its work is done
     queue = collections.deque((e, v, r, 0, None) for e, v, r in order)
@@ -802,12 +783,12 @@ def _run_plans(
             res = _not_applicable(experiment, v, f"server lacks {', '.join(missing)}")
             track.end(f"n/a ({res['reason']})")
         else:
-            quiet = _quiet(client, kw["database"], ran, kw["reply_timeout"], name, log)
+            quiet = _quiet(client, request.database, ran, request.reply_timeout, name, log)
             ran = {}
             log(track.line("running"))
             try:
                 ran = res = run_variant(
-                    client, experiment=experiment, variant=v, log=log, on_phase=track.phase, **kw
+                    client, experiment, v, request, uri, log, track.phase, run.leader
                 )
                 summary = _one_line(res)
                 if not sum(res["ops"].values()):
@@ -816,7 +797,7 @@ def _run_plans(
                     summary = f"FAILED {res['error']}"
             except NetworkTimeout:  # a stuck server: one line, the bound named
                 why = (
-                    f"no reply from the server in {kw['reply_timeout']:g} s (the reply timeout:"
+                    f"no reply from the server in {request.reply_timeout:g} s (the reply timeout:"
                     f" --reply-timeout or the URI's socketTimeoutMS) during {track.current_phase}"
                 )
                 res = _failed(experiment, v, redact.text(why, uri))

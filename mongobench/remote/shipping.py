@@ -108,62 +108,15 @@ def setup_commands(workdir: str, archive: str, python: str = "python3") -> list[
     ]
 
 
-def perftables_command(
-    workdir: str,
-    uri_file: str,
-    out: str,
-    experiments: list[str] | None,
-    scale: str,
-    database: str,
-    variants: list[str] | None = None,
-    overrides: dict | None = None,
-    os_path: str | None = None,
-    max_seconds: float | None = None,
-    skip: str | None = None,
-    processes: int | None = None,
-    client_path: str | None = None,
-    repeats: int = 1,
-    client_vms: int = 1,
-    run_id: str | None = None,
-    auth_retry_s: float | None = None,
-    reply_timeout: float | None = None,
-    rate_steps: str | None = None,
-    interval_s: float | None = None,
-) -> str:
-    """The client command for one perftables run (no secret: the URI is in a file)."""
+def perftables_command(workdir: str, uri_file: str, request_file: str) -> str:
+    """The client command for one perftables run: its options in `request_file` (a
+    PerftablesRun as JSON), its target in `uri_file` (no secret on the command line)."""
     q = shlex.quote
     args = [
         f"{workdir}/venv/bin/python", "-m", "mongobench", "perftables", "run",
-        "--uri-file", uri_file, "--out", out, "--scale", scale, "--database", database,
+        "--uri-file", uri_file, "--request", request_file,
         "--yes",  # PKB runs are not interactive: the estimate is logged in CheckPrerequisites
     ]  # fmt: skip
-    if experiments:
-        args += ["--experiments", ",".join(experiments)]
-    if variants:
-        args += ["--variants", ";".join(variants)]
-    for k, v in (overrides or {}).items():
-        args += ["--set", f"{k}={v}"]
-    args += ["--os-path", os_path or "none"]
-    if max_seconds:
-        args += ["--max-seconds", str(max_seconds)]
-    if reply_timeout:
-        args += ["--reply-timeout", str(reply_timeout)]
-    if interval_s is not None:
-        args += ["--interval-s", f"{interval_s:g}"]
-    if skip:
-        args += ["--skip", skip]
-    if processes:
-        args += ["--processes", str(processes)]
-    if client_path:
-        args += ["--client-path", client_path]
-    if repeats != 1:
-        args += ["--repeats", str(repeats)]
-    if client_vms > 1:
-        args += ["--client-vms", str(client_vms), "--run-id", str(run_id)]
-    if auth_retry_s:
-        args += ["--auth-retry-s", f"{auth_retry_s:g}"]
-    if rate_steps:
-        args += ["--rate-steps", rate_steps]
     return f"cd {q(workdir)} && " + " ".join(q(a) for a in args)
 
 

@@ -8,6 +8,7 @@ from standin_helpers import built_workdir
 from mongobench.driver import docgen
 from mongobench.driver.catalog import WORKLOADS
 from mongobench.perftables import runner as perftables
+from mongobench.perftables.request import PerftablesRun
 from mongobench.reports import results
 from mongobench.testbed import bed as testbed
 
@@ -33,9 +34,17 @@ def server(tmp_path_factory):
 @pytest.mark.parametrize("client_path", ["multiplexed", "pymongo"])
 def test_inserted_ids_are_sampled_and_found(server, tmp_path, client_path):
     run = perftables.run(
-        server.uri, ["insert_batchsize"], "smoke", str(tmp_path / "r.json"),
-        variants=["10"], log=lambda m: None, os_path=False, client_path=client_path,
-    )  # fmt: skip
+        PerftablesRun(
+            experiments=["insert_batchsize"],
+            scale="smoke",
+            out=str(tmp_path / "r.json"),
+            variants=["10"],
+            os_path="none",
+            client_path=client_path,
+        ),
+        server.uri,
+        log=lambda m: None,
+    )
     (res,) = run["results"]
     audit = res["audit"]
     assert audit["sampled_ids"] == 2 * 48, audit  # two per client
@@ -57,9 +66,16 @@ def test_a_loss_the_count_hides_is_found(server, tmp_path, monkeypatch):
 
     monkeypatch.setitem(WORKLOADS, "insert", Replaced)
     run = perftables.run(
-        server.uri, ["insert_batchsize"], "smoke", str(tmp_path / "r.json"),
-        variants=["10"], log=lambda m: None, os_path=False,
-    )  # fmt: skip
+        PerftablesRun(
+            experiments=["insert_batchsize"],
+            scale="smoke",
+            out=str(tmp_path / "r.json"),
+            variants=["10"],
+            os_path="none",
+        ),
+        server.uri,
+        log=lambda m: None,
+    )
     audit = run["results"][0]["audit"]
     assert audit["expected"] == audit["found"], audit  # the count alone sees nothing
     assert audit["sampled_missing"] == audit["sampled_ids"] > 0, audit

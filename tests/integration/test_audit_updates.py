@@ -10,6 +10,7 @@ from standin_helpers import built_workdir
 from mongobench.driver import base
 from mongobench.driver.catalog import WORKLOADS
 from mongobench.perftables import runner as perftables
+from mongobench.perftables.request import PerftablesRun
 from mongobench.reports import results
 from mongobench.testbed import bed as testbed
 
@@ -37,10 +38,18 @@ CHECKS = {
 @pytest.mark.parametrize("client_path", ["multiplexed", "pymongo"])
 def test_updates_are_audited_and_nothing_is_lost(server, tmp_path, client_path):
     run = perftables.run(
-        server.uri, ["update_fields", "replace", "update_indexed"], "smoke",
-        str(tmp_path / "r.json"), variants=["1, 500000, plain", "500000", "False", "True"],
-        overrides={"duration_s": 1}, log=lambda m: None, os_path=False, client_path=client_path,
-    )  # fmt: skip
+        PerftablesRun(
+            experiments=["update_fields", "replace", "update_indexed"],
+            scale="smoke",
+            out=str(tmp_path / "r.json"),
+            variants=["1, 500000, plain", "500000", "False", "True"],
+            overrides={"duration_s": 1},
+            os_path="none",
+            client_path=client_path,
+        ),
+        server.uri,
+        log=lambda m: None,
+    )
     by = {(r["experiment"], r["label"]): r for r in run["results"]}
     assert set(by) == set(CHECKS)
     for key, check in CHECKS.items():
@@ -56,9 +65,17 @@ def test_updates_are_audited_and_nothing_is_lost(server, tmp_path, client_path):
 @pytest.mark.parametrize("client_path", ["multiplexed", "pymongo"])
 def test_mixed_and_bucket_writes_are_audited(server, tmp_path, client_path):
     run = perftables.run(
-        server.uri, ["shell_mixed", "shell_bucket"], "smoke", str(tmp_path / "r.json"),
-        overrides={"duration_s": 1}, log=lambda m: None, os_path=False, client_path=client_path,
-    )  # fmt: skip
+        PerftablesRun(
+            experiments=["shell_mixed", "shell_bucket"],
+            scale="smoke",
+            out=str(tmp_path / "r.json"),
+            overrides={"duration_s": 1},
+            os_path="none",
+            client_path=client_path,
+        ),
+        server.uri,
+        log=lambda m: None,
+    )
     checks = set()
     for res in run["results"]:
         assert res["status"] == "ok", res.get("error")

@@ -7,6 +7,7 @@ here, so CPU names nothing."""
 import pytest
 
 from mongobench.perftables import runner as perftables
+from mongobench.perftables.request import PerftablesRun
 from mongobench.reports import results
 from mongobench.testbed import bed as testbed
 
@@ -17,10 +18,19 @@ OVER = {"duration_s": 3.0, "total_ops": 10**9, "threads": 8, "write_concern": 1}
 
 def _line(uri, tmp_path, name) -> tuple[dict, str]:
     run = perftables.run(
-        uri, ["concurrency"], "smoke", str(tmp_path / f"{name}.json"), database="mb_neck",
-        variants=["10, False"], overrides=OVER, log=lambda m: None, os_path=False,
-        processes=1,
-    )  # fmt: skip
+        PerftablesRun(
+            experiments=["concurrency"],
+            scale="smoke",
+            out=str(tmp_path / f"{name}.json"),
+            database="mb_neck",
+            variants=["10, False"],
+            overrides=OVER,
+            os_path="none",
+            processes=1,
+        ),
+        uri,
+        log=lambda m: None,
+    )
     [r] = run["results"]
     assert r["status"] == "ok" and not r["errors"], r.get("error") or r["errors"]
     md = next(s["metadata"] for s in results.to_samples(run))

@@ -5,6 +5,7 @@ import pytest
 from ferretdb_helpers import start
 
 from mongobench.perftables import runner as perftables
+from mongobench.perftables.request import PerftablesRun
 from mongobench.reports import report, results
 
 pytestmark = pytest.mark.integration
@@ -19,10 +20,16 @@ def ferret(tmp_path_factory):
 
 def test_ferretdb_run_names_it_marks_na_and_audits(ferret, tmp_path):
     run = perftables.run(
-        ferret.uri, ["aggregation", "concurrency"], "smoke", str(tmp_path / "r.json"),
-        variants=["$lookup of 400 documents", "10, False"],
-        log=lambda m: None, os_path=False,
-    )  # fmt: skip
+        PerftablesRun(
+            experiments=["aggregation", "concurrency"],
+            scale="smoke",
+            out=str(tmp_path / "r.json"),
+            variants=["$lookup of 400 documents", "10, False"],
+            os_path="none",
+        ),
+        ferret.uri,
+        log=lambda m: None,
+    )
     by = {(r["experiment"], r["label"]): r for r in run["results"]}
     lookup = by[("aggregation", "$lookup of 400 documents")]
     assert lookup["status"] == "n/a" and lookup["reason"] == "server lacks $lookup"

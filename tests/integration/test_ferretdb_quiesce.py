@@ -10,6 +10,7 @@ from ferretdb_helpers import start
 
 from mongobench.perftables import quiesce
 from mongobench.perftables import runner as perftables
+from mongobench.perftables.request import PerftablesRun
 from mongobench.reports import results
 
 pytestmark = pytest.mark.integration
@@ -56,9 +57,16 @@ def test_waits_for_abandoned_inserts_by_a_write_probe(ferret):
 
 def test_the_second_variant_records_its_wait(ferret, tmp_path):
     run = perftables.run(
-        ferret.uri, ["insert_batchsize"], "smoke", str(tmp_path / "r.json"),
-        variants=["1000", "2000"], log=lambda m: None, os_path=False,
-    )  # fmt: skip
+        PerftablesRun(
+            experiments=["insert_batchsize"],
+            scale="smoke",
+            out=str(tmp_path / "r.json"),
+            variants=["1000", "2000"],
+            os_path="none",
+        ),
+        ferret.uri,
+        log=lambda m: None,
+    )
     first, second = run["results"]
     assert "quiesce" not in first
     assert second["quiesce"]["by"] == "write probe" and not second["quiesce"]["busy"]

@@ -13,6 +13,7 @@ from pymongo import MongoClient
 
 from mongobench.driver import protocol
 from mongobench.perftables import runner as perftables
+from mongobench.perftables.request import PerftablesRun
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "scripts"))
 import native_floor
@@ -34,10 +35,19 @@ def recorded_run(uri, tmp_path, experiment, label, overrides):
     rec.mkdir()
     with native_floor.recording(str(rec)):
         run = perftables.run(
-            uri, [experiment], "smoke", str(tmp_path / "out.json"), database=DB,
-            variants=[label], overrides=overrides, log=lambda m: None, os_path=False,
-            processes=2,
-        )  # fmt: skip
+            PerftablesRun(
+                experiments=[experiment],
+                scale="smoke",
+                out=str(tmp_path / "out.json"),
+                database=DB,
+                variants=[label],
+                overrides=overrides,
+                os_path="none",
+                processes=2,
+            ),
+            uri,
+            log=lambda m: None,
+        )
     [res] = run["results"]
     assert res["status"] == "ok" and not res["errors"] and res["client_path"] == "multiplexed"
     return str(rec), res

@@ -13,8 +13,8 @@ import re
 import pytest
 
 from mongobench.core import latency as lat
-from mongobench.perftables import ratesteps
 from mongobench.perftables import runner as perftables
+from mongobench.perftables.request import PerftablesRun
 from mongobench.reports import report, results
 from mongobench.testbed import bed as testbed
 
@@ -34,10 +34,19 @@ def one_ticket(tmp_path_factory):
 
 def _variant(uri, tmp_path, name, log=lambda m: None, **extra) -> tuple[dict, dict]:
     run = perftables.run(
-        uri, ["concurrency"], "smoke", str(tmp_path / f"{name}.json"), database="mb_open",
-        variants=["10, False"], overrides=dict(OVER, **extra), log=log,
-        os_path=False, processes=1,
-    )  # fmt: skip
+        PerftablesRun(
+            experiments=["concurrency"],
+            scale="smoke",
+            out=str(tmp_path / f"{name}.json"),
+            database="mb_open",
+            variants=["10, False"],
+            overrides=dict(OVER, **extra),
+            os_path="none",
+            processes=1,
+        ),
+        uri,
+        log=log,
+    )
     [r] = run["results"]
     assert r["status"] == "ok" and not r["errors"], r.get("error") or r["errors"]
     return run, r
@@ -93,10 +102,20 @@ def test_rate_steps_give_a_latency_versus_throughput_curve(one_ticket, tmp_path)
     low); the steps are results of their own, the report draws the curve, and beyond
     saturation the latency exceeds the closed loop's."""
     run = perftables.run(
-        one_ticket.uri, ["concurrency"], "smoke", str(tmp_path / "steps.json"),
-        database="mb_open", variants=["10, False"], overrides=dict(OVER, duration_s=1.5),
-        log=lambda m: None, os_path=False, processes=1, rate_steps=ratesteps.parse("40/s,500/s"),
-    )  # fmt: skip
+        PerftablesRun(
+            experiments=["concurrency"],
+            scale="smoke",
+            out=str(tmp_path / "steps.json"),
+            database="mb_open",
+            variants=["10, False"],
+            overrides=dict(OVER, duration_s=1.5),
+            os_path="none",
+            processes=1,
+            rate_steps="40/s,500/s",
+        ),
+        one_ticket.uri,
+        log=lambda m: None,
+    )
     closed, half, twice = run["results"]
     assert [r["label"] for r in run["results"]] == ["2, False", "2, False @ 40/s",
                                                      "2, False @ 500/s"]  # fmt: skip
@@ -105,8 +124,9 @@ def test_rate_steps_give_a_latency_versus_throughput_curve(one_ticket, tmp_path)
     assert closed["rate_step"]["step"] == 0 and "open_loop" not in closed
     assert half["open_loop"]["target_ops_per_s"] == 40
     assert twice["open_loop"]["target_ops_per_s"] == 500
-    assert twice["rate_step"] == dict(closed["rate_step"], step=2, name="500/s", fraction=None,
-                                      rate=500.0)  # fmt: skip
+    assert twice["rate_step"] == dict(
+        closed["rate_step"], step=2, name="500/s", fraction=None, rate=500.0
+    )
     assert half["open_loop"]["achieved_share"] >= 0.85  # below saturation: got its rate
     assert twice["open_loop"]["achieved_share"] < 0.8  # beyond it: the server's pace
     assert _p50(twice["latency"]) > 3 * _p50(closed["latency"])

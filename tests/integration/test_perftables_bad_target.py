@@ -13,6 +13,7 @@ from standin_helpers import built_workdir, write_users_file
 
 from mongobench.driver.catalog import WORKLOADS
 from mongobench.perftables import runner as perftables
+from mongobench.perftables.request import PerftablesRun
 from mongobench.reports import report, results
 from mongobench.testbed import bed as testbed
 
@@ -32,10 +33,24 @@ def _run_cli(tmp_path, uri, *args):
     f.write_text(uri + "\n")
     f.chmod(0o600)
     return subprocess.run(
-        [sys.executable, "-m", "mongobench", "perftables", "run", "--uri-file", str(f),
-         "--out", str(tmp_path / "r.json"), "--os-path", "none", *args],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "mongobench",
+            "perftables",
+            "run",
+            "--uri-file",
+            str(f),
+            "--out",
+            str(tmp_path / "r.json"),
+            "--os-path",
+            "none",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_unreachable_target_is_one_line(tmp_path):
@@ -81,9 +96,15 @@ def test_server_dying_in_the_last_variant_fails_it(tmp_path, workdir, monkeypatc
 
     monkeypatch.setitem(WORKLOADS, "insert", KilledAfterPrepare)
     run = perftables.run(
-        f"{srv.uri}?{QUICK}", ["insert_batchsize"], "smoke", str(tmp_path / "r.json"),
-        variants=["1000", "2000"], log=lambda m: None,
-    )  # fmt: skip
+        PerftablesRun(
+            experiments=["insert_batchsize"],
+            scale="smoke",
+            out=str(tmp_path / "r.json"),
+            variants=["1000", "2000"],
+        ),
+        f"{srv.uri}?{QUICK}",
+        log=lambda m: None,
+    )
     first, last = run["results"]
     assert first["status"] == "ok" and not first["had_errors"]
     assert last["status"] == "failed"
@@ -110,9 +131,15 @@ def test_server_dying_mid_run_flags_the_variant_and_fails_the_rest_fast(
     monkeypatch.setattr(perftables, "_timed_multiplexed", killed_in_the_first_timed_phase)
     t0 = time.monotonic()
     run = perftables.run(
-        uri, ["replace", "update_indexed"], "full", str(tmp_path / "r.json"),
-        overrides={"preload_docs": 200, "duration_s": 4, "threads": 2}, log=lambda m: None,
-    )  # fmt: skip
+        PerftablesRun(
+            experiments=["replace", "update_indexed"],
+            scale="full",
+            out=str(tmp_path / "r.json"),
+            overrides={"preload_docs": 200, "duration_s": 4, "threads": 2},
+        ),
+        uri,
+        log=lambda m: None,
+    )
     elapsed = time.monotonic() - t0
     assert run == json.loads((tmp_path / "r.json").read_text())
     first, *rest = run["results"]
@@ -149,10 +176,18 @@ def test_a_server_lost_mid_variant_costs_seconds_not_server_selection(
 
     monkeypatch.setattr(perftables, "_timed_threads", killed_soon)
     run = perftables.run(
-        srv.uri, ["update_fields"], "smoke", str(tmp_path / "r.json"),
-        variants=["1, 500000, plain"], overrides={"duration_s": 2}, client_path="pymongo",
-        os_path=False, log=lambda m: None,
-    )  # fmt: skip
+        PerftablesRun(
+            experiments=["update_fields"],
+            scale="smoke",
+            out=str(tmp_path / "r.json"),
+            variants=["1, 500000, plain"],
+            overrides={"duration_s": 2},
+            client_path="pymongo",
+            os_path="none",
+        ),
+        srv.uri,
+        log=lambda m: None,
+    )
     after_kill = time.monotonic() - killed["at"]
     (res,) = run["results"]
     assert res["server_lost"].startswith("server unreachable")

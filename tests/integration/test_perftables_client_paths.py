@@ -5,6 +5,7 @@ import pytest
 from pymongo import MongoClient
 
 from mongobench.perftables import runner as perftables
+from mongobench.perftables.request import PerftablesRun
 from mongobench.reports import results
 
 pytestmark = pytest.mark.integration
@@ -20,10 +21,19 @@ def _run(uri, tmp_path, path, processes) -> list[dict]:
     out = []
     for name, variants in PLAN.items():
         run = perftables.run(
-            uri, [name], "smoke", str(tmp_path / f"{path}-{name}.json"), database="mb_paths",
-            variants=variants, log=lambda m: None, os_path=False, client_path=path,
-            processes=processes,
-        )  # fmt: skip
+            PerftablesRun(
+                experiments=[name],
+                scale="smoke",
+                out=str(tmp_path / f"{path}-{name}.json"),
+                database="mb_paths",
+                variants=variants,
+                os_path="none",
+                client_path=path,
+                processes=processes,
+            ),
+            uri,
+            log=lambda m: None,
+        )
         assert run["client_path"] == path
         out += run["results"]
     return out
@@ -62,10 +72,20 @@ def test_both_paths_count_the_same(server_uri, tmp_path):
 
 def test_max_seconds_stops_a_multiplexed_phase_early(server_uri, tmp_path):
     run = perftables.run(
-        server_uri, ["concurrency"], "smoke", str(tmp_path / "cap.json"), database="mb_paths",
-        variants=["10, False"], overrides={"total_ops": 10**9}, log=lambda m: None,
-        os_path=False, max_seconds=1.0, processes=2,
-    )  # fmt: skip
+        PerftablesRun(
+            experiments=["concurrency"],
+            scale="smoke",
+            out=str(tmp_path / "cap.json"),
+            database="mb_paths",
+            variants=["10, False"],
+            overrides={"total_ops": 10**9},
+            os_path="none",
+            max_seconds=1.0,
+            processes=2,
+        ),
+        server_uri,
+        log=lambda m: None,
+    )
     [r] = run["results"]
     assert r["status"] == "ok" and not r["errors"] and r["client_path"] == "multiplexed"
     assert r["stopped_early"] is True

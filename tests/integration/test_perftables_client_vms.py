@@ -11,6 +11,7 @@ from pymongo import MongoClient
 from mongobench.driver import base
 from mongobench.perftables import coordination
 from mongobench.perftables import runner as perftables
+from mongobench.perftables.request import PerftablesRun
 from mongobench.reports import results
 
 pytestmark = pytest.mark.integration
@@ -18,10 +19,24 @@ pytestmark = pytest.mark.integration
 
 def _follower(uri_file, run_id, index, log):
     return subprocess.Popen(
-        [sys.executable, "-m", "mongobench", "perftables", "follow", "--uri-file", uri_file,
-         "--run-id", run_id, "--client-index", str(index), "--processes", "1"],
-        stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "mongobench",
+            "perftables",
+            "follow",
+            "--uri-file",
+            uri_file,
+            "--run-id",
+            run_id,
+            "--client-index",
+            str(index),
+            "--processes",
+            "1",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
 
 
 def _run_with_follower(
@@ -32,10 +47,21 @@ def _run_with_follower(
     follower = _follower(uri_file, run_id, 1, log)
     try:
         run = perftables.run(
-            server_uri, experiments, "smoke", str(tmp_path / f"{database}.json"),
-            database=database, variants=variants, os_path=False,
-            processes=1, client_vms=2, run_id=run_id, log=lambda _: None, overrides=overrides,
-        )  # fmt: skip
+            PerftablesRun(
+                experiments=experiments,
+                scale="smoke",
+                out=str(tmp_path / f"{database}.json"),
+                database=database,
+                variants=variants,
+                os_path="none",
+                processes=1,
+                client_vms=2,
+                run_id=run_id,
+                overrides=overrides,
+            ),
+            server_uri,
+            log=lambda _: None,
+        )
         assert follower.wait(60) == 0
     finally:
         follower.kill()
@@ -88,10 +114,20 @@ def test_a_follower_that_never_comes_fails_the_variant_not_the_run(
 ):
     monkeypatch.setattr(coordination, "READY_TIMEOUT_S", 2.0)
     run = perftables.run(
-        server_uri, ["concurrency"], "smoke", str(tmp_path / "r.json"), database="mb_vms2",
-        variants=["10, False"], os_path=False, processes=1, client_vms=2,
-        run_id=f"lonely{int(time.time() * 1000)}", log=lambda _: None,
-    )  # fmt: skip
+        PerftablesRun(
+            experiments=["concurrency"],
+            scale="smoke",
+            out=str(tmp_path / "r.json"),
+            database="mb_vms2",
+            variants=["10, False"],
+            os_path="none",
+            processes=1,
+            client_vms=2,
+            run_id=f"lonely{int(time.time() * 1000)}",
+        ),
+        server_uri,
+        log=lambda _: None,
+    )
     [r] = run["results"]
     assert r["status"] == "failed"
     assert "client VMs ready: nothing from ready-0-1 within 2 s" in r["error"]
@@ -110,10 +146,20 @@ def test_a_lonely_leader_says_what_it_waits_for_and_waits_once(server_uri, tmp_p
     monkeypatch.setattr(coordination, "Leader", leader)
     t0 = time.monotonic()
     run = perftables.run(
-        server_uri, ["concurrency"], "smoke", str(tmp_path / "r.json"), database="mb_vms3",
-        variants=["10, False", "20, True"], os_path=False, processes=1, client_vms=2,
-        run_id=f"lonely{int(time.time() * 1000)}", log=lambda _: None,
-    )  # fmt: skip
+        PerftablesRun(
+            experiments=["concurrency"],
+            scale="smoke",
+            out=str(tmp_path / "r.json"),
+            database="mb_vms3",
+            variants=["10, False", "20, True"],
+            os_path="none",
+            processes=1,
+            client_vms=2,
+            run_id=f"lonely{int(time.time() * 1000)}",
+        ),
+        server_uri,
+        log=lambda _: None,
+    )
     first, second = run["results"]
     assert "client VMs ready: nothing from ready-0-1 within 2 s" in first["error"]
     assert second["error"].endswith("not run: client VMs ready: nothing from ready-0-1 within 2 s")
@@ -137,10 +183,20 @@ def test_a_follower_that_starts_late_is_reported(uri_file, server_uri, tmp_path,
         follower = _follower(uri_file, run_id, 1, log)
         try:
             run = perftables.run(
-                server_uri, ["concurrency"], "smoke", str(tmp_path / "late.json"),
-                database="mb_vml", variants=["10, False"], os_path=False, processes=1,
-                client_vms=2, run_id=run_id, log=lines.append,
-            )  # fmt: skip
+                PerftablesRun(
+                    experiments=["concurrency"],
+                    scale="smoke",
+                    out=str(tmp_path / "late.json"),
+                    database="mb_vml",
+                    variants=["10, False"],
+                    os_path="none",
+                    processes=1,
+                    client_vms=2,
+                    run_id=run_id,
+                ),
+                server_uri,
+                log=lines.append,
+            )
             assert follower.wait(60) == 0
         finally:
             follower.kill()

@@ -9,6 +9,7 @@ from pymongo import MongoClient
 
 from mongobench.perftables import experiments as exp_mod
 from mongobench.perftables import runner as perftables
+from mongobench.perftables.request import PerftablesRun
 from mongobench.reports import results
 
 pytestmark = pytest.mark.integration
@@ -25,7 +26,8 @@ UNSUPPORTED_BY_STANDIN = {
 def test_every_experiment_runs_and_counts_what_it_did(server_uri, tmp_path):
     out = tmp_path / "r.json"
     run = perftables.run(
-        server_uri, None, "smoke", str(out), database="mb_it", os_path=str(tmp_path)
+        PerftablesRun(scale="smoke", out=str(out), database="mb_it", os_path=str(tmp_path)),
+        server_uri,
     )
     assert run == json.loads(out.read_text())
     catalog = exp_mod.load()
@@ -186,9 +188,8 @@ def test_pipelined_driver_reads_and_updates_for_real(server_uri):
     [v] = [x for x in e.resolve("smoke") if x.settings["driver"] == "pipelined"]
     v.settings.update(duration_s=None, total_ops=3000, read_proportion=0.5)
     with MongoClient(server_uri) as c:
-        res = perftables.run_variant(
-            c, "mb_wire", e, v, log=lambda m: None, os_path=False, uri=server_uri
-        )
+        request = PerftablesRun(database="mb_wire", os_path="none")
+        res = perftables.run_variant(c, e, v, request, server_uri, log=lambda m: None)
         assert not res["errors"]
         assert sum(res["ops"].values()) == 3000 and res["docs"] == 3000
         assert 1200 < res["ops"]["update"] < 1800

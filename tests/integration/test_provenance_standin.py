@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from mongobench.perftables import runner as perftables
+from mongobench.perftables.request import PerftablesRun
 from mongobench.remote import provenance
 from mongobench.reports import results
 from mongobench.sweep import runner as sweep_runner
@@ -42,13 +43,15 @@ def test_sweep_drop_reports_the_servers_version_and_engine(server_uri, tmp_path)
 
 def test_perftables_run_records_provenance_and_each_variants_start(server_uri, tmp_path):
     run = perftables.run(
+        PerftablesRun(
+            experiments=["insert_docsize"],
+            scale="smoke",
+            out=str(tmp_path / "r.json"),
+            database="mb_prov",
+            variants=["1", "4"],
+            os_path=str(tmp_path),
+        ),
         server_uri,
-        ["insert_docsize"],
-        "smoke",
-        str(tmp_path / "r.json"),
-        database="mb_prov",
-        variants=["1", "4"],
-        os_path=str(tmp_path),
     )
     assert run["provenance"] == provenance.engine()
     ok = [r for r in run["results"] if r["status"] == "ok"]

@@ -11,6 +11,7 @@ from standin_helpers import built_workdir
 
 from mongobench.perftables import quiesce
 from mongobench.perftables import runner as perftables
+from mongobench.perftables.request import PerftablesRun
 from mongobench.reports import results
 from mongobench.testbed import bed as testbed
 
@@ -111,9 +112,16 @@ def test_every_variant_but_the_first_records_its_wait(server, tmp_path, monkeypa
 
     monkeypatch.setattr(perftables, "run_variant", leaves_connections)
     run = perftables.run(
-        server.uri, ["insert_batchsize"], "smoke", str(tmp_path / "r.json"),
-        variants=["1000", "2000"], log=lines.append, os_path=False,
-    )  # fmt: skip
+        PerftablesRun(
+            experiments=["insert_batchsize"],
+            scale="smoke",
+            out=str(tmp_path / "r.json"),
+            variants=["1000", "2000"],
+            os_path="none",
+        ),
+        server.uri,
+        log=lines.append,
+    )
     first, second = run["results"]
     assert "quiesce" not in first
     assert second["quiesce"]["by"] == "connections" and not second["quiesce"]["busy"]

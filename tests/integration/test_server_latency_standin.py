@@ -4,6 +4,7 @@ keeps its own name: variants run against the stand-in, which times its own comma
 import pytest
 
 from mongobench.perftables import runner as perftables
+from mongobench.perftables.request import PerftablesRun
 from mongobench.reports import results
 
 pytestmark = pytest.mark.integration
@@ -19,10 +20,19 @@ PLAN = {
 def test_average_op_latency_is_server_side_and_plausible(server_uri, tmp_path, client_path):
     for name, (variants, kind) in PLAN.items():
         run = perftables.run(
-            server_uri, [name], "smoke", str(tmp_path / f"{name}.json"), database="mb_srvlat",
-            variants=variants, log=lambda m: None, os_path=False, client_path=client_path,
-            processes=2,
-        )  # fmt: skip
+            PerftablesRun(
+                experiments=[name],
+                scale="smoke",
+                out=str(tmp_path / f"{name}.json"),
+                database="mb_srvlat",
+                variants=variants,
+                os_path="none",
+                client_path=client_path,
+                processes=2,
+            ),
+            server_uri,
+            log=lambda m: None,
+        )
         (res,) = run["results"]
         assert res["status"] == "ok" and not res["errors"], res.get("error")
         delta = {

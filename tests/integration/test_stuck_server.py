@@ -13,6 +13,7 @@ from standin_helpers import built_workdir
 from mongobench.driver.catalog import WORKLOADS
 from mongobench.perftables import experiments as exp_mod
 from mongobench.perftables import runner as perftables
+from mongobench.perftables.request import PerftablesRun
 from mongobench.testbed import bed as testbed
 
 pytestmark = pytest.mark.integration
@@ -81,13 +82,15 @@ def test_stuck_in_prepare_fails_the_variant_within_the_bound(tmp_path, frozen_se
     lines = []
     out, elapsed = _bounded(
         lambda: perftables.run(
+            PerftablesRun(
+                experiments=["insert_batchsize"],
+                scale="smoke",
+                out=str(tmp_path / "r.json"),
+                variants=["1000", "2000"],
+                reply_timeout=BOUND_S,
+            ),
             f"{srv.uri}?{QUICK}",
-            ["insert_batchsize"],
-            "smoke",
-            str(tmp_path / "r.json"),
-            variants=["1000", "2000"],
             log=lines.append,
-            reply_timeout_s=BOUND_S,
         ),  # fmt: skip
         60,
     )
@@ -126,15 +129,13 @@ def test_stuck_in_the_timed_phase_fails_within_the_bound(frozen_server):
         out, elapsed = _bounded(
             lambda: perftables.run_variant(
                 client,
-                "mongobench",
                 experiment,
                 variants[0],
+                PerftablesRun(processes=1, reply_timeout=BOUND_S),
+                uri,
                 log=lambda m: None,
-                uri=uri,
-                processes=1,
                 on_phase=on_phase,
-                reply_timeout=BOUND_S,
-            ),  # fmt: skip
+            ),
             45,
         )
     finally:
@@ -168,11 +169,13 @@ def test_stuck_with_the_default_bound_on_the_run_client(tmp_path, frozen_server,
     lines = []
     out, elapsed = _bounded(
         lambda: perftables.run(
+            PerftablesRun(
+                experiments=["insert_batchsize"],
+                scale="smoke",
+                out=str(tmp_path / "r.json"),
+                variants=["1000"],
+            ),
             srv.uri,
-            ["insert_batchsize"],
-            "smoke",
-            str(tmp_path / "r.json"),
-            variants=["1000"],
             log=lines.append,
         ),  # fmt: skip
         60,

@@ -10,6 +10,7 @@ from pymongo import MongoClient
 
 from mongobench.core import samples as core_samples
 from mongobench.perftables import runner as perftables
+from mongobench.perftables.request import PerftablesRun
 from mongobench.reports import results
 
 pytestmark = pytest.mark.integration
@@ -30,10 +31,21 @@ def test_a_duration_bound_variant_gets_its_intervals(server_uri, tmp_path, path)
     over = {"duration_s": 2.0, "total_ops": 10**9, "preload_docs": 50, "doc_size_kb": 1,
             "threads": 4, "write_concern": 1}  # fmt: skip
     run = perftables.run(
-        server_uri, ["updateapi"], "smoke", str(tmp_path / "r.json"), database=DB,
-        variants=["0, update_one, False"], overrides=over, log=lambda m: None, os_path=False,
-        client_path=path, processes=2, interval_s=INTERVAL,
-    )  # fmt: skip
+        PerftablesRun(
+            experiments=["updateapi"],
+            scale="smoke",
+            out=str(tmp_path / "r.json"),
+            database=DB,
+            variants=["0, update_one, False"],
+            overrides=over,
+            os_path="none",
+            client_path=path,
+            processes=2,
+            interval_s=INTERVAL,
+        ),
+        server_uri,
+        log=lambda m: None,
+    )
     [r] = run["results"]
     assert r["status"] == "ok" and not r["errors"], r.get("error") or r["errors"]
     ser = r["series"]
@@ -66,10 +78,20 @@ def test_no_intervals_when_asked_for_none(server_uri, tmp_path):
     over = {"duration_s": 0.3, "total_ops": 10**9, "preload_docs": 20, "threads": 2,
             "write_concern": 1}  # fmt: skip
     run = perftables.run(
-        server_uri, ["updateapi"], "smoke", str(tmp_path / "r.json"), database=DB,
-        variants=["0, update_one, False"], overrides=over, log=lambda m: None, os_path=False,
-        processes=1, interval_s=0,
-    )  # fmt: skip
+        PerftablesRun(
+            experiments=["updateapi"],
+            scale="smoke",
+            out=str(tmp_path / "r.json"),
+            database=DB,
+            variants=["0, update_one, False"],
+            overrides=over,
+            os_path="none",
+            processes=1,
+            interval_s=0,
+        ),
+        server_uri,
+        log=lambda m: None,
+    )
     [r] = run["results"]
     assert r["status"] == "ok" and r["series"] is None
     assert not [s for s in results.to_samples(run) if core_samples.is_time_series(s)]

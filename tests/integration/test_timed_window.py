@@ -8,6 +8,7 @@ import pytest
 from pymongo import MongoClient
 
 from mongobench.perftables import runner as perftables
+from mongobench.perftables.request import PerftablesRun
 from mongobench.reports import results
 
 pytestmark = pytest.mark.integration
@@ -27,10 +28,20 @@ def _worker_wall(r: dict) -> float:
 
 def _run(uri, tmp_path, name, variant, path, overrides=None) -> dict:
     run = perftables.run(
-        uri, [name], "smoke", str(tmp_path / f"{name}-{path}.json"), database=DB,
-        variants=[variant], overrides=overrides, log=lambda m: None, os_path=False,
-        client_path=path, processes=2,
-    )  # fmt: skip
+        PerftablesRun(
+            experiments=[name],
+            scale="smoke",
+            out=str(tmp_path / f"{name}-{path}.json"),
+            database=DB,
+            variants=[variant],
+            overrides=overrides,
+            os_path="none",
+            client_path=path,
+            processes=2,
+        ),
+        uri,
+        log=lambda m: None,
+    )
     [r] = run["results"]
     assert r["status"] == "ok" and not r["errors"], r.get("error") or r["errors"]
     assert r["client_path"] == path

@@ -18,6 +18,7 @@ from mongobench.driver import connection, protocol
 from mongobench.driver.readupdate import Zipfian
 from mongobench.perftables import experiments as exp_mod
 from mongobench.perftables import runner as perftables
+from mongobench.perftables.request import PerftablesRun
 from mongobench.remote import tlscerts
 from mongobench.testbed import bed as testbed
 
@@ -87,7 +88,8 @@ def kv_pipelined(uri: str, total_ops=1000, database=DB, pymongo_uri=None, **sett
     [v] = [x for x in e.resolve("smoke") if x.settings["driver"] == "pipelined"]
     v.settings.update(duration_s=None, total_ops=total_ops, **settings)
     with pymongo.MongoClient(pymongo_uri or uri, serverSelectionTimeoutMS=5000) as c:
-        return perftables.run_variant(c, database, e, v, log=lambda m: None, os_path=False, uri=uri)
+        request = PerftablesRun(database=database, os_path="none")
+        return perftables.run_variant(c, e, v, request, uri, log=lambda m: None)
 
 
 # ---- authentication --------------------------------------------------------------------

@@ -1,5 +1,7 @@
 """Which client runs a timed phase, and how its capacity enters the results."""
 
+import json
+
 import pytest
 from test_results_report import RUN, raw_result
 
@@ -7,6 +9,7 @@ from mongobench import cli
 from mongobench.driver import sources
 from mongobench.perftables import experiments as exp_mod
 from mongobench.perftables import runner
+from mongobench.perftables.request import PerftablesRun
 from mongobench.remote import shipping
 from mongobench.reports import results
 
@@ -58,13 +61,14 @@ def test_bottleneck_divides_client_cpu_by_the_cores_it_can_use():
     assert eight["metadata"]["bottleneck"] == "none saturated (highest: client CPU 22%)"
 
 
-def test_the_client_command_carries_processes_and_path():
-    cmd = shipping.perftables_command(
-        "/w", "/w/u", "/w/o.json", None, "smoke", "db", processes=4, client_path="pymongo"
-    )
-    assert cmd.endswith("--os-path none --processes 4 --client-path pymongo")
-    bare = shipping.perftables_command("/w", "/w/u", "/w/o.json", None, "smoke", "db")
-    assert "--processes" not in bare and "--client-path" not in bare
+def test_the_client_request_carries_processes_and_path():
+    # PKB ships the run options as a request file beside target.uri, not as flags
+    cmd = shipping.perftables_command("/w", "/w/u", "/w/run.json")
+    assert cmd.endswith("--uri-file /w/u --request /w/run.json --yes")
+    sent = json.loads(PerftablesRun(processes=4, client_path="pymongo").to_json())
+    assert (sent["processes"], sent["client_path"]) == (4, "pymongo")
+    bare = json.loads(PerftablesRun().to_json())
+    assert (bare["processes"], bare["client_path"]) == (None, "multiplexed")
 
 
 def test_cli_takes_processes_and_client_path(capsys):

@@ -195,7 +195,7 @@ def test_every_command_has_examples_and_shows_defaults():
 def test_the_pkb_command_line_passes_yes():
     from mongobench.remote import shipping
 
-    cmd = shipping.perftables_command("/w", "/w/u", "/w/o.json", None, "full", "db")
+    cmd = shipping.perftables_command("/w", "/w/u", "/w/run.json")
     assert " --yes" in cmd
 
 

@@ -54,18 +54,10 @@ def test_setup_and_run_commands_quote_and_carry_no_secret(tmp_path):
     assert any("-m venv '/scratch dir/mongobench/venv'" in c for c in cmds)
     pymongo_req = next(r for r in deploy.requirements() if r.startswith("pymongo"))
     assert ">" in pymongo_req and any(f"'{pymongo_req}'" in c for c in cmds)  # '>' quoted
-    cmd = deploy.perftables_command(
-        workdir,
-        f"{workdir}/target.uri",
-        "/o.json",
-        ["insert_docsize"],
-        "smoke",
-        "mongobench",
-        overrides={"threads": 4},
-    )
+    cmd = deploy.perftables_command(workdir, f"{workdir}/target.uri", f"{workdir}/run.json")
     argv = shlex.split(cmd.split("&&", 1)[1])
     assert argv[argv.index("--uri-file") + 1] == f"{workdir}/target.uri"
-    assert argv[argv.index("--set") + 1] == "threads=4"
+    assert argv[argv.index("--request") + 1] == f"{workdir}/run.json"
     assert "--uri" not in argv
 
 

@@ -1,12 +1,14 @@
 """The bound on every wait for the server: the flag, else the URI's timeoutMS, else its
 socketTimeoutMS, else the documented default; shipped to the client VM as a flag."""
 
+import json
+
 import pytest
 
 from mongobench.driver import connection
 from mongobench.perftables import experiments as exp_mod
 from mongobench.perftables import runner
-from mongobench.remote import shipping
+from mongobench.perftables.request import PerftablesRun
 
 
 @pytest.mark.parametrize(
@@ -33,10 +35,7 @@ def test_options_carry_the_uris_reply_timeout():
     assert connection.options("mongodb://h/").reply_timeout is None
 
 
-def test_the_client_vm_command_carries_the_flag():
-    cmd = shipping.perftables_command("/w", "/w/uri", "/w/o.json", None, "smoke", "db",
-                                      reply_timeout=12.5)  # fmt: skip
-    assert "--reply-timeout 12.5" in cmd
-    assert "--reply-timeout" not in shipping.perftables_command(
-        "/w", "/w/uri", "/w/o.json", None, "smoke", "db"
-    )
+def test_the_client_vm_request_carries_the_option():
+    # PKB ships the run options as a request file (PerftablesRun) beside target.uri
+    assert json.loads(PerftablesRun(reply_timeout=12.5).to_json())["reply_timeout"] == 12.5
+    assert json.loads(PerftablesRun().to_json())["reply_timeout"] is None
