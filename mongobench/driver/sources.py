@@ -2,7 +2,7 @@
 
 A workload declared in driver.workload (its command, keys and counting, written once) is
 run here by `declared`, its multiplexed executor; pymongo runs the same declaration
-(workload.Declared.worker). The workloads not declared yet (update_api, delete, insert,
+(workload.Declared.worker). The workloads not declared yet (update_api, insert,
 mixed, bucket, read_update, and the cursor workloads of driver.cursor_sources) have a
 source here doing what their pymongo `worker` does (the same keys from the same seeds,
 the same logical operations, the same accounting of operations, documents, bytes,
@@ -37,7 +37,7 @@ from mongobench.driver.cursor_sources import micros
 from mongobench.driver.docgen import DocFactory
 from mongobench.driver.multiplex import Client, count_error
 from mongobench.driver.readupdate import Zipfian
-from mongobench.driver.workload import CursorRead, Declared
+from mongobench.driver.workload import CursorRead, Declared, KeyedDelete
 
 
 def _doc_slot(tmpl: ops.Tmpl, docs: DocFactory) -> int:
@@ -100,6 +100,8 @@ def declared(name, s, db, wc):
     d = WORKLOADS[name](None, s).declare()
     if isinstance(d, CursorRead):
         return cursor_sources.declared(d, db)
+    if isinstance(d, KeyedDelete):
+        return _deletes(d, db, wc)
     check = replies.WriteCheck(d.op)  # one per process: its memo serves every client
     field, slots, values = (2 if d.counted == "nModified" else 1), list(d.slots), d.values
     shared = None if d.doc else ops.update_tmpl(db, d.coll, d.filter, d.update, slots, wc)
@@ -128,6 +130,37 @@ def declared(name, s, db, wc):
         return _writes(
             c, buf, check, d.op, lambda buf, i: write(buf, rid, *values(rng)), field, d.expect
         )
+
+    return source
+
+
+def _deletes(d: KeyedDelete, db, wc):
+    """KeyedDelete's multiplexed executor."""
+    many, op = d.per > 1, d.op
+    t = ops.delete_tmpl(db, d.coll, d.filter, list(d.slots), wc, many=many)
+    check = replies.WriteCheck(op)
+
+    def source(c: Client):
+        run, stats = c.run, c.stats
+        record, counts = c.record, stats.ops
+        buf, write, rid = t.buffer(), t.write, c.rid
+        for lo, hi in d.steps(c.index, c.clients):
+            if run.stopped:
+                return
+            if many:
+                write(buf, rid, lo, hi)
+            else:
+                write(buf, rid, lo)
+            t0 = c.begin()
+            out = yield buf, check
+            if out[0] is not None:
+                count_error(stats, op, out[0], out[4])
+                continue
+            record(op, micros(run, t0))
+            counts[op] += 1
+            stats.docs += out[1]
+            if out[1] != hi - lo:
+                count_error(stats, "delete", "RuntimeError", d.SHORT, hi - lo - out[1])
 
     return source
 
@@ -236,48 +269,6 @@ def update_api(s, db, wc):
     return lambda c: run_ops(c, *setup(c))
 
 
-def delete(s, db, wc):
-    coll = WORKLOADS["delete"].coll_name
-    n, per = int(s["preload_docs"]), int(s["docs_per_delete"])
-    k0, k1 = ops.sentinel(0), ops.sentinel(1)
-    if per == 1:
-        op, t = "delete_one", ops.delete_tmpl(db, coll, {"_id": k0}, [k0], wc)
-    else:
-        q = {"_id": {"$gte": k0, "$lt": k1}}
-        op, t = "delete_many", ops.delete_tmpl(db, coll, q, [k0, k1], wc, many=True)
-    check = replies.WriteCheck(op)
-
-    def source(c: Client):
-        run, stats = c.run, c.stats
-        record, counts = c.record, stats.ops
-        buf = t.buffer()
-        mine = part(n, c.clients, c.index)
-        end = mine.stop
-        for lo in range(mine.start, end, per):
-            if run.stopped:
-                return
-            hi = min(end, lo + per)
-            if per == 1:
-                t.write(buf, c.rid, lo)
-            else:
-                t.write(buf, c.rid, lo, hi)
-            t0 = c.begin()
-            out = yield buf, check
-            if out[0] is not None:
-                count_error(stats, op, out[0], out[4])
-                continue
-            record(op, micros(run, t0))
-            counts[op] += 1
-            stats.docs += out[1]
-            if out[1] != hi - lo:
-                count_error(
-                    stats, "delete", "RuntimeError", "fewer documents deleted than keys",
-                    hi - lo - out[1],
-                )  # fmt: skip
-
-    return source
-
-
 def insert(s, db, wc):
     coll = "perftables"
     size, batch = int(s["doc_size_kb"] * KiB), int(s["batch_size"])
@@ -383,7 +374,6 @@ def bucket(s, db, wc):
 SOURCES = {
     "read_update": read_update,
     "update_api": update_api,
-    "delete": delete,
     "insert": insert,
     "mixed": mixed,
     "bucket": bucket,

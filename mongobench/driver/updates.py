@@ -8,7 +8,6 @@ import time
 from pymongo import ReturnDocument
 from pymongo.errors import OperationFailure, PyMongoError
 
-from mongobench.core.split import part
 from mongobench.core.units import KiB
 from mongobench.driver import ops
 from mongobench.driver.base import (
@@ -17,10 +16,9 @@ from mongobench.driver.base import (
     UpdateAudit,
     load_serial,
     register,
-    timed_call,
 )
 from mongobench.driver.docgen import DocFactory
-from mongobench.driver.workload import Declared, KeyedWrite
+from mongobench.driver.workload import Declared, KeyedDelete, KeyedWrite
 
 
 @register("hot_update")
@@ -295,7 +293,7 @@ class UpdateIndexedWorkload(UpdateAudit, Declared):
 
 
 @register("delete")
-class DeleteWorkload(TimedLoop):
+class DeleteWorkload(Declared):
     """deleteOne by key or deleteMany by key range, each key deleted once."""
 
     required = ("preload_docs", "doc_size_kb", "threads", "docs_per_delete")
@@ -322,28 +320,6 @@ class DeleteWorkload(TimedLoop):
     def audit_lost(self, expected, found):
         return max(0, found - expected)  # deletions acknowledged whose documents remain
 
-    def worker(self, idx, nthreads, stats, stop):
-        coll = self.collection(self.coll_name)
-        n = int(self.s["preload_docs"])
-        per = int(self.s["docs_per_delete"])
-        mine = part(n, nthreads, idx)
-        end = mine.stop
-        self.ready()
-        for lo in range(mine.start, end, per):
-            if stop.is_set():
-                break
-            hi = min(end, lo + per)
-            if per == 1:
-                res, ok = timed_call(stats, "delete_one", coll.delete_one, {"_id": lo})
-            else:
-                res, ok = timed_call(
-                    stats, "delete_many", coll.delete_many, {"_id": {"$gte": lo, "$lt": hi}}
-                )
-            if ok:
-                stats.docs += res.deleted_count
-                if res.deleted_count != hi - lo:
-                    stats.error(
-                        "delete",
-                        RuntimeError("fewer documents deleted than keys"),
-                        hi - lo - res.deleted_count,
-                    )
+    def declare(self):
+        return KeyedDelete(self.coll_name, int(self.s["preload_docs"]),
+                           int(self.s["docs_per_delete"]))  # fmt: skip

@@ -1,7 +1,7 @@
 """Workloads declared once, run by two executors.
 
-A declaration (`KeyedWrite`: an update or replace per operation; `CursorRead`: a find or
-aggregate read to its end) says what one client of a workload does per operation, and
+A declaration (`KeyedWrite`: an update or replace per operation; `KeyedDelete`: each key
+deleted once; `CursorRead`: a find or aggregate read to its end) says what one client of a workload does per operation, and
 nothing about how it is sent: the command (with ops.sentinel slots for what changes per operation), the
 values of one operation drawn from the client's random generator, the name the operation
 counts under and how its reply counts. Two executors run it:
@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from pymongo.errors import PyMongoError
 
+from mongobench.core.split import part
 from mongobench.driver import ops
 from mongobench.driver.base import TimedLoop
 from mongobench.driver.docgen import DocFactory
@@ -65,6 +66,45 @@ class KeyedWrite:
             raise ValueError(f"{self.op}: a replacement document (doc) is addressed by keys")
         if (self.update is None) == (self.doc is None):
             raise ValueError(f"{self.op}: an update or a replacement document (doc), not both")
+
+
+@dataclass(frozen=True)
+class KeyedDelete:
+    """Each client deletes its share (core.split.part) of the keys [0, `keys`) once, in
+    order, `per` keys an operation: deleteOne of {_id: lo} (per 1, counted as delete_one) or
+    deleteMany of {_id: {$gte: lo, $lt: hi}} (delete_many); the client stops when its keys
+    are done (data-bounded: no total_ops or duration_s). The documents deleted are counted;
+    fewer than the operation's keys is also an error under "delete", counted once a key
+    not deleted (`SHORT`), the operation still counted."""
+
+    coll: str
+    keys: int
+    per: int = 1
+
+    SHORT = "fewer documents deleted than keys"
+
+    def __post_init__(self):
+        if self.per < 1:
+            raise ValueError(f"docs_per_delete must be >= 1, not {self.per}")
+
+    @property
+    def op(self) -> str:
+        return "delete_one" if self.per == 1 else "delete_many"
+
+    @property
+    def slots(self) -> tuple:
+        return (ops.sentinel(0),) if self.per == 1 else (ops.sentinel(0), ops.sentinel(1))
+
+    @property
+    def filter(self) -> dict:
+        k = self.slots
+        return {"_id": k[0]} if self.per == 1 else {"_id": {"$gte": k[0], "$lt": k[1]}}
+
+    def steps(self, idx: int, clients: int):
+        """The (lo, hi) key ranges of client `idx` of `clients`, one an operation."""
+        mine = part(self.keys, clients, idx)
+        end = mine.stop
+        return ((lo, min(end, lo + self.per)) for lo in range(mine.start, end, self.per))
 
 
 @dataclass(frozen=True)
@@ -165,6 +205,26 @@ def _pymongo_cursor(coll, d: CursorRead, idx: int):
     return one
 
 
+def _pymongo_deletes(coll, d: KeyedDelete, idx, nthreads, stats, stop):
+    """KeyedDelete's pymongo executor: the client's whole share."""
+    fill, op = ops.filler(d.filter, d.slots), d.op
+    send = coll.delete_one if d.per == 1 else coll.delete_many
+    for lo, hi in d.steps(idx, nthreads):
+        if stop.is_set():
+            return
+        t0 = time.perf_counter_ns()
+        try:
+            n = send(fill((lo, hi))).deleted_count
+        except PyMongoError as e:
+            stats.error(op, e)
+            continue
+        stats.latency.record(op, (time.perf_counter_ns() - t0) / 1000.0)
+        stats.ops[op] += 1
+        stats.docs += n
+        if n != hi - lo:
+            stats.error("delete", RuntimeError(d.SHORT), hi - lo - n)
+
+
 PYMONGO = {KeyedWrite: _pymongo_write, CursorRead: _pymongo_cursor}
 
 
@@ -172,9 +232,13 @@ class Declared(TimedLoop):
     """A TimedLoop workload given by its declaration (`declare()`, from its settings); its
     pymongo worker is the declaration's pymongo executor."""
 
-    def declare(self) -> KeyedWrite | CursorRead:
+    def declare(self) -> KeyedWrite | KeyedDelete | CursorRead:
         raise NotImplementedError
 
     def worker(self, idx, nthreads, stats, stop):
         d = self.declare()
+        if isinstance(d, KeyedDelete):  # data-bounded, not a TimedLoop
+            self.ready()
+            _pymongo_deletes(self.collection(d.coll), d, idx, nthreads, stats, stop)
+            return
         self.loop(idx, nthreads, stats, stop, PYMONGO[type(d)](self.collection(d.coll), d, idx))

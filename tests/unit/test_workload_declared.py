@@ -13,7 +13,7 @@ import pytest
 from mongobench.driver import multiplex, ops, protocol, sources
 from mongobench.driver.base import ThreadStats
 from mongobench.driver.catalog import WORKLOADS
-from mongobench.driver.workload import CursorRead, Declared, KeyedWrite
+from mongobench.driver.workload import CursorRead, Declared, KeyedDelete, KeyedWrite
 
 OPS = 5
 DECLARED = {
@@ -31,7 +31,12 @@ DECLARED = {
     "aggregate": {"preload_docs": 1000, "doc_size_kb": 1, "group_size": 100, "threads": 1,
                   "pipeline": [{"$match": {"group": "RANDINT(0,groups)"}}]},
     "regex_prefix": {"preload_docs": 1000, "threads": 1, "prefix_len": 3, "limit": 4},
+    # data-bounded: each key deleted once (delete_many: 3 keys an operation, the last 2;
+    # every delete here deletes one document, so delete_many falls short)
+    "delete_one": {"preload_docs": OPS, "doc_size_kb": 1, "threads": 1, "docs_per_delete": 1},
+    "delete_many": {"preload_docs": 11, "doc_size_kb": 1, "threads": 1, "docs_per_delete": 3},
 }  # fmt: skip
+RUNS = {"delete_one": 5, "delete_many": 4}  # operations, where not OPS
 LIMIT = 4  # documents every cursor returns here
 
 
@@ -45,6 +50,14 @@ class FakeColl:
     def update_one(self, q, u):
         self.calls.append({"q": q, "u": u})
         return SimpleNamespace(matched_count=1, modified_count=1)
+
+    def delete_one(self, q):
+        self.calls.append({"q": q, "limit": 1})
+        return SimpleNamespace(deleted_count=1)
+
+    def delete_many(self, q):
+        self.calls.append({"q": q, "limit": 0})
+        return SimpleNamespace(deleted_count=1)
 
     def replace_one(self, q, doc):
         self.calls.append({"q": q, "u": bson.decode(doc.raw)})
@@ -73,6 +86,7 @@ class FakeColl:
 
 def _workload(case):
     name = "update_indexed" if case == "update_indexed_inc" else case
+    name = "delete" if case.startswith("delete") else name
     return name, dict(DECLARED[case], total_ops=OPS)
 
 
@@ -98,7 +112,7 @@ def run_multiplexed(case):
         except StopIteration:
             return sent, stats
         sent.append(protocol._reply_doc(bytes(data)))
-        if "update" in sent[-1]:
+        if "update" in sent[-1] or "delete" in sent[-1]:
             reply = {"n": 1, "nModified": 1, "ok": 1.0}
         else:
             batch = {"firstBatch": [{}] * LIMIT, "id": bson.Int64(0), "ns": "db.c"}
@@ -112,9 +126,11 @@ def test_both_executors_send_and_count_the_same(case):
     assert issubclass(WORKLOADS[_workload(case)[0]], Declared)
     calls, ref = run_pymongo(case)
     sent, mine = run_multiplexed(case)
-    assert len(sent) == len(calls) == OPS
+    assert len(sent) == len(calls) == RUNS.get(case, OPS)
     for body, call in zip(sent, calls, strict=True):
-        if "updates" in body:
+        if "deletes" in body:
+            assert body["deletes"][0] == call
+        elif "updates" in body:
             stmt = body["updates"][0]
             assert {"q": stmt["q"], "u": stmt["u"]} == call
         elif "aggregate" in body:
@@ -127,9 +143,20 @@ def test_both_executors_send_and_count_the_same(case):
     keys = [c.get("q", c.get("filter", c.get("pipeline"))) for c in calls]
     if case != "hot_update":  # the values change per operation
         assert len({repr(k) for k in keys}) > 1
-    assert dict(mine.ops) == dict(ref.ops) and sum(mine.ops.values()) == OPS
+    assert dict(mine.ops) == dict(ref.ops) and sum(mine.ops.values()) == RUNS.get(case, OPS)
     assert (mine.docs, mine.bytes) == (ref.docs, ref.bytes)
-    assert not mine.errors and not ref.errors
+    assert dict(mine.errors) == dict(ref.errors)
+    assert dict(mine.error_samples) == dict(ref.error_samples)
+    # delete_many's ranges [0,3) [3,6) [6,9) [9,11), one document deleted of each
+    assert dict(mine.errors) == ({"delete: RuntimeError": 7} if case == "delete_many" else {})
+
+
+def test_deletes_walk_each_clients_share_once():
+    d = WORKLOADS["delete"](None, dict(DECLARED["delete_many"], preload_docs=10)).declare()
+    assert isinstance(d, KeyedDelete) and d.op == "delete_many"
+    assert [list(d.steps(i, 2)) for i in range(2)] == [[(0, 3), (3, 5)], [(5, 8), (8, 10)]]
+    with pytest.raises(ValueError, match="docs_per_delete must be >= 1, not 0"):
+        KeyedDelete("c", 10, 0)
 
 
 def test_filler_puts_values_where_the_sentinels_are():
