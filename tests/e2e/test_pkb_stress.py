@@ -218,3 +218,48 @@ def test_stress_with_tls_on_the_test_bed(pkb_python, tmp_path, pkb_temp):
     # signing, the server's PEM after it reached the server VM
     left = set(os.listdir(f"{run_dir}/mongodb_stress/tls"))
     assert "ca.pem" in left and left.isdisjoint({"server.pem", "ca.key", "server.key"}), left
+
+
+def test_stress_steady_stop_on_the_test_bed(pkb_python, tmp_path, pkb_temp):
+    """--mongodb_stress_step_stop=steady (the default) really ends a step early: one
+    instance, a 300 s step at a rate the stand-in keeps easily, a wide tolerance (the test
+    bed's host is shared): PKB sees the status lines settle, YCSB sees its stop file and
+    ends with its summary, and the step's samples say so."""
+    state = testbed.up(str(tmp_path / "tb"))
+    t0 = time.time()
+    try:
+        p = run_pkb(
+            pkb_python,
+            "mongodb_stress",
+            state["configs"]["mongodb_stress"],
+            pkb_temp,
+            "--mongodb_stress_min_instances=1",
+            "--mongodb_stress_max_instances=1",
+            "--mongodb_stress_step_seconds=300",
+            "--mongodb_stress_steady_min_seconds=20",
+            "--mongodb_stress_steady_tolerance=0.5",
+            "--mongodb_stress_target_ops_per_client=100",
+            timeout=1200,
+        )
+    finally:
+        testbed.down(str(tmp_path / "tb"))
+    runtime = time.time() - t0
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    [run_dir] = glob.glob(str(pkb_temp / "runs" / "*"))
+    samples = [json.loads(line) for line in open(f"{run_dir}/perfkitbenchmarker_results.json")]
+    [step] = [s for s in samples if s["metric"] == "overall Throughput"]
+    [top] = [s for s in samples if s["metric"] == "Maximum Throughput"]
+    meta = labels(step)
+    assert labels(top)["step_stop"] == "steady" and labels(top)["steady_window_intervals"] == "6"
+    assert meta["steady_reached"] == "True", meta
+    # ended well before its 300 s: 6 closed 10 s intervals, then the next status poll
+    measured = float(meta["step_measured_seconds"])
+    assert 60 <= measured < 200, meta
+    assert float(meta["run_wall_seconds"]) < 240, meta
+    assert float(meta["steady_after_seconds"]) >= 60
+    # YCSB's own figure over the measured seconds, and the full step's estimate beside it
+    assert float(meta["measured_throughput"]) > 0 and step["value"] > 0
+    assert step["value"] == pytest.approx(top["value"])
+    log = open(f"{run_dir}/pkb.log").read()
+    assert re.search(r"step 1 steady after \d+ s", log)
+    assert runtime < 900
