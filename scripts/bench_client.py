@@ -218,7 +218,7 @@ def _variant(rep: dict, experiment, v, more: dict | None, uri: str, processes, *
     request = PerftablesRun(database=DB, os_path="none", processes=processes)
     res = perftables.run_variant(
         rep["standin"], experiment, variant, request, uri, log=lambda m: None
-    )
+    ).to_dict()
     if res["errors"]:
         raise RuntimeError(f"{experiment.name}/{v.label} against {uri}: {res['error_samples']}")
     return res
@@ -469,7 +469,7 @@ def scaling(client, uri: str, clients: int, seconds: float, processes: int) -> d
     [v] = [x for x in e.resolve("smoke") if x.settings["driver"] == "pymongo"]
     v.settings.update(preload_docs=20000, threads=clients, duration_s=seconds, total_ops=None)
     request = PerftablesRun(database="bench_client", os_path="none", processes=processes)
-    res = perftables.run_variant(client, e, v, request, uri, log=lambda m: None)
+    res = perftables.run_variant(client, e, v, request, uri, log=lambda m: None).to_dict()
     ops = sum(res["ops"].values())
     if res["errors"] or not ops:
         raise RuntimeError(f"scaling run: {res['errors']}")

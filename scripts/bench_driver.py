@@ -142,7 +142,9 @@ def driver_round(client, uri, records, threads, seconds, driver="pipelined", sam
         os_path=tempfile.gettempdir() if sample_os else "none",
         client_path="pymongo" if driver == "pymongo" else "multiplexed",
     )
-    res = perftables.run_variant(client, experiment, variant, request, uri, log=lambda m: None)
+    res = perftables.run_variant(
+        client, experiment, variant, request, uri, log=lambda m: None
+    ).to_dict()
     ops = sum(res["ops"].values())
     if res["errors"] or not ops:
         raise RuntimeError(f"driver errors: {res['errors']}")

@@ -43,12 +43,12 @@ from mongobench.driver.catalog import WORKLOADS
 from mongobench.measure import ossampler, serverstats
 from mongobench.perftables import coordination, identity, probe, progress, quiesce, ratesteps
 from mongobench.perftables import experiments as exp_mod
+from mongobench.perftables.result import ABSENT, RESULT_SCHEMA, VariantResult
 from mongobench.remote import provenance
 
 if typing.TYPE_CHECKING:  # request imports this module (its checks): no import cycle
     from mongobench.perftables.request import PerftablesRun
 
-RESULT_SCHEMA = 1
 # After a variant with errors, how long the server has to answer a ping before the
 # remaining variants are failed without running (each would wait for server
 # selection, 30 s by default, for a server that is gone).
@@ -320,8 +320,8 @@ def run_variant(
     log=print,
     on_phase=None,
     leader=None,
-) -> dict:
-    """One variant, end to end; returns its raw result.
+) -> VariantResult:
+    """One variant, end to end; returns its raw result (result.VariantResult).
 
     Preparation and the measurements around the timed phase go through
     pymongo (`client`); the timed phase through `timed_path`. `request` (a
@@ -417,52 +417,50 @@ def run_variant(
             f" writes are not on the server ({audit['check']}: expected {audit['expected']},"
             f" found {audit['found']}); the samples say lost_writes"
         )
-    return {
-        "schema": RESULT_SCHEMA,
-        "status": "ok",
-        "experiment": experiment.name,
-        "workload": experiment.workload,
-        "variant_index": variant.index,
-        "label": variant.label,
-        "params": variant.params,
-        "settings": variant.settings,
-        "prepared": prepared,
-        "prepare_s": prep_s,
-        "planned": workload.planned(),
+    timed.setdefault("client_vms", 1)
+    return VariantResult(
+        status="ok",
+        experiment=experiment.name,
+        workload=experiment.workload,
+        variant_index=variant.index,
+        label=variant.label,
+        params=variant.params,
+        settings=variant.settings,
+        prepared=prepared,
+        prepare_s=prep_s,
+        planned=workload.planned(),
         **timed,  # start, duration_s, stopped_early, client_process_cpu_s, client_*
-        "threads": nthreads,
-        "client_path": path,
-        "client_vms": timed.get("client_vms", 1),
-        "ops": dict(total.ops),
-        "docs": total.docs,
-        "bytes": total.bytes,
-        "errors": dict(total.errors),
-        "had_errors": bool(sum(total.errors.values())),
-        **({"server_lost": lost} if lost else {}),
-        "counters": dict(total.counters),
-        "finished": finished,
-        "audit": audit,
-        "error_samples": total.error_samples,
-        "latency": total.latency.encode(),  # open loop: from the intended send times
-        **(
-            {"open_loop": open_loop, "service_latency": total.service.encode()} if open_loop else {}
-        ),
-        "server_before": before,
+        threads=nthreads,
+        client_path=path,
+        ops=dict(total.ops),
+        docs=total.docs,
+        bytes=total.bytes,
+        errors=dict(total.errors),
+        had_errors=bool(sum(total.errors.values())),
+        server_lost=lost or ABSENT,
+        counters=dict(total.counters),
+        finished=finished,
+        audit=audit,
+        error_samples=total.error_samples,
+        latency=total.latency.encode(),  # open loop: from the intended send times
+        open_loop=open_loop or ABSENT,
+        service_latency=total.service.encode() if open_loop else ABSENT,
+        server_before=before,
         # the connections before the timed phase: the next variant's quiet check (quiesce)
-        "connections_before": ((status_before or {}).get("connections") or {}).get("current"),
-        "server_after": after,
-        "server_info": serverstats.server_info(status_after),
-        "os_client": os_summary,
-        "server_signals": server_signals,
+        connections_before=((status_before or {}).get("connections") or {}).get("current"),
+        server_after=after,
+        server_info=serverstats.server_info(status_after),
+        os_client=os_summary,
+        server_signals=server_signals,
         # per interval of the timed phase, on the common clock (core.series)
-        "series": (
+        series=(
             total.series.summary(timed["start"], timed["duration_s"])
             if total.series is not None
             else None
         ),
-        "sampler_cpu_s": os_sampler.cpu_s if os_sampler else None,
-        "os_client_device": os_sampler.device_label if os_sampler else None,
-    }
+        sampler_cpu_s=os_sampler.cpu_s if os_sampler else None,
+        os_client_device=os_sampler.device_label if os_sampler else None,
+    )
 
 
 class _PhaseSamplers:
@@ -770,6 +768,12 @@ def _run_plans(client, request: PerftablesRun, uri: str, order, doc, run: _Run):
     repeats, out_path, steps = request.repeats, request.out, request.steps
     gone = None  # why the server cannot be reached any more
     ran = None  # the last variant that ran: the next one waits until its work is done
+    done = []  # VariantResults in run order: doc["results"] holds their dicts
+
+    def write():
+        doc["results"] = [r.to_dict() for r in done]
+        write_json_atomic(out_path, doc)
+
     queue = collections.deque((e, v, r, 0, None) for e, v, r in order)
     while queue:
         experiment, v, r, step, closed = queue.popleft()
@@ -778,10 +782,10 @@ def _run_plans(client, request: PerftablesRun, uri: str, order, doc, run: _Run):
         missing = probe.lacking(v.settings, caps)
         if gone:
             res = _failed(experiment, v, f"not run: {gone}")
-            track.end(res["error"])
+            track.end(res.error)
         elif missing:
             res = _not_applicable(experiment, v, f"server lacks {', '.join(missing)}")
-            track.end(f"n/a ({res['reason']})")
+            track.end(f"n/a ({res.reason})")
         else:
             quiet = _quiet(client, request.database, ran, request.reply_timeout, name, log)
             ran = {}
@@ -791,63 +795,63 @@ def _run_plans(client, request: PerftablesRun, uri: str, order, doc, run: _Run):
                     client, experiment, v, request, uri, log, track.phase, run.leader
                 )
                 summary = _one_line(res)
-                if not sum(res["ops"].values()):
+                if not res.acknowledged:
                     # Nothing was acknowledged: there is no measurement, only errors.
-                    res.update(status="failed", error=redact.text(_nothing_acknowledged(res), uri))
-                    summary = f"FAILED {res['error']}"
+                    res.status, res.error = "failed", redact.text(_nothing_acknowledged(res), uri)
+                    summary = f"FAILED {res.error}"
             except NetworkTimeout:  # a stuck server: one line, the bound named
                 why = (
                     f"no reply from the server in {request.reply_timeout:g} s (the reply timeout:"
                     f" --reply-timeout or the URI's socketTimeoutMS) during {track.current_phase}"
                 )
                 res = _failed(experiment, v, redact.text(why, uri))
-                summary = f"FAILED {res['error']}"
+                summary = f"FAILED {res.error}"
             except Exception as e:  # noqa: BLE001 - recorded, reported, fails the run
                 res = _failed(experiment, v, redact.text(f"{type(e).__name__}: {e}", uri))
-                summary = f"FAILED {res['error']}"
+                summary = f"FAILED {res.error}"
             except KeyboardInterrupt as e:  # SIGTERM or SIGINT: kept, marked, and stop
                 sig = interrupt.of(e)
                 res = _failed(experiment, v, f"interrupted by {sig.name}")
-                res.update(interrupted=sig.name, fails_run=res["error"])
+                res.interrupted, res.fails_run = sig.name, res.error
                 if repeats > 1:
-                    res.update(repeat=r, repeats=repeats)
-                doc["results"].append(res)
+                    res.repeat, res.repeats = r, repeats
+                done.append(res)
                 doc["interrupted"] = f"{sig.name} during {experiment.name} [{v.label}]"
-                write_json_atomic(out_path, doc)
+                write()
                 track.end(f"INTERRUPTED by {sig.name}")
                 raise sig from None
             track.end(summary)
             if quiet is not None:
-                res["quiesce"] = quiet
+                res.quiesce = quiet
         if repeats > 1:
-            res.update(repeat=r, repeats=repeats)
+            res.repeat, res.repeats = r, repeats
         if steps:
             queue.extendleft(reversed(_rate_steps(experiment, v, r, step, closed, res, steps, log)))
         too_many = _error_share(res)
         if too_many:
-            res["fails_run"] = too_many
-        doc["results"].append(res)
-        write_json_atomic(out_path, doc)
-        if not gone and (res["status"] == "failed" or res.get("had_errors")):
-            why = res.get("server_lost") or reachable(client)
+            res.fails_run = too_many
+        done.append(res)
+        write()
+        if not gone and (res.status == "failed" or res.had_errors):
+            why = res.server_lost or reachable(client)
             if why:
                 gone = f"{target}: {why} (after {experiment.name} [{v.label}])"
                 doc["unreachable"] = gone
-                if res["status"] == "ok":  # a fragment measured before the server went
-                    res["fails_run"] = f"the server was lost during this variant: {why}"
-                write_json_atomic(out_path, doc)
+                if res.status == "ok":  # a fragment measured before the server went
+                    res.fails_run = f"the server was lost during this variant: {why}"
+                write()
 
 
 def _rate_steps(experiment, v, r, step, closed, res, steps, log) -> list[tuple]:
     """Marks `res` with its rate step; after a closed-loop result (step 0), the queue
     entries of its open-loop steps (none when it gave no throughput to step from)."""
     if step:
-        res["rate_step"] = ratesteps.step_record(step, steps, closed)
+        res.rate_step = ratesteps.step_record(step, steps, closed)
         return []
-    closed = ratesteps.closed_loop_rate(res)
-    res["rate_step"] = ratesteps.step_record(0, steps, closed)
+    closed = ratesteps.closed_loop_rate(res.to_dict())
+    res.rate_step = ratesteps.step_record(0, steps, closed)
     if closed is None:
-        if res.get("status") != "n/a":
+        if res.status != "n/a":
             log(f"rate steps of {experiment.name} [{v.label}] not run: its closed loop"
                 " measured no throughput")  # fmt: skip
         return []
@@ -862,9 +866,10 @@ def _quiet(client, database, ran, bound, name, log) -> dict | None:
     at most `bound` (the reply timeout); None before the first variant."""
     if ran is None:
         return None
-    limit = ran.get("connections_before")
-    if limit is not None and ran.get("client_path") != "multiplexed":
-        limit += int(ran.get("threads") or 0)  # the pymongo path's connections stay pooled
+    limit = getattr(ran, "connections_before", None)  # ran: {} when it raised
+    limit = None if limit is ABSENT else limit
+    if limit is not None and ran.client_path != "multiplexed":
+        limit += int(ran.threads or 0)  # the pymongo path's connections stay pooled
     q = quiesce.wait(client, database, bound, limit)
     msg = quiesce.line(q, bound, name)
     if msg:
@@ -877,11 +882,11 @@ def _quiet(client, database, ran, bound, name, log) -> dict | None:
 ERROR_SHARE_LIMIT = 0.01
 
 
-def _error_share(res: dict) -> str | None:
-    if res.get("status") != "ok":
+def _error_share(res: VariantResult) -> str | None:
+    if res.status != "ok":
         return None
-    errors = sum((res.get("errors") or {}).values())
-    total = errors + sum(res["ops"].values())
+    errors = sum((res.errors or {}).values())
+    total = errors + res.acknowledged
     if not total or errors / total <= ERROR_SHARE_LIMIT:
         return None
     return (
@@ -890,55 +895,49 @@ def _error_share(res: dict) -> str | None:
     )
 
 
-def _failed(experiment, variant, error: str) -> dict:
-    return {
-        "schema": RESULT_SCHEMA,
-        "status": "failed",
-        "experiment": experiment.name,
-        "label": variant.label,
-        "variant_index": variant.index,
-        "params": variant.params,
-        "settings": variant.settings,
-        "error": error,
-    }
+def _failed(experiment, variant, error: str) -> VariantResult:
+    return _unmeasured("failed", experiment, variant, error=error)
 
 
-def _not_applicable(experiment, variant, why: str) -> dict:
+def _not_applicable(experiment, variant, why: str) -> VariantResult:
     """A variant the server cannot run: reported `n/a (why)`, never FAILED."""
-    return {
-        "schema": RESULT_SCHEMA,
-        "status": "n/a",
-        "experiment": experiment.name,
-        "label": variant.label,
-        "variant_index": variant.index,
-        "params": variant.params,
-        "settings": variant.settings,
-        "reason": why,
-    }
+    return _unmeasured("n/a", experiment, variant, reason=why)
 
 
-def _nothing_acknowledged(res: dict) -> str:
-    errors = res.get("errors") or {}
+def _unmeasured(status, experiment, variant, **why) -> VariantResult:
+    return VariantResult(
+        status=status,
+        experiment=experiment.name,
+        label=variant.label,
+        variant_index=variant.index,
+        params=variant.params,
+        settings=variant.settings,
+        **why,
+    )
+
+
+def _nothing_acknowledged(res: VariantResult) -> str:
+    errors = res.errors or {}
     if not errors:
         return "no operation was acknowledged (and none failed: nothing was measured)"
     kinds = "; ".join(f"{k}={n}" for k, n in sorted(errors.items()))
-    sample = next(iter((res.get("error_samples") or {}).values()), "")
+    sample = next(iter((res.error_samples or {}).values()), "")
     return (
         f"no operation was acknowledged; {sum(errors.values())} failed ({kinds})"
         + (f": {sample}" if sample else "")
     )[:1000]
 
 
-def _one_line(res: dict) -> str:
-    ops = sum(res["ops"].values())
-    errors = sum(res["errors"].values())
-    ol = res.get("open_loop")
+def _one_line(res: VariantResult) -> str:
+    ops = res.acknowledged
+    errors = sum(res.errors.values())
+    ol = res.open_loop
     offered = (
         f", {ol['achieved_ops_per_s']:.0f} of {ol['target_ops_per_s']:g} ops/s offered"
         if ol
         else ""
     )
     return (
-        f"{ops} ops, {res['docs']} docs in {res['duration_s']:.2f}s "
-        f"({res['docs'] / max(res['duration_s'], 1e-9):.0f} docs/s), {errors} errors{offered}"
+        f"{ops} ops, {res.docs} docs in {res.duration_s:.2f}s "
+        f"({res.docs / max(res.duration_s, 1e-9):.0f} docs/s), {errors} errors{offered}"
     )

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from mongobench.perftables.request import PerftablesRun
+from mongobench.perftables.result import VariantResult
 
 pytestmark = pytest.mark.integration
 
@@ -43,5 +44,7 @@ def test_run_from_a_request_file(uri_file, tmp_path):
     ]
     assert all(r["threads"] == 2 and r["client_processes"] == 1 for r in run["results"])
     assert all(r["series"] is None for r in run["results"])
+    # every key of a written result is a VariantResult field, and nothing else is written
+    assert all(VariantResult.from_dict(r).to_dict() == r for r in run["results"])
     metrics = {s["metric"] for s in json.loads(samples.read_text())}
     assert "Document Throughput" in metrics

@@ -135,7 +135,7 @@ def test_stuck_in_the_timed_phase_fails_within_the_bound(frozen_server):
                 uri,
                 log=lambda m: None,
                 on_phase=on_phase,
-            ),
+            ).to_dict(),
             45,
         )
     finally:

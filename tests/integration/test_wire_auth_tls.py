@@ -89,7 +89,7 @@ def kv_pipelined(uri: str, total_ops=1000, database=DB, pymongo_uri=None, **sett
     v.settings.update(duration_s=None, total_ops=total_ops, **settings)
     with pymongo.MongoClient(pymongo_uri or uri, serverSelectionTimeoutMS=5000) as c:
         request = PerftablesRun(database=database, os_path="none")
-        return perftables.run_variant(c, e, v, request, uri, log=lambda m: None)
+        return perftables.run_variant(c, e, v, request, uri, log=lambda m: None).to_dict()
 
 
 # ---- authentication --------------------------------------------------------------------
