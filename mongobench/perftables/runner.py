@@ -335,8 +335,7 @@ def run_variant(
     `leader`: a coordination.Leader when several client VMs share timed phases.
     """
     database, max_seconds, client_path = request.database, request.max_seconds, request.client_path
-    processes, interval_s = request.processes, request.interval_s or None
-    reply_timeout = request.reply_timeout or DEFAULT_REPLY_TIMEOUT_S
+    interval_s = request.interval_s or None
     os_path, os_interval = request.sampler_path, OS_INTERVAL_S
     on_phase = on_phase or (lambda name, planned_s=None: None)
     workload_cls = WORKLOADS.get(experiment.workload)
@@ -372,9 +371,8 @@ def run_variant(
     try:
         if path == "multiplexed":
             timed = _timed_multiplexed(
-                uri, database, experiment.workload, workload, nthreads, sampler, max_seconds,
-                processes, leader, reply_timeout, interval_s,
-            )  # fmt: skip
+                uri, request, experiment.workload, workload, nthreads, sampler, leader
+            )
         else:
             timed = _timed_threads(workload, nthreads, sampler, max_seconds, interval_s)
     except BaseException:
@@ -565,13 +563,14 @@ def _timed_threads(workload, nthreads: int, sampler, max_seconds, interval_s=Non
     }
 
 
-def _timed_multiplexed(
-    uri, database, name, workload, nthreads, sampler, max_seconds, processes, leader=None,
-    reply_timeout=DEFAULT_REPLY_TIMEOUT_S, interval_s=None,
-):  # fmt: skip
+def _timed_multiplexed(uri, request, name, workload, nthreads, sampler, leader=None):
     """The timed phase as `nthreads` virtual clients over worker processes (and over
     every client VM with a coordination `leader`); the client CPU is the workers'
-    (over their timed phases) plus this process's."""
+    (over their timed phases) plus this process's. `request`: the run options (database,
+    max_seconds, processes, reply_timeout, interval_s; see run_variant)."""
+    database, max_seconds, processes = request.database, request.max_seconds, request.processes
+    reply_timeout = request.reply_timeout or DEFAULT_REPLY_TIMEOUT_S
+    interval_s = request.interval_s or None
     s = workload.s
     sources.check_bounds(name, s)
     wc = ops.write_concern(s.get("write_concern"), connection.options(uri).write_concern)
