@@ -205,11 +205,11 @@ CASES = [
          replay=E2E + "test_refused_before_anything_is_provisioned"),
     Case("W18", "report on a file it has nothing to say about exits 0",
          ("report", "--pkb-results", "{other}"),
-         ("mongobench report: {other}: 1 sample(s), none of them a Performance Tables or"
-          " sweep sample",)),
+         ("mongobench report: {other}: 1 sample(s), none of them a Performance Tables,"
+          " sweep or stress sample",)),
     Case("W18", "report on an empty file exits 0", ("report", "--pkb-results", "{empty}"),
-         ("mongobench report: {empty}: 0 sample(s), none of them a Performance Tables or"
-          " sweep sample",)),
+         ("mongobench report: {empty}: 0 sample(s), none of them a Performance Tables,"
+          " sweep or stress sample",)),
     Case("W19", "a leader without followers: 180 s per variant",
          replay=REPLAYED_ELSEWHERE["W19"]),
     Case("W20", "... its heartbeat says 'timed phase 2m00s'", replay=REPLAYED_ELSEWHERE["W20"]),
