@@ -138,22 +138,29 @@ def after_pkb_case(scratch=None):
 STOP_BOUND_S = 180  # from the signal to PKB's end, Cleanup included, on a loaded 2-core host
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_B5_a_signal_to_pkb_mid_variant_runs_cleanup(pkb_python, tmp_path, pkb_temp, signum):
-    # bad 2: Ctrl-C on ./pkb.py left two engine workers running for about 30 s, their work
-    # directory already deleted (Cleanup sent TERM to the engine's PID only); SIGTERM to
-    # pkb.py ended PKB without its Cleanup, and the detached engine ran to its end.
+def _two_variants_through_pkb(pkb_python, tmp_path, pkb_temp, duration_s, processes):
+    """./pkb.py started (not waited for) on update_fields' two variants against the bed."""
     state, vm, scratch = bed_vm(tmp_path)
     flags = {
         "mongodb_perftables_uri_file": state["uri_file"],
         "mongodb_perftables_scale": "smoke",
         "mongodb_perftables_experiments": "update_fields",
         "mongodb_perftables_variants": TWO_VARIANTS,
-        "mongodb_perftables_set": "duration_s=300",
-        "mongodb_perftables_client_processes": 2,
+        "mongodb_perftables_set": f"duration_s={duration_s}",
+        "mongodb_perftables_client_processes": processes,
     }
     config = config_with(tmp_path / "p.yaml", "mongodb_perftables", vm, flags)
-    proc = _start_pkb(pkb_python, config, pkb_temp)
+    return state, scratch, _start_pkb(pkb_python, config, pkb_temp)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_B5_a_signal_to_pkb_mid_variant_runs_cleanup(pkb_python, tmp_path, pkb_temp, signum):
+    # bad 2: Ctrl-C on ./pkb.py left two engine workers running for about 30 s, their work
+    # directory already deleted (Cleanup sent TERM to the engine's PID only); SIGTERM to
+    # pkb.py ended PKB without its Cleanup, and the detached engine ran to its end.
+    state, scratch, proc = _two_variants_through_pkb(
+        pkb_python, tmp_path, pkb_temp, duration_s=300, processes=2
+    )
     try:
         _wait_log(pkb_temp, "[1/2] update_fields/1, 500000, plain: running", proc)
         deadline = time.monotonic() + 60  # the timed phase: the engine and two workers
@@ -239,17 +246,9 @@ def _status(temp_dir) -> dict:
 def test_B2_a_server_killed_in_the_last_variant_fails_the_pkb_run(pkb_python, tmp_path, pkb_temp):
     # bad 1: the server died during the last variant after some operations were
     # acknowledged; PKB said SUCCEEDED and published the fragment as that variant's figures
-    state, vm, scratch = bed_vm(tmp_path)
-    flags = {
-        "mongodb_perftables_uri_file": state["uri_file"],
-        "mongodb_perftables_scale": "smoke",
-        "mongodb_perftables_experiments": "update_fields",
-        "mongodb_perftables_variants": TWO_VARIANTS,
-        "mongodb_perftables_set": "duration_s=20",
-        "mongodb_perftables_client_processes": 1,
-    }
-    config = config_with(tmp_path / "p.yaml", "mongodb_perftables", vm, flags)
-    proc = _start_pkb(pkb_python, config, pkb_temp)
+    state, scratch, proc = _two_variants_through_pkb(
+        pkb_python, tmp_path, pkb_temp, duration_s=20, processes=1
+    )
     try:
         _wait_log(pkb_temp, "[2/2] update_fields/10, 500000, plain: running", proc)
         time.sleep(3.0)  # some operations of the last variant are acknowledged
