@@ -2,10 +2,9 @@
 
 A workload declared in driver.workload (its command, keys and counting, written once) is
 run here by `declared`, its multiplexed executor; pymongo runs the same declaration
-(workload.Declared.worker). The workloads not declared yet (update_api, insert,
-mixed, bucket, read_update, and the cursor workloads of driver.cursor_sources) have a
-source here doing what their pymongo `worker` does (the same keys from the same seeds,
-the same logical operations, the same accounting of operations, documents, bytes,
+(workload.Declared.worker). The workloads not declared yet (insert, mixed's inserts,
+bucket) have a source here doing what their pymongo `worker` does (the same keys from
+the same seeds, the same logical operations, the same accounting of operations, documents, bytes,
 counters and errors, under the same names), over pre-encoded requests:
 `make(workload, settings, database, wc)` returns the source for `multiplex.Loop`. Setup
 and preparation stay on pymongo (the workload's `prepare`); the cross-path test compares
@@ -36,8 +35,7 @@ from mongobench.driver.catalog import WORKLOADS
 from mongobench.driver.cursor_sources import micros
 from mongobench.driver.docgen import DocFactory
 from mongobench.driver.multiplex import Client, count_error
-from mongobench.driver.readupdate import Zipfian
-from mongobench.driver.workload import CursorRead, Declared, KeyedDelete
+from mongobench.driver.workload import CursorRead, Declared, KeyedDelete, KeyedMix, KeyedUpsert
 
 
 def _doc_slot(tmpl: ops.Tmpl, docs: DocFactory) -> int:
@@ -102,6 +100,10 @@ def declared(name, s, db, wc):
         return cursor_sources.declared(d, db)
     if isinstance(d, KeyedDelete):
         return _deletes(d, db, wc)
+    if isinstance(d, KeyedMix):
+        return _mix(d, db, wc)
+    if isinstance(d, KeyedUpsert):
+        return _upsert(d, db, wc)
     check = replies.WriteCheck(d.op)  # one per process: its memo serves every client
     field, slots, values = (2 if d.counted == "nModified" else 1), list(d.slots), d.values
     shared = None if d.doc else ops.update_tmpl(db, d.coll, d.filter, d.update, slots, wc)
@@ -163,110 +165,6 @@ def _deletes(d: KeyedDelete, db, wc):
                 count_error(stats, "delete", "RuntimeError", d.SHORT, hi - lo - out[1])
 
     return source
-
-
-def read_update(s, db, wc):
-    coll = WORKLOADS["read_update"].coll_name
-    n, reads = int(s["preload_docs"]), float(s["read_proportion"])
-    k0, k1 = ops.sentinel(0), ops.sentinel(1)
-    read_t = ops.find_tmpl(db, coll, {"_id": k0}, [k0], limit=1, single=True)
-    update_t = ops.update_tmpl(db, coll, {"_id": k0}, {"$set": {"n0": k1}}, [k0, k1], wc)
-
-    zipf = Zipfian(n)  # immutable: shared by the clients, as the reply checks are
-    rcheck, ucheck = replies.CursorCheck("read"), replies.WriteCheck("update")
-
-    def source(c: Client):
-        rng = random.Random(c.index + 1)
-        rand, run, stats = rng.random, c.run, c.stats
-        next_key = zipf.sampler(rand)  # zipf.key(rand()) as one closure
-        record, counts = c.record, stats.ops
-        rbuf, ubuf = read_t.buffer(), update_t.buffer()
-        rwrite, uwrite = read_t.write, update_t.write
-        for i in c.ops():
-            if run.stopped:
-                return
-            key = next_key()
-            if rand() < reads:  # a read's error message is its reply's field 3
-                rwrite(rbuf, c.rid, key)
-                buf, check, op, msg = rbuf, rcheck, "read", 3
-            else:
-                uwrite(ubuf, c.rid, key, i)
-                buf, check, op, msg = ubuf, ucheck, "update", 4
-            t0 = c.begin()
-            out = yield buf, check
-            if out[0] is not None:
-                count_error(stats, op, out[0], out[msg])
-                continue
-            record(op, micros(run, t0))
-            if out[1] == 1 or msg == 4:  # a read finds its one document
-                counts[op] += 1
-                stats.docs += out[1]
-            else:
-                count_error(stats, "read", "RuntimeError", "document not found")
-
-    return source
-
-
-def update_api(s, db, wc):
-    coll = WORKLOADS["update_api"].coll_name
-    n, upsert, pct, fn = (
-        int(s["preload_docs"]), bool(s.get("upsert")), float(s["percent_new"]), s["function"],
-    )  # fmt: skip
-    size = int(s["doc_size_kb"] * KiB)
-    k0 = ops.sentinel(0)
-
-    def setup(c: Client):
-        docs = DocFactory(size, "serial", seed=c.index + 1).prepare(1)
-        full = _placeholder(docs)
-        update = {"$inc": {"count": 1}, "$setOnInsert": full}
-        if fn == "update_one":
-            t = ops.update_tmpl(db, coll, {"_id": k0}, update, [k0], wc, upsert=upsert)
-        else:
-            t = ops.find_and_modify_tmpl(db, coll, {"_id": k0}, update, [k0], wc, upsert=upsert)
-        ins = ops.Tmpl(ops._with_wc({"insert": coll, "ordered": True, "documents": [full],
-                                     "$db": db}, wc))  # fmt: skip
-        return docs, t, ins, _doc_slot(t, docs), _doc_slot(ins, docs)
-
-    check = replies.WriteCheck(fn) if fn == "update_one" else replies.FindAndModifyCheck(fn)
-    ins_check = replies.WriteCheck(fn)
-
-    def run_ops(c: Client, docs, t, ins, at, ins_at):
-        dn = docs.size
-        rng = random.Random(c.index + 1)
-        run, stats = c.run, c.stats
-        record, counts, counters = c.record, stats.ops, stats.counters
-        buf, ibuf = t.buffer(), ins.buffer()
-        new_base = n * (c.index + 1) + 10**9  # disjoint new keys per client
-        for i in c.ops():
-            if run.stopped:
-                return
-            is_new = pct > 0 and rng.random() * 100 < pct
-            key = new_base + i if is_new else rng.randrange(n)
-            t.write(buf, c.rid, key)
-            docs.write(buf, at, 1, (key,))
-            t0 = c.begin()
-            out = yield buf, check
-            if out[0] is not None:
-                count_error(stats, fn, out[0], out[4] if fn == "update_one" else out[3])
-                continue
-            missed = (out[1] == 0 and out[3] == 0) if fn == "update_one" else not out[1]
-            if missed and not upsert:
-                ins.write(ibuf, c.rid)
-                ibuf[ins_at : ins_at + dn] = buf[at : at + dn]
-                out = yield ibuf, ins_check
-                if out[0] is not None:
-                    count_error(stats, fn, out[0], out[4])
-                    continue
-                counters["fallback_inserts"] += 1
-            elif missed:
-                count_error(stats, fn, "RuntimeError", "upsert neither matched nor inserted")
-                continue
-            record(fn, micros(run, t0))
-            counts[fn] += 1
-            counters["new_keys" if is_new else "existing_keys"] += 1
-            stats.docs += 1
-
-    return lambda c: run_ops(c, *setup(c))
 
 
 def insert(s, db, wc):
@@ -371,9 +269,107 @@ def bucket(s, db, wc):
     return source
 
 
+# ----------------------------------------------------------------------------- keyed mix, upsert
+
+
+def _mix(d: KeyedMix, db, wc):
+    """KeyedMix's multiplexed executor: the read and the update share one round trip."""
+    read_t, update_t = d.templates(db, wc)
+    reads, read, update, not_found = d.reads, d.READ, d.UPDATE, d.NOT_FOUND
+    # immutable, shared by the clients: the key distribution and the reply checks
+    rcheck, ucheck = replies.CursorCheck(read), replies.WriteCheck(update)
+
+    def source(c: Client):
+        rng = random.Random(c.index + 1)
+        rand, run, stats = rng.random, c.run, c.stats
+        next_key = d.keys.sampler(rand)  # d.keys.key(rand()) as one closure
+        record, counts = c.record, stats.ops
+        rbuf, ubuf = read_t.buffer(), update_t.buffer()
+        rwrite, uwrite = read_t.write, update_t.write
+        for i in c.ops():
+            if run.stopped:
+                return
+            key = next_key()
+            if rand() < reads:  # a read's error message is its reply's field 3
+                rwrite(rbuf, c.rid, key)
+                buf, check, op, msg = rbuf, rcheck, read, 3
+            else:
+                uwrite(ubuf, c.rid, key, i)
+                buf, check, op, msg = ubuf, ucheck, update, 4
+            t0 = c.begin()
+            out = yield buf, check
+            if out[0] is not None:
+                count_error(stats, op, out[0], out[msg])
+                continue
+            record(op, micros(run, t0))
+            if out[1] == 1 or msg == 4:  # a read finds its one document
+                counts[op] += 1
+                stats.docs += out[1]
+            else:
+                count_error(stats, read, "RuntimeError", not_found)
+
+    return source
+
+
+def _upsert(d: KeyedUpsert, db, wc):
+    """KeyedUpsert's multiplexed executor: the statement, then on a miss without upsert
+    the insert of the document it carried (copied from the statement's bytes)."""
+    fn, upsert, k0 = d.fn, d.upsert, ops.sentinel(0)
+
+    def setup(c: Client):
+        docs = d.doc(c.index).prepare(1)
+        full = _placeholder(docs)
+        update = d.update(full)
+        if fn == "update_one":
+            t = ops.update_tmpl(db, d.coll, {"_id": k0}, update, [k0], wc, upsert=upsert)
+        else:
+            t = ops.find_and_modify_tmpl(db, d.coll, {"_id": k0}, update, [k0], wc, upsert=upsert)
+        ins = ops.Tmpl(ops._with_wc({"insert": d.coll, "ordered": True, "documents": [full],
+                                     "$db": db}, wc))  # fmt: skip
+        return docs, t, ins, _doc_slot(t, docs), _doc_slot(ins, docs)
+
+    check = replies.WriteCheck(fn) if fn == "update_one" else replies.FindAndModifyCheck(fn)
+    ins_check = replies.WriteCheck(fn)
+
+    def run_ops(c: Client, docs, t, ins, at, ins_at):
+        dn = docs.size
+        rng = random.Random(c.index + 1)
+        run, stats = c.run, c.stats
+        record, counts, counters = c.record, stats.ops, stats.counters
+        buf, ibuf = t.buffer(), ins.buffer()
+        base, draw = d.new_base(c.index), d.draw
+        for i in c.ops():
+            if run.stopped:
+                return
+            key, is_new = draw(rng, base, i)
+            t.write(buf, c.rid, key)
+            docs.write(buf, at, 1, (key,))
+            t0 = c.begin()
+            out = yield buf, check
+            if out[0] is not None:
+                count_error(stats, fn, out[0], out[4] if fn == "update_one" else out[3])
+                continue
+            missed = (out[1] == 0 and out[3] == 0) if fn == "update_one" else not out[1]
+            if missed and not upsert:
+                ins.write(ibuf, c.rid)
+                ibuf[ins_at : ins_at + dn] = buf[at : at + dn]
+                out = yield ibuf, ins_check
+                if out[0] is not None:
+                    count_error(stats, fn, out[0], out[4])
+                    continue
+                counters["fallback_inserts"] += 1
+            elif missed:
+                count_error(stats, fn, "RuntimeError", d.MISSED)
+                continue
+            record(fn, micros(run, t0))
+            counts[fn] += 1
+            counters["new_keys" if is_new else "existing_keys"] += 1
+            stats.docs += 1
+
+    return lambda c: run_ops(c, *setup(c))
+
+
 SOURCES = {
-    "read_update": read_update,
-    "update_api": update_api,
     "insert": insert,
     "mixed": mixed,
     "bucket": bucket,

@@ -3,22 +3,14 @@
 from __future__ import annotations
 
 import datetime
-import time
 
-from pymongo import ReturnDocument
-from pymongo.errors import OperationFailure, PyMongoError
+from pymongo.errors import OperationFailure
 
 from mongobench.core.units import KiB
 from mongobench.driver import ops
-from mongobench.driver.base import (
-    META,
-    TimedLoop,
-    UpdateAudit,
-    load_serial,
-    register,
-)
+from mongobench.driver.base import META, UpdateAudit, load_serial, register
 from mongobench.driver.docgen import DocFactory
-from mongobench.driver.workload import Declared, KeyedDelete, KeyedWrite
+from mongobench.driver.workload import Declared, KeyedDelete, KeyedUpsert, KeyedWrite
 
 
 @register("hot_update")
@@ -64,7 +56,7 @@ class HotUpdateWorkload(Declared):
 
 
 @register("update_api")
-class UpdateApiWorkload(TimedLoop):
+class UpdateApiWorkload(Declared):
     """updateOne vs findOneAndUpdate, upsert vs insert-on-miss, with a share of new keys.
 
     Settings: preload_docs, doc_size_kb, threads, total_ops, function
@@ -75,13 +67,9 @@ class UpdateApiWorkload(TimedLoop):
 
     required = ("preload_docs", "doc_size_kb", "threads", "total_ops", "function", "percent_new")
     coll_name = "upsert"
-    FUNCTIONS = ("update_one", "find_one_and_update")
 
     def prepare(self):
-        if self.s["function"] not in self.FUNCTIONS:
-            raise ValueError(
-                f"function must be one of {self.FUNCTIONS}, not {self.s['function']!r}"
-            )
+        self.declare()  # refuses an unknown function
         n = int(self.s["preload_docs"])
         reused = load_serial(self, self.coll_name, n, self.s["doc_size_kb"], lambda i: {}, "plain")
         # Remove what earlier variants inserted, so every variant starts equal.
@@ -96,44 +84,14 @@ class UpdateApiWorkload(TimedLoop):
     def audit_expected(self, baseline, stats):
         return baseline + int(stats.counters.get("new_keys", 0))
 
-    def worker(self, idx, nthreads, stats, stop):
-        coll = self.collection(self.coll_name)
-        n = int(self.s["preload_docs"])
-        upsert = bool(self.s.get("upsert"))
-        pct = float(self.s["percent_new"])
-        fn = self.s["function"]
-        factory = DocFactory(int(self.s["doc_size_kb"] * KiB), "serial", seed=idx + 1)
-        new_base = n * (idx + 1) + 10**9  # disjoint new keys per thread
-
-        def op(rng, i, stats, idx):
-            is_new = pct > 0 and rng.random() * 100 < pct
-            key = new_base + i if is_new else rng.randrange(n)
-            full = factory.make(_id=key)
-            update = {"$inc": {"count": 1}, "$setOnInsert": full}
-            t0 = time.perf_counter_ns()
-            try:
-                if fn == "update_one":
-                    hit = coll.update_one({"_id": key}, update, upsert=upsert)
-                    missed = hit.matched_count == 0 and hit.upserted_id is None
-                else:
-                    hit = coll.find_one_and_update(
-                        {"_id": key}, update, upsert=upsert, return_document=ReturnDocument.AFTER
-                    )
-                    missed = hit is None
-                if missed and not upsert:
-                    coll.insert_one(full)
-                    stats.counters["fallback_inserts"] += 1
-                elif missed:
-                    raise RuntimeError("upsert neither matched nor inserted")
-            except PyMongoError as e:
-                stats.error(fn, e)
-                return
-            stats.latency.record(fn, (time.perf_counter_ns() - t0) / 1000.0)
-            stats.ops[fn] += 1
-            stats.counters["new_keys" if is_new else "existing_keys"] += 1
-            stats.docs += 1
-
-        self.loop(idx, nthreads, stats, stop, op)
+    def declare(self):
+        size = int(self.s["doc_size_kb"] * KiB)
+        return KeyedUpsert(
+            self.s["function"], self.coll_name, int(self.s["preload_docs"]),
+            float(self.s["percent_new"]), bool(self.s.get("upsert")),
+            doc=lambda idx: DocFactory(size, "serial", seed=idx + 1),
+            update=lambda doc: {"$inc": {"count": 1}, "$setOnInsert": doc},
+        )  # fmt: skip
 
 
 @register("update_fields")

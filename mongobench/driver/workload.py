@@ -1,8 +1,10 @@
 """Workloads declared once, run by two executors.
 
 A declaration (`KeyedWrite`: an update or replace per operation; `KeyedDelete`: each key
-deleted once; `CursorRead`: a find or aggregate read to its end) says what one client of a workload does per operation, and
-nothing about how it is sent: the command (with ops.sentinel slots for what changes per operation), the
+deleted once; `CursorRead`: a find or aggregate read to its end; `KeyedMix`: a read or an
+update by a zipfian key, by weight; `KeyedUpsert`: an update by key that may miss, then
+inserts) says what one client of a workload does per operation, and nothing about how it
+is sent: the command (with ops.sentinel slots for what changes per operation), the
 values of one operation drawn from the client's random generator, the name the operation
 counts under and how its reply counts. Two executors run it:
 
@@ -10,7 +12,9 @@ counts under and how its reply counts. Two executors run it:
   encoded once per client
   (ops.Tmpl), the values patched into its bytes per operation, the reply checked in place;
 - pymongo (`Declared.worker`, the reference path and the one set-up uses): the same
-  command through the collection API, the values put into it (ops.filler).
+  command through the collection API, the values put into it (ops.filler);
+- and for a KeyedMix, read_update's pipelined driver
+  (`readupdate.ReadUpdateWorkload._pipelined`: batches in flight on one connection).
 
 Both draw the same values from the same seeds in the same order and count the same
 operations, documents, bytes and errors under the same names, which the cross-path test
@@ -24,12 +28,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pymongo import ReturnDocument
 from pymongo.errors import PyMongoError
 
 from mongobench.core.split import part
 from mongobench.driver import ops
 from mongobench.driver.base import TimedLoop
 from mongobench.driver.docgen import DocFactory
+from mongobench.driver.zipfian import Zipfian
 
 
 @dataclass(frozen=True)
@@ -225,14 +231,156 @@ def _pymongo_deletes(coll, d: KeyedDelete, idx, nthreads, stats, stop):
             stats.error("delete", RuntimeError(d.SHORT), hi - lo - n)
 
 
-PYMONGO = {KeyedWrite: _pymongo_write, CursorRead: _pymongo_cursor}
+# ----------------------------------------------------------------------------- keyed mix and upsert
+# (read_update, update_api)
+
+
+@dataclass(frozen=True)
+class KeyedMix:
+    """A weighted mix of a read and an update by key (YCSB's core workload), `total_ops` or
+    `duration_s` operations per variant. Each operation draws from random.Random(client
+    index + 1), in this order, its key (`keys`: a Zipfian over [0, keys.n); keys.key of one
+    rng.random(), or keys.sampler(rng.random) as one closure) and u = rng.random(): u <
+    `reads` makes it a read, a find_one of `filter` (counted under READ, with the document
+    it found; none found is an error NOT_FOUND under READ, after its latency is recorded),
+    else an update of `filter` by `update` (slots: the key, then the operation's number;
+    counted under UPDATE, with the documents it matched)."""
+
+    coll: str
+    keys: Zipfian
+    reads: float
+    filter: dict
+    update: dict
+    slots: tuple
+
+    READ, UPDATE, NOT_FOUND = "read", "update", "document not found"
+
+    def __post_init__(self):
+        if len(self.slots) != 2:
+            raise ValueError("a keyed mix's slots are its key and the operation's number")
+
+    def templates(self, db: str, wc: dict | None) -> tuple[ops.Tmpl, ops.Tmpl]:
+        """The read's and the update's requests as the wire executors send them (the find
+        as pymongo's find_one: limit 1, single batch)."""
+        key = list(self.slots[:1])
+        read = ops.find_tmpl(db, self.coll, self.filter, key, limit=1, single=True)
+        return read, ops.update_tmpl(db, self.coll, self.filter, self.update, list(self.slots), wc)
+
+
+@dataclass(frozen=True)
+class KeyedUpsert:
+    """An update by key that may miss (update_api), `total_ops` or `duration_s` operations
+    per variant. Each operation draws from random.Random(client index + 1) whether its key
+    is new (`draw`: `percent_new` percent of them, a key of the client's own beyond the
+    data) or one of [0, `keys`), then sends `fn` (update_one: an update; or
+    find_one_and_update: a findAndModify returning the new document) of {_id: key} with
+    `update(document)`, the document a fresh one of `doc(client index)` with the key as its
+    `_id`, and `upsert`. A miss without upsert inserts that document (in the operation's
+    latency; counted as fallback_inserts); a miss with upsert is an error (MISSED). Each
+    operation is counted under `fn` with one document, and as new_keys or existing_keys."""
+
+    fn: str
+    coll: str
+    keys: int
+    percent_new: float
+    upsert: bool
+    doc: Callable[[int], DocFactory]
+    update: Callable[[object], dict]
+
+    FUNCTIONS = ("update_one", "find_one_and_update")
+    MISSED = "upsert neither matched nor inserted"
+
+    def __post_init__(self):
+        if self.fn not in self.FUNCTIONS:
+            raise ValueError(f"function must be one of {self.FUNCTIONS}, not {self.fn!r}")
+
+    def new_base(self, idx: int) -> int:
+        """The first new key of client `idx` (its new keys are disjoint from the others')."""
+        return self.keys * (idx + 1) + 10**9
+
+    def draw(self, rng, base: int, i: int) -> tuple[int, bool]:
+        """Operation `i`'s (key, is new) from the client's generator, its first new key
+        `base`."""
+        pct = self.percent_new
+        is_new = pct > 0 and rng.random() * 100 < pct
+        return (base + i if is_new else rng.randrange(self.keys)), is_new
+
+
+def _pymongo_mix(coll, d: KeyedMix, idx: int):
+    """KeyedMix's pymongo executor: one operation per call."""
+    fill_q, fill_u = ops.filler(d.filter, d.slots[:1]), ops.filler(d.update, d.slots)
+    key_of, reads, read, update = d.keys.key, d.reads, d.READ, d.UPDATE
+
+    def one(rng, i, stats, idx):
+        key = key_of(rng.random())
+        op = read if rng.random() < reads else update
+        t0 = time.perf_counter_ns()
+        try:
+            if op is read:
+                n = 0 if coll.find_one(fill_q((key,))) is None else 1
+            else:
+                n = coll.update_one(fill_q((key,)), fill_u((key, i))).matched_count
+        except PyMongoError as e:
+            stats.error(op, e)
+            return
+        stats.latency.record(op, (time.perf_counter_ns() - t0) / 1000.0)
+        if op is read and not n:
+            stats.error(op, RuntimeError(d.NOT_FOUND))
+            return
+        stats.ops[op] += 1
+        stats.docs += n
+
+    return one
+
+
+def _pymongo_upsert(coll, d: KeyedUpsert, idx: int):
+    """KeyedUpsert's pymongo executor: one operation per call."""
+    factory, base, fn, upsert = d.doc(idx), d.new_base(idx), d.fn, d.upsert
+
+    def one(rng, i, stats, idx):
+        key, is_new = d.draw(rng, base, i)
+        full = factory.make(_id=key)
+        update = d.update(full)
+        t0 = time.perf_counter_ns()
+        try:
+            if fn == "update_one":
+                hit = coll.update_one({"_id": key}, update, upsert=upsert)
+                missed = hit.matched_count == 0 and hit.upserted_id is None
+            else:
+                hit = coll.find_one_and_update(
+                    {"_id": key}, update, upsert=upsert, return_document=ReturnDocument.AFTER
+                )
+                missed = hit is None
+            if missed and not upsert:
+                coll.insert_one(full)
+                stats.counters["fallback_inserts"] += 1
+        except PyMongoError as e:
+            stats.error(fn, e)
+            return
+        if missed and upsert:
+            stats.error(fn, RuntimeError(d.MISSED))
+            return
+        stats.latency.record(fn, (time.perf_counter_ns() - t0) / 1000.0)
+        stats.ops[fn] += 1
+        stats.counters["new_keys" if is_new else "existing_keys"] += 1
+        stats.docs += 1
+
+    return one
+
+
+PYMONGO = {
+    KeyedWrite: _pymongo_write,
+    CursorRead: _pymongo_cursor,
+    KeyedMix: _pymongo_mix,
+    KeyedUpsert: _pymongo_upsert,
+}
 
 
 class Declared(TimedLoop):
     """A TimedLoop workload given by its declaration (`declare()`, from its settings); its
     pymongo worker is the declaration's pymongo executor."""
 
-    def declare(self) -> KeyedWrite | KeyedDelete | CursorRead:
+    def declare(self) -> KeyedWrite | KeyedDelete | CursorRead | KeyedMix | KeyedUpsert:
         raise NotImplementedError
 
     def worker(self, idx, nthreads, stats, stop):

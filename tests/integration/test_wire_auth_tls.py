@@ -15,7 +15,7 @@ from standin_helpers import built_workdir, write_users_file
 
 from mongobench.deploy import topology
 from mongobench.driver import connection, protocol
-from mongobench.driver.readupdate import Zipfian
+from mongobench.driver.zipfian import Zipfian
 from mongobench.perftables import experiments as exp_mod
 from mongobench.perftables import runner as perftables
 from mongobench.perftables.request import PerftablesRun

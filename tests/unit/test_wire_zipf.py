@@ -10,7 +10,8 @@ import pytest
 
 from mongobench.core import latency
 from mongobench.driver import connection, ops, protocol
-from mongobench.driver.readupdate import Zipfian, _found_one, _updated_one
+from mongobench.driver.readupdate import _found_one, _updated_one
+from mongobench.driver.zipfian import Zipfian
 
 
 def written(t: ops.Tmpl, rid: int, *values) -> bytes:

@@ -13,7 +13,15 @@ import pytest
 from mongobench.driver import multiplex, ops, protocol, sources
 from mongobench.driver.base import ThreadStats
 from mongobench.driver.catalog import WORKLOADS
-from mongobench.driver.workload import CursorRead, Declared, KeyedDelete, KeyedWrite
+from mongobench.driver.workload import (
+    CursorRead,
+    Declared,
+    KeyedDelete,
+    KeyedMix,
+    KeyedUpsert,
+    KeyedWrite,
+)
+from mongobench.driver.zipfian import Zipfian
 
 OPS = 5
 DECLARED = {
@@ -35,9 +43,19 @@ DECLARED = {
     # every delete here deletes one document, so delete_many falls short)
     "delete_one": {"preload_docs": OPS, "doc_size_kb": 1, "threads": 1, "docs_per_delete": 1},
     "delete_many": {"preload_docs": 11, "doc_size_kb": 1, "threads": 1, "docs_per_delete": 3},
+    # a zipfian key, then a read or an update; the fakes find no document of a key % 3 == 0
+    "read_update": {"preload_docs": 500, "doc_size_kb": 1, "threads": 1, "read_proportion": 0.5,
+                    "driver": "pymongo", "total_ops": 40},
+    # new keys (>= 10**9) miss: upserted, or inserted after the miss
+    **{f"update_api_{fn}_{'upsert' if up else 'fallback'}": {
+        "preload_docs": 500, "doc_size_kb": 1, "threads": 1, "total_ops": 20, "function": fn,
+        "upsert": up, "percent_new": 40} for fn in ("update_one", "find_one_and_update")
+       for up in (True, False)},
 }  # fmt: skip
-RUNS = {"delete_one": 5, "delete_many": 4}  # operations, where not OPS
+RUNS = {"delete_one": 5, "delete_many": 4, "read_update": 40}  # operations, where not OPS
+RUNS.update((case, 20) for case in DECLARED if case.startswith("update_api"))
 LIMIT = 4  # documents every cursor returns here
+NEW = 10**9  # update_api's new keys start beyond
 
 
 class FakeColl:
@@ -47,9 +65,23 @@ class FakeColl:
     def __init__(self):
         self.calls = []
 
-    def update_one(self, q, u):
-        self.calls.append({"q": q, "u": u})
-        return SimpleNamespace(matched_count=1, modified_count=1)
+    def update_one(self, q, u, upsert=False):
+        self.calls.append({"q": q, "u": _plain(u), **_upsert(upsert)})
+        hit = q["_id"] < NEW
+        return SimpleNamespace(matched_count=int(hit), modified_count=int(hit),
+                               upserted_id=None if hit or not upsert else q["_id"])  # fmt: skip
+
+    def find_one_and_update(self, q, u, upsert, return_document):
+        assert return_document  # the document after the update
+        self.calls.append({"q": q, "u": _plain(u), "upsert": upsert})
+        return {} if q["_id"] < NEW or upsert else None
+
+    def insert_one(self, doc):
+        self.calls.append({"documents": [bson.decode(doc.raw)]})
+
+    def find_one(self, q):
+        self.calls.append({"filter": q, "projection": None, "limit": 1, "single": True})
+        return {} if q["_id"] % 3 else None
 
     def delete_one(self, q):
         self.calls.append({"q": q, "limit": 1})
@@ -84,10 +116,46 @@ class FakeColl:
         return [{}] * LIMIT
 
 
+def _plain(u):
+    """An update as it goes on the wire (its documents decoded, as the sent bodies are)."""
+    return bson.decode(bson.encode({"u": u}))["u"]
+
+
+def _upsert(upsert):
+    return {"upsert": True} if upsert else {}
+
+
 def _workload(case):
     name = "update_indexed" if case == "update_indexed_inc" else case
     name = "delete" if case.startswith("delete") else name
-    return name, dict(DECLARED[case], total_ops=OPS)
+    name = "update_api" if case.startswith("update_api") else name
+    return name, {"total_ops": OPS, **DECLARED[case]}
+
+
+def _reply(body: dict) -> dict:
+    """The fakes' answer on the wire: what FakeColl answers the pymongo executor."""
+    if "findAndModify" in body:
+        key, hit = body["query"]["_id"], body["query"]["_id"] < NEW
+        found = hit or body["upsert"]
+        leo = {"n": int(found), "updatedExisting": hit, **({} if hit else {"upserted": key})}
+        return {"lastErrorObject": leo if found else {"n": 0}, "value": {"_id": key} if found
+                else None, "ok": 1.0}  # fmt: skip
+    if "updates" in body and body["updates"][0].get("upsert"):
+        key = body["updates"][0]["q"]["_id"]
+        if key >= NEW:
+            return {"n": 1, "nModified": 0, "upserted": [{"index": 0, "_id": key}], "ok": 1.0}
+    if "updates" in body:
+        n = int(body["updates"][0]["q"]["_id"] < NEW)
+        return {"n": n, "nModified": n, "ok": 1.0}
+    if "delete" in body or "insert" in body:
+        return {"n": 1, "ok": 1.0}
+    n = (1 if body["filter"]["_id"] % 3 else 0) if body.get("singleBatch") else LIMIT
+    batch = {"firstBatch": [{}] * n, "id": bson.Int64(0), "ns": "db.c"}
+    return {"cursor": batch, "ok": 1.0}
+
+
+def nonzero(counts) -> dict:
+    return {k: v for k, v in counts.items() if v}
 
 
 def run_pymongo(case):
@@ -104,7 +172,8 @@ def run_multiplexed(case):
     """The multiplexed executor's requests (decoded), each answered with a success."""
     name, s = _workload(case)
     stats = ThreadStats()
-    gen = sources.make(name, s, "db", None)(multiplex.Client(0, 1, multiplex.Run(), stats, OPS))
+    client = multiplex.Client(0, 1, multiplex.Run(), stats, s["total_ops"])
+    gen = sources.make(name, s, "db", None)(client)
     sent, out = [], None
     while True:
         try:
@@ -112,12 +181,7 @@ def run_multiplexed(case):
         except StopIteration:
             return sent, stats
         sent.append(protocol._reply_doc(bytes(data)))
-        if "update" in sent[-1] or "delete" in sent[-1]:
-            reply = {"n": 1, "nModified": 1, "ok": 1.0}
-        else:
-            batch = {"firstBatch": [{}] * LIMIT, "id": bson.Int64(0), "ns": "db.c"}
-            reply = {"cursor": batch, "ok": 1.0}
-        msg = bytearray(protocol.encode_msg(reply, 9))
+        msg = bytearray(protocol.encode_msg(_reply(sent[-1]), 9))
         out = check(msg, len(msg))
 
 
@@ -126,29 +190,53 @@ def test_both_executors_send_and_count_the_same(case):
     assert issubclass(WORKLOADS[_workload(case)[0]], Declared)
     calls, ref = run_pymongo(case)
     sent, mine = run_multiplexed(case)
-    assert len(sent) == len(calls) == RUNS.get(case, OPS)
+    assert len(sent) == len(calls)
     for body, call in zip(sent, calls, strict=True):
         if "deletes" in body:
             assert body["deletes"][0] == call
         elif "updates" in body:
             stmt = body["updates"][0]
-            assert {"q": stmt["q"], "u": stmt["u"]} == call
+            assert {"q": stmt["q"], "u": stmt["u"], **_upsert(stmt.get("upsert"))} == call
+        elif "findAndModify" in body:
+            assert body["new"] is True
+            assert {"q": body["query"], "u": body["update"], "upsert": body["upsert"]} == call
+        elif "insert" in body:
+            assert body["documents"] == call["documents"]
         elif "aggregate" in body:
             assert body["pipeline"] == call["pipeline"]
         else:
             assert body["filter"] == call["filter"]
-            assert body["projection"] == call["projection"]
+            assert body.get("projection") == call["projection"]
             assert body.get("skip", 0) == call.get("skip", 0)
             assert body["limit"] == call["limit"]
+            assert body.get("singleBatch", False) == call.get("single", False)
     keys = [c.get("q", c.get("filter", c.get("pipeline"))) for c in calls]
     if case != "hot_update":  # the values change per operation
         assert len({repr(k) for k in keys}) > 1
-    assert dict(mine.ops) == dict(ref.ops) and sum(mine.ops.values()) == RUNS.get(case, OPS)
+    assert dict(mine.ops) == dict(ref.ops)
+    missed = mine.errors["read: RuntimeError"] if case == "read_update" else 0  # not found
+    assert sum(mine.ops.values()) + missed == RUNS.get(case, OPS)
     assert (mine.docs, mine.bytes) == (ref.docs, ref.bytes)
     assert dict(mine.errors) == dict(ref.errors)
     assert dict(mine.error_samples) == dict(ref.error_samples)
+    assert nonzero(mine.counters) == nonzero(ref.counters)
+    mine_counts = {op: h.get_total_count() for op, h in mine.latency.histograms.items()}
+    assert mine_counts == {op: h.get_total_count() for op, h in ref.latency.histograms.items()}
     # delete_many's ranges [0,3) [3,6) [6,9) [9,11), one document deleted of each
-    assert dict(mine.errors) == ({"delete: RuntimeError": 7} if case == "delete_many" else {})
+    if case == "read_update":  # both operations drawn; a read of a missing document an error
+        assert set(mine.ops) == {"read", "update"} and missed > 0
+        assert mine.error_samples == {"read: RuntimeError": "document not found"}
+        assert mine.docs == mine.ops["read"] + mine.ops["update"]
+    elif case.startswith("update_api"):  # new keys inserted or upserted, the others matched
+        fn = DECLARED[case]["function"]
+        assert mine.ops[fn] == RUNS[case] == mine.docs
+        new, existing = mine.counters["new_keys"], mine.counters["existing_keys"]
+        assert new and existing and new + existing == RUNS[case]
+        fallback = 0 if DECLARED[case]["upsert"] else new
+        assert mine.counters["fallback_inserts"] == fallback
+        assert len(sent) == RUNS[case] + fallback
+    else:
+        assert dict(mine.errors) == ({"delete: RuntimeError": 7} if case == "delete_many" else {})
 
 
 def test_deletes_walk_each_clients_share_once():
@@ -178,3 +266,40 @@ def test_declarations_refuse_what_no_executor_runs():
         KeyedWrite("update", "c", {"_id": 0}, {"$inc": {"n": 1}}, keys=5)
     with pytest.raises(ValueError, match="find or aggregate"):
         CursorRead("count", "c", {})
+
+
+def test_an_upsert_that_neither_matched_nor_inserted_is_an_error_on_both_executors():
+    """pymongo's executor counts it as the multiplexed one does (the removed pymongo worker
+    raised it out of the client thread)."""
+    s = dict(DECLARED["update_api_update_one_upsert"], total_ops=6, percent_new=100)
+    coll = FakeColl()
+    coll.update_one = lambda q, u, upsert: SimpleNamespace(matched_count=0, upserted_id=None)
+    w = WORKLOADS["update_api"](None, s)
+    w.collection = lambda name: coll
+    ref = ThreadStats()
+    w.worker(0, 1, ref, threading.Event())
+    mine = ThreadStats()
+    gen = sources.make("update_api", s, "db", None)(
+        multiplex.Client(0, 1, multiplex.Run(), mine, 6)
+    )
+    out = None
+    while True:
+        try:
+            _, check = gen.send(out) if out is not None else next(gen)
+        except StopIteration:
+            break
+        msg = bytearray(protocol.encode_msg({"n": 0, "nModified": 0, "ok": 1.0}, 9))
+        out = check(msg, len(msg))
+    for stats in (ref, mine):
+        assert dict(stats.errors) == {"update_one: RuntimeError": 6}
+        assert stats.error_samples == {"update_one: RuntimeError": KeyedUpsert.MISSED}
+        assert not stats.ops and not stats.counters and stats.docs == 0
+
+
+def test_keyed_mix_and_upsert_refuse_what_no_executor_runs():
+    k0 = ops.sentinel(0)
+    with pytest.raises(ValueError, match="function must be one of"):
+        WORKLOADS["update_api"](None, dict(DECLARED["update_api_update_one_upsert"],
+                                           function="replace_one")).declare()  # fmt: skip
+    with pytest.raises(ValueError, match="its key and the operation's number"):
+        KeyedMix("c", Zipfian(10), 0.5, {"_id": k0}, {"$set": {"n": 1}}, (k0,))
