@@ -47,11 +47,13 @@ from perfkitbenchmarker.linux_packages import mongobench_client, mongobench_mong
 from mongobench.core import interrupt
 from mongobench.deploy import mongod
 from mongobench.stress import report as stress_report
-from mongobench.stress import search, seeding, steady, steps
-from mongobench.ycsb import status as ycsb_status
+from mongobench.stress import search, seeding, steady
+from mongobench.stress import settings as stress_settings
+from mongobench.stress.settings import StressSettings
 from mongobench_pkb import stages
 from mongobench_pkb import stress as mongobench_stress
 
+DEFAULTS = StressSettings()  # each flag's default is the engine's
 BENCHMARK_NAME = "mongodb_stress"
 BENCHMARK_CONFIG = """
 mongodb_stress:
@@ -73,19 +75,19 @@ mongodb_stress:
 
 _TARGET_OPS = flags.DEFINE_integer(
     "mongodb_stress_target_ops_per_client",
-    steps.TARGET_PER_PROCESS,
+    DEFAULTS.target_ops,
     "Offered load of each YCSB process (ops/s).",
     lower_bound=1,
 )
 _DURATION = flags.DEFINE_integer(
     "mongodb_stress_step_seconds",
-    180,
+    DEFAULTS.step_seconds,
     "Duration of each step (seconds).",
     lower_bound=1,
 )
 _SLA_MS = flags.DEFINE_float(
     "mongodb_stress_read_p99_sla_ms",
-    search.READ_P99_SLA_MS,
+    DEFAULTS.sla_ms,
     'Read p99 latency SLA (ms) for "Maximum Throughput for Latency SLA".',
     lower_bound=0.0,
 )
@@ -97,13 +99,13 @@ _MAX_INSTANCES = flags.DEFINE_integer(
 )
 _MIN_INSTANCES = flags.DEFINE_integer(
     "mongodb_stress_min_instances",
-    1,
+    DEFAULTS.min_instances,
     "Smallest number of instances the search may measure.",
     lower_bound=1,
 )
 _SEARCH = flags.DEFINE_enum(
     "mongodb_stress_search",
-    "bounded",
+    DEFAULTS.search,
     search.SEARCHES,
     "bounded: skip only steps that cannot change a KPI (n processes cannot exceed n x"
     " target); linear: seed 003's schedule 1, 2, 3, ... until the throughput fell at two"
@@ -141,45 +143,45 @@ _DISK_GB = flags.DEFINE_float(
 )
 _FIRST_PORT = flags.DEFINE_integer(
     "mongodb_stress_first_port",
-    mongod.FIRST_PORT,
+    DEFAULTS.first_port,
     "Port of instance 0; instance i listens on first_port + i.",
     lower_bound=1,
     upper_bound=65535,
 )
 _RUN_THREADS = flags.DEFINE_integer(
     "mongodb_stress_run_threads",
-    steps.RUN_THREADS,
+    DEFAULTS.run_threads,
     "Threads of each YCSB run process.",
     lower_bound=1,
 )
 _LOAD_THREADS = flags.DEFINE_integer(
     "mongodb_stress_load_threads",
-    steps.LOAD_THREADS,
+    DEFAULTS.load_threads,
     "Threads of each YCSB load process.",
     lower_bound=1,
 )
 _LOAD_BATCH = flags.DEFINE_integer(
     "mongodb_stress_load_batch_size",
-    100,
+    DEFAULTS.load_batch,
     "Records per insert call while loading (1: one insert per record).",
     lower_bound=1,
 )
 _LOAD_TIMEOUT = flags.DEFINE_integer(
     "mongodb_stress_load_timeout_seconds",
-    6 * 3600,
+    DEFAULTS.load_timeout,
     "Longest time loading the instances of one step may take.",
     lower_bound=1,
 )
 _STEP_GRACE = flags.DEFINE_integer(
     "mongodb_stress_step_grace_seconds",
-    120,
+    DEFAULTS.step_grace,
     "Time YCSB processes get beyond the step duration (JVM start, connecting) before the"
     " step fails.",
     lower_bound=1,
 )
 _HOLD = flags.DEFINE_bool(
     "mongodb_stress_hold_memory",
-    True,
+    DEFAULTS.hold,
     "Hold the memory the instances of a step are not meant to have with stress-ng (locked),"
     " so the data does not fit in cache. Off only for test beds; samples say so.",
 )
@@ -197,26 +199,26 @@ _STRESS_NG_WORKERS = flags.DEFINE_integer(
 )
 _STRESS_NG_NUMA = flags.DEFINE_bool(
     "mongodb_stress_stress_ng_per_numa_node",
-    False,
+    DEFAULTS.stress_ng_per_numa,
     "One stress-ng per NUMA node (numactl --membind/--cpunodebind), each holding its share.",
 )
 _NUMACTL_CPU = flags.DEFINE_enum(
     "mongodb_stress_numactl_cpu",
-    "none",
-    ["none", "node", "cpus"],
+    DEFAULTS.numactl_cpu,
+    stress_settings.NUMACTL_CPU,
     "Instance CPU placement: node (instances alternate over NUMA nodes) or cpus (each"
     " instance bound to its own contiguous share of the CPUs, shares sized for the maximum"
     " instance count).",
 )
 _NUMACTL_MEMORY = flags.DEFINE_enum(
     "mongodb_stress_numactl_memory",
-    "none",
-    ["none", "bind", "interleave"],
+    DEFAULTS.numactl_memory,
+    stress_settings.NUMACTL_MEMORY,
     "Instance memory placement: bind (to the instance's node) or interleave (all nodes).",
 )
 _ADDRESSES = flags.DEFINE_list(
     "mongodb_stress_server_addresses",
-    [],
+    list(DEFAULTS.addresses),
     "Server addresses the clients use, one per NIC: IPv4 addresses, interface names of the"
     " server (eth1: its IPv4 address), or 'all' (every internal IP PKB knows for the server"
     " VM). Instance i is reached on address i mod count (default: the internal IP).",
@@ -228,31 +230,31 @@ _BIND_IP = flags.DEFINE_string(
 )
 _HISTOGRAMS = flags.DEFINE_bool(
     "mongodb_stress_histograms",
-    True,
+    DEFAULTS.histograms,
     "Every YCSB process writes HdrHistogram logs and a step's p99 is computed exactly over"
     " all its processes (else: the largest per-process p99, an upper bound).",
 )
 _DROP_CACHES = flags.DEFINE_bool(
     "mongodb_stress_drop_caches",
-    True,
+    DEFAULTS.drop_caches,
     "Drop the server's page cache before each step's run phase.",
 )
 _HOST_SETTINGS = flags.DEFINE_bool(
     "mongodb_stress_host_settings",
-    True,
+    DEFAULTS.host_settings,
     "Apply the production-notes host settings on the server (THP per version, swappiness,"
     " zone_reclaim_mode, readahead); the previous values are restored at cleanup.",
 )
 _TLS = flags.DEFINE_bool(
     "mongodb_stress_tls",
-    False,
+    DEFAULTS.tls,
     "Instances accept TLS connections only (requireTLS), with a certificate from a CA made"
     " for this run on the PKB host (cryptography package); YCSB connects with tls=true and"
     " trusts that CA.",
 )
 _SEEDING = flags.DEFINE_enum(
     "mongodb_stress_data_seeding",
-    "copy",
+    DEFAULTS.seeding,
     seeding.SEEDINGS,
     "copy: YCSB loads instance 0, which is then shut down cleanly and its data files copied"
     " to the other instances (cp --reflink=auto), each copy verified (record count, SHA-256"
@@ -271,7 +273,7 @@ _SOURCE_LOADERS = flags.DEFINE_integer(
 )
 _STEP_STOP = flags.DEFINE_enum(
     "mongodb_stress_step_stop",
-    "steady",
+    DEFAULTS.step_stop,
     steady.STOPS,
     "steady: a step ends early once its throughput is steady (after"
     " --mongodb_stress_steady_min_seconds, the 95 % confidence interval of the mean of its"
@@ -281,13 +283,13 @@ _STEP_STOP = flags.DEFINE_enum(
 )
 _STEADY_MIN_SECONDS = flags.DEFINE_float(
     "mongodb_stress_steady_min_seconds",
-    steady.MIN_SECONDS,
+    DEFAULTS.steady_min_seconds,
     "Shortest measurement of a step with --mongodb_stress_step_stop=steady.",
     lower_bound=0,
 )
 _STEADY_TOLERANCE = flags.DEFINE_float(
     "mongodb_stress_steady_tolerance",
-    steady.TOLERANCE,
+    DEFAULTS.steady_tolerance,
     "Relative half-width of the confidence interval, and largest relative trend, of a"
     " steady window (--mongodb_stress_step_stop=steady).",
     lower_bound=0.001,
@@ -301,7 +303,7 @@ _CLIENT_VMS = flags.DEFINE_integer(
 )
 _STATUS_INTERVAL = flags.DEFINE_integer(
     "mongodb_stress_status_interval_s",
-    ycsb_status.STATUS_INTERVAL_S,
+    DEFAULTS.status_interval_s,
     "Seconds between YCSB's status lines (status.interval): the interval of each step's"
     " time series (`overall Throughput time series`, ...).",
     lower_bound=1,
@@ -326,59 +328,55 @@ def CheckPrerequisites(benchmark_config) -> None:
     if groups["servers"].vm_count != 1:
         raise errors.Config.InvalidValue("mongodb_stress runs on exactly one server VM")
     mongobench_mongod.CheckPrerequisites(benchmark_config)  # docs/platforms.md
-    if _MAX_INSTANCES.value and _MAX_INSTANCES.value < _MIN_INSTANCES.value:
-        raise errors.Config.InvalidValue(
-            "--mongodb_stress_max_instances is below --mongodb_stress_min_instances"
-        )
-    if _FIRST_PORT.value + (_MAX_INSTANCES.value or 1) - 1 > 65535:
-        raise errors.Config.InvalidValue("instance ports would exceed 65535")
-    if _Settings().uses_numactl and FLAGS.mongobench_mongod_server == "standin":
+    settings = _Settings()  # every run option, checked once
+    if settings.uses_numactl and FLAGS.mongobench_mongod_server == "standin":
         raise errors.Config.InvalidValue("numactl placement applies to mongod, not the stand-in")
-    if _STRESS_NG_NUMA.value and not _HOLD.value:
-        raise errors.Config.InvalidValue(
-            "--mongodb_stress_stress_ng_per_numa_node needs --mongodb_stress_hold_memory"
-        )
     mongobench_stress.CheckPrerequisites()
 
 
-def _Settings():
-    return mongobench_stress.Settings(
-        search=_SEARCH.value,
-        target_ops=_TARGET_OPS.value,
-        step_seconds=_DURATION.value,
-        min_instances=_MIN_INSTANCES.value,
-        max_instances=_MAX_INSTANCES.value,
-        records=_RECORDS.value,
-        cache_gb=_CACHE_GB.value,
-        memory_gb=_MEMORY_GB.value,
-        vcpus=_VCPUS.value,
-        disk_gb=_DISK_GB.value,
-        first_port=_FIRST_PORT.value,
-        run_threads=_RUN_THREADS.value,
-        load_threads=_LOAD_THREADS.value,
-        load_batch=_LOAD_BATCH.value,
-        load_timeout=_LOAD_TIMEOUT.value,
-        step_grace=_STEP_GRACE.value,
-        hold=_HOLD.value,
-        hold_gb=_HOLD_GB.value,
-        stress_ng_workers=_STRESS_NG_WORKERS.value,
-        stress_ng_per_numa=_STRESS_NG_NUMA.value,
-        numactl_cpu=_NUMACTL_CPU.value,
-        numactl_memory=_NUMACTL_MEMORY.value,
-        addresses=tuple(_ADDRESSES.value),
-        bind_ip=_BIND_IP.value,
-        histograms=_HISTOGRAMS.value,
-        drop_caches=_DROP_CACHES.value,
-        host_settings=_HOST_SETTINGS.value,
-        tls=_TLS.value,
-        seeding=_SEEDING.value,
-        source_loaders=_SOURCE_LOADERS.value,
-        step_stop=_STEP_STOP.value,
-        steady_rule=steady.SteadyRule(
-            min_seconds=_STEADY_MIN_SECONDS.value, tolerance=_STEADY_TOLERANCE.value
-        ),
-        status_interval_s=_STATUS_INTERVAL.value,
-    )
+def _Settings() -> StressSettings:
+    """The run options of this benchmark's flags as the engine's settings
+    (mongobench.stress.settings.StressSettings), validated; its errors name the flags."""
+    try:
+        return StressSettings(
+            search=_SEARCH.value,
+            target_ops=_TARGET_OPS.value,
+            step_seconds=_DURATION.value,
+            sla_ms=_SLA_MS.value,
+            min_instances=_MIN_INSTANCES.value,
+            max_instances=_MAX_INSTANCES.value,
+            records=_RECORDS.value,
+            cache_gb=_CACHE_GB.value,
+            memory_gb=_MEMORY_GB.value,
+            vcpus=_VCPUS.value,
+            disk_gb=_DISK_GB.value,
+            first_port=_FIRST_PORT.value,
+            run_threads=_RUN_THREADS.value,
+            load_threads=_LOAD_THREADS.value,
+            load_batch=_LOAD_BATCH.value,
+            load_timeout=_LOAD_TIMEOUT.value,
+            step_grace=_STEP_GRACE.value,
+            hold=_HOLD.value,
+            hold_gb=_HOLD_GB.value,
+            stress_ng_workers=_STRESS_NG_WORKERS.value,
+            stress_ng_per_numa=_STRESS_NG_NUMA.value,
+            numactl_cpu=_NUMACTL_CPU.value,
+            numactl_memory=_NUMACTL_MEMORY.value,
+            addresses=tuple(_ADDRESSES.value),
+            bind_ip=_BIND_IP.value,
+            histograms=_HISTOGRAMS.value,
+            drop_caches=_DROP_CACHES.value,
+            host_settings=_HOST_SETTINGS.value,
+            tls=_TLS.value,
+            seeding=_SEEDING.value,
+            source_loaders=_SOURCE_LOADERS.value,
+            step_stop=_STEP_STOP.value,
+            steady_min_seconds=_STEADY_MIN_SECONDS.value,
+            steady_tolerance=_STEADY_TOLERANCE.value,
+            status_interval_s=_STATUS_INTERVAL.value,
+        ).validate()
+    except stress_settings.SettingsError as e:
+        raise errors.Config.InvalidValue(str(e)) from None
 
 
 def _Vms(spec):
@@ -401,17 +399,17 @@ def _Log(message, problem=False):
 @interrupt.sigterm_as_ctrl_c()
 def Run(benchmark_spec: bm_spec.BenchmarkSpec) -> list[sample.Sample]:
     """Searches for the peak; samples of every step and the two KPIs."""
-    st = benchmark_spec.mongodb_stress
+    st: mongobench_stress.State = benchmark_spec.mongodb_stress
     server_vm, clients = _Vms(benchmark_spec)
-    settings = _Settings()
+    settings = st.settings
     t0 = time.time()
     found = search.run_search(
-        lambda n: mongobench_stress.Step(server_vm, clients, st, settings, n),
+        lambda n: mongobench_stress.Step(server_vm, clients, st, n),
         st.sizing.max_instances,
         search=settings.search,
         min_instances=settings.min_instances,
         target_per_process=settings.target_ops,
-        sla_ms=_SLA_MS.value,
+        sla_ms=settings.sla_ms,
         log=_Log,
     )
     st.failure = found.failure[2] if found.failure else None
@@ -420,7 +418,7 @@ def Run(benchmark_spec: bm_spec.BenchmarkSpec) -> list[sample.Sample]:
         metadata=st.metadata,
         search_seconds=round(time.time() - t0, 1),
         records_loaded=st.sizing.records * len(st.ycsb_loaded),
-        sla_ms=_SLA_MS.value,
+        sla_ms=settings.sla_ms,
         mongodb_version=st.server.version,
         max_instances=st.sizing.max_instances,
     )

@@ -2,11 +2,12 @@
 
 The arithmetic (sizing, placement, step plans, the search, results, KPIs, usage and sample
 metadata) is the engine's (`mongobench.stress`); this module carries it out over ssh with
-`mongobench_mongod`, `mongobench_ycsb` and `mongobench_stress_ng`. `Settings` holds what the
-benchmark's flags say. It installs nothing, so it lives here, not in linux_packages/.
+`mongobench_mongod`, `mongobench_ycsb` and `mongobench_stress_ng`. The benchmark's flags
+arrive as the engine's `StressSettings`; the run's `State` carries them from Prepare on. It
+installs nothing, so it lives here, not in linux_packages/.
 
     st = mongobench_stress.Prepare(server_vm, clients, settings)
-    result, info = mongobench_stress.Step(server_vm, clients, st, settings, n)
+    result, info = mongobench_stress.Step(server_vm, clients, st, n)
     problems = mongobench_stress.Cleanup(server_vm, clients, keep_diagnostics)
 """
 
@@ -29,7 +30,7 @@ from mongobench.remote import probes
 from mongobench.stress import placement, seeding, steady, steps, usage
 from mongobench.stress import report as stress_report
 from mongobench.stress import sizing as stress_sizing
-from mongobench.ycsb import status
+from mongobench.stress.settings import StressSettings
 from mongobench_pkb import host as mongobench_host
 from mongobench_pkb import stages
 
@@ -38,51 +39,12 @@ DROP_CACHES_COMMAND = "sync && echo 3 | sudo tee /proc/sys/vm/drop_caches >/dev/
 STRESS_NG_SAFETY_S = 900  # stress-ng ends by itself this long after a step should have
 
 
-@dataclasses.dataclass(frozen=True)
-class Settings:
-    """What the benchmark's flags say (see their help in mongodb_stress_benchmark)."""
-
-    search: str
-    target_ops: int
-    step_seconds: int
-    min_instances: int
-    max_instances: int | None
-    records: int | None
-    cache_gb: float | None
-    memory_gb: float | None
-    vcpus: int | None
-    disk_gb: float | None
-    first_port: int
-    run_threads: int
-    load_threads: int
-    load_batch: int
-    load_timeout: int
-    step_grace: int
-    hold: bool
-    hold_gb: float | None
-    stress_ng_workers: int | None
-    stress_ng_per_numa: bool
-    numactl_cpu: str
-    numactl_memory: str
-    addresses: tuple
-    bind_ip: str | None
-    histograms: bool
-    drop_caches: bool
-    host_settings: bool
-    tls: bool
-    seeding: str = "copy"
-    source_loaders: int | None = None  # YCSB load processes of the copy source (None: clients)
-    step_stop: str = "steady"  # stress.steady.STOPS
-    steady_rule: steady.SteadyRule = steady.SteadyRule()
-    status_interval_s: int = status.STATUS_INTERVAL_S
-
-    @property
-    def uses_numactl(self):
-        return self.numactl_cpu != "none" or self.numactl_memory != "none"
-
-
 @dataclasses.dataclass
 class State:
+    """The run's state on PKB's benchmark_spec (`mongodb_stress`), from Prepare on: its
+    settings, what Prepare found and chose, and what the steps have done so far."""
+
+    settings: StressSettings  # the flags' options, validated in CheckPrerequisites
     server: mongobench_mongod.Server
     sizing: stress_sizing.Sizing
     facts: dict
@@ -217,23 +179,9 @@ def Prepare(server_vm, clients, settings):
         sizing,
         facts,
         hosts,
-        search=settings.search,
-        target_ops=settings.target_ops,
-        step_seconds=settings.step_seconds,
-        run_threads=settings.run_threads,
-        load_threads=settings.load_threads,
-        load_batch=settings.load_batch,
+        settings,
         client_vms=len(clients),
-        first_port=settings.first_port,
-        numactl_cpu=settings.numactl_cpu,
-        numactl_memory=settings.numactl_memory,
         numactl_prefixes=numactl,
-        histograms=settings.histograms,
-        drop_caches=settings.drop_caches,
-        hold=settings.hold,
-        hold_per_numa=settings.stress_ng_per_numa,
-        hold_gb=settings.hold_gb,
-        tls=settings.tls,
         tls_meta=tls_meta,
     )
     meta.update(steady.describe(settings.step_stop, settings.steady_rule))
@@ -243,7 +191,7 @@ def Prepare(server_vm, clients, settings):
     else:
         meta["host_settings_applied"] = False
     logging.info("mongodb_stress sizing: %s", sizing.metadata())
-    st = State(server, sizing, facts, hosts, bind_ip, numactl, placed, tls_pem, meta)
+    st = State(settings, server, sizing, facts, hosts, bind_ip, numactl, placed, tls_pem, meta)
     _ChooseSeeding(server_vm, st, settings)
     return st
 
@@ -459,9 +407,10 @@ def _OsReadings(vms):
     return dict(zip([vm.name for vm in vms], got, strict=True))
 
 
-def Step(server_vm, clients, st, settings, n):
+def Step(server_vm, clients, st, n):
     """Runs step n; returns (StepResult, step metadata with its usage and bottleneck).
     Raises StepError."""
+    settings = st.settings
     plan = steps.plan_step(
         n,
         loaded=st.loaded,
@@ -469,10 +418,14 @@ def Step(server_vm, clients, st, settings, n):
         records=st.sizing.records,
         hosts=st.hosts,
         first_port=settings.first_port,
-        copy_from=seeding.SOURCE if st.copying else None,
-        # clones cost nothing: every instance the search may use, in the first round
-        copy_upto=st.sizing.max_instances if st.copying and st.reflink else 0,
-        source_loaders=settings.source_loaders or len(clients),
+        copying=steps.Copying(
+            seeding.SOURCE,
+            # clones cost nothing: every instance the search may use, in the first round
+            upto=st.sizing.max_instances if st.reflink else 0,
+            loaders=settings.source_loaders or len(clients),
+        )
+        if st.copying
+        else None,
     )
     loaded = sorted({p.instance for p in plan.load})
     info = {"loaded_instances": ",".join(str(i) for i in loaded) or "none"}
@@ -510,14 +463,10 @@ def Step(server_vm, clients, st, settings, n):
             run_dir = mongobench_ycsb.RunDir(vm)
             return steps.run_properties(
                 p,
+                settings,
                 directory=run_dir,
-                duration_s=settings.step_seconds,
-                target=settings.target_ops,
-                threads=settings.run_threads,
-                histograms=settings.histograms,
                 tls_ca_file=_TlsCa(st, vm),
                 stop_file=mongobench_ycsb.StopFile(run_dir, p.stem) if early else None,
-                status_interval_s=settings.status_interval_s,
             )
 
         watch = (

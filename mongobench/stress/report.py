@@ -15,6 +15,7 @@ from mongobench.stress.search import (
     select_kpis,
     step_kpis,
 )
+from mongobench.stress.settings import StressSettings
 from mongobench.stress.sizing import Sizing
 from mongobench.ycsb import status
 
@@ -40,38 +41,25 @@ def run_metadata(
     sizing: Sizing,
     facts: Mapping,
     hosts: Sequence[str],
+    settings: StressSettings,
     *,
-    search: str,
-    target_ops: int,
-    step_seconds: int,
-    run_threads: int,
-    load_threads: int,
-    load_batch: int,
     client_vms: int,
-    first_port: int,
-    numactl_cpu: str,
-    numactl_memory: str,
     numactl_prefixes: Sequence[Sequence[str]],
-    histograms: bool,
-    drop_caches: bool,
-    hold: bool,
-    hold_per_numa: bool,
-    hold_gb: float | None,
-    tls: bool,
     tls_meta: Mapping,
 ) -> dict:
     """The metadata every sample of a run carries: the server (`server_meta`), the sizing,
     the server facts sizing used (stress.sizing.server_sizing_inputs), the server addresses
     and the run's settings (flag values), and the provenance of the engine, of the YCSB
     client and of the server (its version and storage engine)."""
-    if hold:
-        memory_hold = "stress-ng per NUMA node" if hold_per_numa else "stress-ng"
-        if hold_gb is not None:
-            memory_hold += f", fixed {hold_gb:g} GiB (--mongodb_stress_hold_memory_gb)"
+    s = settings
+    if s.hold:
+        memory_hold = "stress-ng per NUMA node" if s.stress_ng_per_numa else "stress-ng"
+        if s.hold_gb is not None:
+            memory_hold += f", fixed {s.hold_gb:g} GiB (--mongodb_stress_hold_memory_gb)"
     else:
         memory_hold = "skipped (--nomongodb_stress_hold_memory): data may fit in the page cache"
     numa_meta = {}
-    if numactl_cpu != "none" or numactl_memory != "none":
+    if s.uses_numactl:
         numa_meta["numactl_instances"] = numactl_description(numactl_prefixes)
     return {
         **server_meta,
@@ -80,12 +68,12 @@ def run_metadata(
         **provenance.engine(),
         **provenance.ycsb(),
         **sizing.metadata(),
-        "search": search,
-        "target_ops_per_client": target_ops,
-        "step_seconds": step_seconds,
-        "run_threads": run_threads,
-        "load_threads": load_threads,
-        "load_batch_size": load_batch,
+        "search": s.search,
+        "target_ops_per_client": s.target_ops,
+        "step_seconds": s.step_seconds,
+        "run_threads": s.run_threads,
+        "load_threads": s.load_threads,
+        "load_batch_size": s.load_batch,
         "workload": WORKLOAD,
         "client_vms": client_vms,
         "server_memory_gib": round(facts["memory_bytes"] / GiB, 2),
@@ -95,13 +83,13 @@ def run_metadata(
         "server_numa_cpu_nodes": sum(1 for n in facts["numa"] if n.cpus),
         "sizing_inputs": ",".join(f"{k}:{v}" for k, v in facts["sources"].items()),
         "server_addresses": ",".join(hosts),
-        "first_port": first_port,
-        "numactl_cpu": numactl_cpu,
-        "numactl_memory": numactl_memory,
-        "histograms": histograms,
-        "drop_caches": drop_caches,
+        "first_port": s.first_port,
+        "numactl_cpu": s.numactl_cpu,
+        "numactl_memory": s.numactl_memory,
+        "histograms": s.histograms,
+        "drop_caches": s.drop_caches,
         "memory_hold": memory_hold,
-        "tls": tls,
+        "tls": s.tls,
         **numa_meta,
         **tls_meta,
     }

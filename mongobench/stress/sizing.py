@@ -120,6 +120,29 @@ class Sizing:
         }
 
 
+@dataclass(frozen=True)
+class SizingModel:
+    """The constants of the anchor's sizing formulas (ANCHOR), any of which a caller of
+    plan_sizing may change."""
+
+    cache_fraction: float = 0.25
+    min_cache_gb: float = 1.0
+    os_reserve_bytes: int = OS_RESERVE_BYTES
+    field_count: int = FIELD_COUNT
+    field_length: int = FIELD_LENGTH
+    record_overhead_bytes: int = RECORD_OVERHEAD_BYTES
+    min_records: int = 2_000_000
+    max_records: int = 20_000_000
+    process_bytes: int = GiB
+    bookkeeping_bytes_per_record: int = 256
+    disk_bytes_per_record: int | None = None  # None: field_count x field_length
+    ceiling: int = 16
+    scaling: float = 0.032
+
+
+ANCHOR = SizingModel()
+
+
 def plan_sizing(
     total_memory_bytes: int,
     vcpus: int,
@@ -127,51 +150,42 @@ def plan_sizing(
     *,
     records: int | None = None,
     cache_gb: float | None = None,
-    cache_fraction: float = 0.25,
-    min_cache_gb: float = 1.0,
     max_instances_cap: int | None = None,
-    os_reserve_bytes: int = OS_RESERVE_BYTES,
-    field_count: int = FIELD_COUNT,
-    field_length: int = FIELD_LENGTH,
-    record_overhead_bytes: int = RECORD_OVERHEAD_BYTES,
-    min_records: int = 2_000_000,
-    max_records: int = 20_000_000,
-    process_bytes: int = GiB,
-    bookkeeping_bytes_per_record: int = 256,
-    disk_bytes_per_record: int | None = None,
-    ceiling: int = 16,
-    scaling: float = 0.032,
+    model: SizingModel = ANCHOR,
 ) -> Sizing:
     """Everything the anchor derives from the server's memory, vCPUs and free disk; any value
-    can be forced (`records`, `cache_gb`) or its constant changed. Raises ValueError when not
-    even one instance fits."""
-    usable = usable_memory_bytes(total_memory_bytes, os_reserve_bytes=os_reserve_bytes)
+    can be forced (`records`, `cache_gb`) or a constant of its formulas changed (`model`).
+    Raises ValueError when not even one instance fits."""
+    m = model
+    usable = usable_memory_bytes(total_memory_bytes, os_reserve_bytes=m.os_reserve_bytes)
     if records is None:
         records = records_per_instance(
             usable,
             vcpus,
-            record_bytes=field_count * field_length + record_overhead_bytes,
-            min_records=min_records,
-            max_records=max_records,
-            ceiling=ceiling,
-            scaling=scaling,
+            record_bytes=m.field_count * m.field_length + m.record_overhead_bytes,
+            min_records=m.min_records,
+            max_records=m.max_records,
+            ceiling=m.ceiling,
+            scaling=m.scaling,
         )
     if cache_gb is None:
         cache_gb = cache_size_gb(
             records,
-            fraction=cache_fraction,
-            min_gb=min_cache_gb,
-            field_count=field_count,
-            field_length=field_length,
+            fraction=m.cache_fraction,
+            min_gb=m.min_cache_gb,
+            field_count=m.field_count,
+            field_length=m.field_length,
         )
     mem = memory_per_instance_bytes(
         records,
         cache_gb,
-        process_bytes=process_bytes,
-        bytes_per_record=bookkeeping_bytes_per_record,
+        process_bytes=m.process_bytes,
+        bytes_per_record=m.bookkeeping_bytes_per_record,
     )
     per_record = (
-        field_count * field_length if disk_bytes_per_record is None else disk_bytes_per_record
+        m.field_count * m.field_length
+        if m.disk_bytes_per_record is None
+        else m.disk_bytes_per_record
     )
     disk = int(records) * per_record
     fits_mem, fits_disk = usable // mem, int(disk_free_bytes) // disk

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import typing
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from mongobench.deploy.mongod import FIRST_PORT, instance_port
 from mongobench.ycsb import merge, parse, properties, status
+
+if typing.TYPE_CHECKING:  # settings imports this module (its defaults): no import cycle
+    from mongobench.stress.settings import StressSettings
 
 TARGET_PER_PROCESS = 25_000  # ops/s offered by each YCSB process
 # java/ycsb-binding: CoreWorkload that ends its run early when its stop file appears
@@ -99,6 +103,18 @@ def _slices(proc: YcsbProcess, parts: int, clients: int) -> tuple[YcsbProcess, .
     return tuple(out)
 
 
+@dataclass(frozen=True)
+class Copying:
+    """Data seeding by copy (stress.seeding) in a step's plan: YCSB loads only `source`, the
+    other instances get copies of its data files. `upto` > the step's n copies to the
+    instances below it as well (clones cost nothing: one round for the run); `loaders` > 1
+    loads the source with that many YCSB processes, each its own slice of the key range."""
+
+    source: int = 0
+    upto: int = 0
+    loaders: int = 1
+
+
 def plan_step(
     n: int,
     *,
@@ -107,39 +123,39 @@ def plan_step(
     records: int,
     hosts: Sequence[str],
     first_port: int = FIRST_PORT,
-    copy_from: int | None = None,
-    copy_upto: int = 0,
-    source_loaders: int = 1,
+    copying: Copying | None = None,
 ) -> StepPlan:
     """Step n: instances 0..n-1, each driven by its own YCSB process; process i runs on client
     VM i mod `clients`. Instances missing from `loaded` get a load process first (spread over
     the clients the same way). `hosts` are the server's addresses (several NICs: instance i
     is reached on hosts[i mod len]).
 
-    With `copy_from` (data seeding by copy, stress.seeding) only that instance is ever loaded
+    With `copying` (data seeding by copy, stress.seeding) only its source is ever loaded
     by YCSB; the other missing instances are in `copy` (they get copies of its data files)
-    and every instance holds, and is driven on, the source's key range. `copy_upto` > n
-    copies to the instances below it as well (clones cost nothing: one round for the run).
-    `source_loaders` > 1 loads the copy source with that many YCSB processes, each its own
-    slice of the key range (`load-i000-p<j>`, on client VM j mod `clients`), where a server
-    absorbs parallel loaders (the anchor loads its instances in parallel too)."""
+    and every instance holds, and is driven on, the source's key range. Instances below
+    `copying.upto` > n are copied to as well. `copying.loaders` > 1 loads the source with
+    that many YCSB processes, each its own slice of the key range (`load-i000-p<j>`, on
+    client VM j mod `clients`), where a server absorbs parallel loaders (the anchor loads
+    its instances in parallel too)."""
+    source_loaders = copying.loaders if copying else 1
     if n < 1 or clients < 1 or records < 1 or not hosts or source_loaders < 1:
         raise ValueError(
             "need n >= 1, clients >= 1, records >= 1, source_loaders >= 1 and at least one host"
         )
+    copy_from = copying.source if copying else None
     if copy_from is not None and not 0 <= copy_from < n:
         raise ValueError(f"the copy source {copy_from} is not one of the step's instances")
     todo = [i for i in range(n) if i not in set(loaded)]
     copies: tuple[int, ...] = ()
-    if copy_from is not None:
-        ahead = [i for i in range(n, copy_upto) if i not in set(loaded)]
+    if copying:
+        ahead = [i for i in range(n, copying.upto) if i not in set(loaded)]
         copies = tuple(i for i in [*todo, *ahead] if i != copy_from)
         todo = [i for i in todo if i == copy_from]
     loads = tuple(
         _process("load", i, j % clients, hosts, records, first_port, f"load-i{i:03d}", copy_from)
         for j, i in enumerate(todo)
     )
-    if copy_from is not None and loads and source_loaders > 1:
+    if copying and loads and source_loaders > 1:
         loads = _slices(loads[0], min(source_loaders, records), clients)
     runs = tuple(
         _process(
@@ -154,26 +170,23 @@ def plan_step(
 
 def run_properties(
     proc: YcsbProcess,
+    settings: StressSettings,
     *,
     directory: str,
-    duration_s: int,
-    target: float | None = TARGET_PER_PROCESS,
-    threads: int = RUN_THREADS,
     url: str | None = None,
     urlfile: str | None = None,
-    histograms: bool = False,
     tls_ca_file: str | None = None,
     stop_file: str | None = None,
     extra: Mapping | None = None,
-    status_interval_s: int = status.STATUS_INTERVAL_S,
 ) -> str:
     """90 % read / 10 % update, zipfian, 1 KB records, on the process's own key range, ended
-    by `duration_s`. With `histograms`, HdrHistogram logs go to `<directory>/<stem>-<OP>.hdr`
-    (step_result then merges them exactly); that needs HdrHistogram >= 2.1.10 on the YCSB
-    classpath: YCSB 0.17's 2.1.4 needs JAXB, absent from Java 11+, and the run fails.
+    by the settings' `step_seconds`, offering `target_ops` ops/s with `run_threads` threads.
+    With `histograms`, HdrHistogram logs go to `<directory>/<stem>-<OP>.hdr` (step_result
+    then merges them exactly); that needs HdrHistogram >= 2.1.10 on the YCSB classpath: YCSB
+    0.17's 2.1.4 needs JAXB, absent from Java 11+, and the run fails.
     With `tls_ca_file` (the CA certificate on the client VM) the process connects with TLS.
     With `stop_file` (a path on the client VM) the process ends early, as at its
-    `duration_s`, once that file exists (the steady-state stop, stress.steady).
+    `step_seconds`, once that file exists (the steady-state stop, stress.steady).
     `status_interval_s`: seconds between YCSB's status lines (the step's time series)."""
     if stop_file:
         extra = {"workload": STOPPABLE_WORKLOAD, STOP_FILE_PROPERTY: stop_file, **(extra or {})}
@@ -185,14 +198,14 @@ def run_properties(
         readproportion=0.9,
         updateproportion=0.1,
         requestdistribution="zipfian",
-        target=target,
-        threadcount=threads,
-        maxexecutiontime=duration_s,
+        target=settings.target_ops,
+        threadcount=settings.run_threads,
+        maxexecutiontime=settings.step_seconds,
         url=_url(proc, url, urlfile, tls_ca_file),
         urlfile=urlfile,
-        histogram_prefix=f"{directory.rstrip('/')}/{proc.stem}-" if histograms else None,
+        histogram_prefix=f"{directory.rstrip('/')}/{proc.stem}-" if settings.histograms else None,
         tls_ca_file=tls_ca_file,
-        status_interval_s=status_interval_s,
+        status_interval_s=settings.status_interval_s,
         extra=extra,
     )
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from mongobench.stress import steady
 from mongobench.stress.search import READ_P99_SLA_MS, Kpi, run_search, select_kpis
-from mongobench.stress.steps import TARGET_PER_PROCESS, StepResult, plan_step
+from mongobench.stress.steps import TARGET_PER_PROCESS, Copying, StepResult, plan_step
 
 # ----------------------------------------------------------------------------- simulation
 
@@ -92,7 +92,7 @@ class CostModel:
     interval_noise: float = 0.01
     stop_lag_seconds: float = 10.0
     curve_seed: int = 0  # another value: another draw of every step's interval noise
-    source_loaders: int = 1  # YCSB processes loading the copy source (steps.plan_step)
+    source_loaders: int = 1  # YCSB processes loading the copy source (steps.Copying)
 
     def load_seconds(self, instances: int, loaders: int | None = None) -> float:
         """Loading `instances` instances with `loaders` YCSB processes (default: one each)."""
@@ -181,7 +181,7 @@ def simulate(
     loaded: set[int] = set()
     records = load_s = wall = 0.0
     step_s: list[float] = []
-    copy_from = 0 if cost.seeding == "copy" and search != "anchor" else None
+    copying = cost.seeding == "copy" and search != "anchor"
 
     def step(n: int) -> tuple[StepResult, dict]:
         nonlocal records, load_s, wall
@@ -191,10 +191,13 @@ def simulate(
             clients=clients,
             records=cost.records_per_instance,
             hosts=("server",),
-            copy_from=copy_from,
-            # clones (reflink) cost nothing: every instance the search may use in one round
-            copy_upto=server.max_instances if math.isinf(cost.copy_rate) else 0,
-            source_loaders=cost.source_loaders,
+            copying=Copying(
+                # clones (reflink) cost nothing: every instance the search may use in one round
+                upto=server.max_instances if math.isinf(cost.copy_rate) else 0,
+                loaders=cost.source_loaders,
+            )
+            if copying
+            else None,
         )
         new = len({p.instance for p in plan.load})
         records += sum(p.insertcount for p in plan.load)

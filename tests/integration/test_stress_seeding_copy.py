@@ -42,7 +42,9 @@ def _verify(files: list[pathlib.Path]) -> dict[str, seeding.Fingerprint]:
 
 def test_copied_data_files_verified(tmp_path):
     javabuild.build()
-    plan = steps.plan_step(3, loaded=(), clients=1, records=RECORDS, hosts=("h",), copy_from=0)
+    plan = steps.plan_step(
+        3, loaded=(), clients=1, records=RECORDS, hosts=("h",), copying=steps.Copying()
+    )
     assert plan.copy == (1, 2)
     dbpaths = [tmp_path / f"mongod-{i}" / "data" for i in range(3)]
     src = testbed.start_server(str(tmp_path / "s0"), kind="standin", dbpath=str(dbpaths[0]))

@@ -13,6 +13,7 @@ import pytest
 from mongobench.deploy import mongod
 from mongobench.remote import javabuild, processes
 from mongobench.stress import steps
+from mongobench.stress.settings import StressSettings
 from mongobench.testbed import bed as testbed
 from mongobench.ycsb import merge, parse, properties
 
@@ -227,7 +228,7 @@ def test_two_instance_step_with_background_processes(tmp_path):
         states, texts = run_processes(
             plan.run,
             lambda p: steps.run_properties(
-                p, directory=d, duration_s=4, target=150, threads=2, histograms=True
+                p, StressSettings(step_seconds=4, target_ops=150, run_threads=2), directory=d
             ),
             d,
         )
@@ -283,10 +284,8 @@ def test_stop_file_ends_a_run_early_with_its_summary(server_uri, tmp_path):
     proc = steps._process("run", 0, 0, ("localhost",), RECORDS, 27017, "stop-run")
     props = steps.run_properties(
         proc,
+        StressSettings(step_seconds=60, target_ops=200, run_threads=2, histograms=False),
         directory=str(tmp_path),
-        duration_s=60,
-        target=200,
-        threads=2,
         urlfile=urlfile,
         stop_file=str(stop),
     )

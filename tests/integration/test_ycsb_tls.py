@@ -13,12 +13,14 @@ import pytest
 
 from mongobench.remote import javabuild, tlscerts
 from mongobench.stress import steps as stress
+from mongobench.stress.settings import StressSettings
 from mongobench.testbed import bed as testbed
 from mongobench.ycsb import parse, properties
 
 pytestmark = pytest.mark.integration
 YCSB_TIMEOUT_S = 180
 RECORDS = 300
+SHORT = StressSettings(step_seconds=2, histograms=False)
 
 
 @pytest.fixture(scope="module")
@@ -60,11 +62,8 @@ def test_load_and_run_over_tls(tls_server, tmp_path):
     (proc,) = plan.run
     props = stress.run_properties(
         proc,
+        StressSettings(step_seconds=4, target_ops=150, run_threads=2),
         directory=str(tmp_path),
-        duration_s=4,
-        target=150,
-        threads=2,
-        histograms=True,
         tls_ca_file=material.ca_cert,
     )
     rc, out = run_ycsb("run", props, tmp_path / "run.properties")
@@ -85,7 +84,7 @@ def test_without_the_ca_or_without_tls_the_step_fails_clearly(tls_server, tmp_pa
     rc, out = run_ycsb(
         "run",
         stress.run_properties(
-            proc, directory=str(tmp_path), duration_s=2, url=proc.uri("tls=true&" + fast)
+            proc, SHORT, directory=str(tmp_path), url=proc.uri("tls=true&" + fast)
         ),
         tmp_path / "noca.properties",
     )
@@ -95,7 +94,7 @@ def test_without_the_ca_or_without_tls_the_step_fails_clearly(tls_server, tmp_pa
     # no TLS at all: a requireTLS server does not answer plain connections
     rc, out = run_ycsb(
         "run",
-        stress.run_properties(proc, directory=str(tmp_path), duration_s=2, url=proc.uri(fast)),
+        stress.run_properties(proc, SHORT, directory=str(tmp_path), url=proc.uri(fast)),
         tmp_path / "plain.properties",
     )
     with pytest.raises(stress.StepError, match="cannot connect to mongodb://127.0.0.1"):
@@ -105,8 +104,8 @@ def test_without_the_ca_or_without_tls_the_step_fails_clearly(tls_server, tmp_pa
         "run",
         stress.run_properties(
             proc,
+            SHORT,
             directory=str(tmp_path),
-            duration_s=2,
             url=proc.uri("tls=false"),
             tls_ca_file=material.ca_cert,
         ),

@@ -20,11 +20,13 @@ from mongobench.deploy import mongod
 from mongobench.remote import probes, processes
 from mongobench.stress import placement, sizing, steps
 from mongobench.stress import search as stress_search
+from mongobench.stress.settings import StressSettings
 from mongobench.testbed import simulator
 
 GiB = units.GiB
 DATA = pathlib.Path(__file__).resolve().parent.parent / "data" / "ycsb"
 R = 10_000_000
+NO_HDR = StressSettings(histograms=False)
 
 
 def props_dict(text: str) -> dict[str, str]:
@@ -92,6 +94,22 @@ def test_plan_sizing_and_overrides():
     assert (forced.records, forced.cache_gb) == (4_000_000, 2.0)
     assert forced.max_instances == min(forced.fits_memory, forced.fits_disk, 12) == 12
     assert sizing.plan_sizing(128 * GiB, 32, 25 * GiB).max_instances == 2  # 10 GB per instance
+
+
+def test_plan_sizing_takes_a_changed_model():
+    assert sizing.plan_sizing(128 * GiB, 32, 2000 * GiB, model=sizing.ANCHOR) == (
+        sizing.plan_sizing(128 * GiB, 32, 2000 * GiB)
+    )
+    model = sizing.SizingModel(cache_fraction=0.5, min_cache_gb=3, disk_bytes_per_record=2000)
+    s = sizing.plan_sizing(128 * GiB, 32, 2000 * GiB, model=model)
+    assert (s.records, s.cache_gb) == (10_000_000, 4.66)  # cache_size_gb(R, fraction=0.5)
+    assert s.disk_per_instance == 2 * 10**10
+    small = sizing.SizingModel(max_records=3_000_000, process_bytes=0)
+    s = sizing.plan_sizing(128 * GiB, 32, 2000 * GiB, model=small)
+    assert s.records == 3_000_000
+    assert s.memory_per_instance == sizing.memory_per_instance_bytes(
+        s.records, s.cache_gb, process_bytes=0
+    )
 
 
 def test_plan_sizing_fails_clearly_when_nothing_fits():
@@ -419,10 +437,8 @@ def test_plan_step_rejects_nonsense():
 def test_run_and_load_properties():
     plan = steps.plan_step(3, loaded=(), clients=2, records=R, hosts=["srv"])
     proc = plan.run[2]
-    assert "hdrhistogram.fileoutput" not in steps.run_properties(proc, directory="/c", duration_s=1)
-    p = props_dict(
-        steps.run_properties(proc, directory="/c/run1/", duration_s=180, histograms=True)
-    )
+    assert "hdrhistogram.fileoutput" not in steps.run_properties(proc, NO_HDR, directory="/c")
+    p = props_dict(steps.run_properties(proc, StressSettings(), directory="/c/run1/"))
     assert (p["insertstart"], p["insertcount"], p["recordcount"]) == (
         "20000000",
         "10000000",
@@ -438,12 +454,15 @@ def test_run_and_load_properties():
     assert p["mongodb.url"] == "mongodb://srv:27019/ycsb"
     assert p["hdrhistogram.percentiles"] == "50,95,99,99.9"
     p2 = props_dict(
-        steps.run_properties(
-            plan.run[1], directory="/c/run1", duration_s=180, urlfile="/c/u1", histograms=True
-        )
+        steps.run_properties(plan.run[1], StressSettings(), directory="/c/run1", urlfile="/c/u1")
     )
     assert p2["hdrhistogram.output.path"] != p["hdrhistogram.output.path"]
     assert p2["mongodb.urlfile"] == "/c/u1" and "mongodb.url" not in p2
+    # the run's settings are the properties' (not the defaults)
+    asked = StressSettings(target_ops=500, run_threads=3, step_seconds=42, status_interval_s=2)
+    p3 = props_dict(steps.run_properties(proc, asked, directory="/c"))
+    assert (p3["target"], p3["threadcount"], p3["maxexecutiontime"]) == ("500", "3", "42")
+    assert p3["status.interval"] == "2"
 
     lp = props_dict(steps.load_properties(plan.load[1], batchsize=100))
     assert (lp["insertstart"], lp["insertcount"], lp["operationcount"]) == (
@@ -457,9 +476,7 @@ def test_run_and_load_properties():
 def test_tls_properties_turn_tls_on_with_the_ca():
     plan = steps.plan_step(2, loaded=(), clients=1, records=R, hosts=["10.0.0.5", "10.0.1.5"])
     ca = "/scratch/mongobench-ycsb/tls/ca.pem"
-    run = props_dict(
-        steps.run_properties(plan.run[1], directory="/c", duration_s=9, tls_ca_file=ca)
-    )
+    run = props_dict(steps.run_properties(plan.run[1], NO_HDR, directory="/c", tls_ca_file=ca))
     assert run["mongodb.url"] == "mongodb://10.0.1.5:27018/ycsb?tls=true"
     assert run["mongodb.tlsCAFile"] == ca
     load = props_dict(steps.load_properties(plan.load[0], tls_ca_file=ca))
@@ -1005,5 +1022,5 @@ def test_step_result_and_its_samples_carry_p50_beside_p99():
     assert got["read p50 latency"] == got["read 50thPercentileLatency"] == 0.956
     assert got["update p50 latency"] == 1.783 and got["read p99 latency"] == 10.263
     plan = steps.plan_step(1, loaded=[], clients=1, records=100, hosts=["h"])
-    asked = props_dict(steps.run_properties(plan.run[0], directory="/w", duration_s=5))
+    asked = props_dict(steps.run_properties(plan.run[0], NO_HDR, directory="/w"))
     assert {"50", "95", "99"} <= set(asked["hdrhistogram.percentiles"].split(","))

@@ -15,6 +15,7 @@ from mongobench.deploy import mongod
 from mongobench.remote import probes
 from mongobench.stress import placement, search, sizing, steps
 from mongobench.stress import report as stress_report
+from mongobench.stress.settings import StressSettings
 from mongobench.testbed import simulator
 from mongobench.ycsb import merge, parse
 
@@ -127,29 +128,16 @@ def _meta(**kw):
         "numa": nodes,
         "sources": {"memory": "flag", "vcpus": "server", "disk_free": "server"},
     }
-    args = dict(
-        search="bounded",
-        target_ops=25000,
-        step_seconds=180,
-        run_threads=10,
-        load_threads=30,
-        load_batch=100,
-        client_vms=2,
-        first_port=27017,
-        numactl_cpu="none",
-        numactl_memory="none",
-        numactl_prefixes=[[], []],
-        histograms=True,
-        drop_caches=False,
-        hold=True,
-        hold_per_numa=False,
-        hold_gb=None,
-        tls=False,
-        tls_meta={},
-    )
-    args.update(kw)
+    extra = {k: kw.pop(k) for k in ("numactl_prefixes", "tls_meta") if k in kw}
     return stress_report.run_metadata(
-        {"mongodb_version": "8.0.4"}, _sizing(), facts, ["10.0.0.1", "10.0.1.1"], **args
+        {"mongodb_version": "8.0.4"},
+        _sizing(),
+        facts,
+        ["10.0.0.1", "10.0.1.1"],
+        StressSettings(drop_caches=False, **kw),
+        client_vms=2,
+        numactl_prefixes=extra.get("numactl_prefixes", [[], []]),
+        tls_meta=extra.get("tls_meta", {}),
     )
 
 
@@ -202,7 +190,7 @@ def test_run_metadata_keys_and_values():
 
 
 def test_run_metadata_hold_numactl_and_tls():
-    assert _meta(hold_per_numa=True, hold_gb=2.5)["memory_hold"] == (
+    assert _meta(stress_ng_per_numa=True, hold_gb=2.5)["memory_hold"] == (
         "stress-ng per NUMA node, fixed 2.5 GiB (--mongodb_stress_hold_memory_gb)"
     )
     assert _meta(hold=False, hold_gb=2.5)["memory_hold"] == (

@@ -14,6 +14,7 @@ from mongobench.stress import seeding, steps
 from mongobench.testbed import simulator
 
 R = 10_000_000
+COPY = steps.Copying(seeding.SOURCE)  # instance 0 loaded, the others copies
 
 
 def config(index, cache_gb=1.0, extra=None):
@@ -110,16 +111,16 @@ def test_parse_and_check():
 
 
 def test_plan_with_copies_loads_the_source_only_on_its_key_range():
-    plan = steps.plan_step(4, loaded=(), clients=2, records=100, hosts=("h",), copy_from=0)
+    plan = steps.plan_step(4, loaded=(), clients=2, records=100, hosts=("h",), copying=COPY)
     assert [p.instance for p in plan.load] == [0] and plan.copy == (1, 2, 3)
     assert plan.source == 0
     assert {(p.insertstart, p.insertcount, p.recordcount) for p in plan.run} == {(0, 100, 100)}
     later = steps.plan_step(
-        6, loaded={0, 1, 2, 3}, clients=2, records=100, hosts=("h",), copy_from=0
+        6, loaded={0, 1, 2, 3}, clients=2, records=100, hosts=("h",), copying=COPY
     )
     assert later.load == () and later.copy == (4, 5)
     ahead = steps.plan_step(
-        2, loaded=(), clients=1, records=100, hosts=("h",), copy_from=0, copy_upto=5
+        2, loaded=(), clients=1, records=100, hosts=("h",), copying=steps.Copying(upto=5)
     )
     assert ahead.copy == (1, 2, 3, 4) and [p.instance for p in ahead.run] == [0, 1]
     # without copies every instance keeps its own key range, as before
@@ -129,7 +130,7 @@ def test_plan_with_copies_loads_the_source_only_on_its_key_range():
 
 def test_the_source_loaded_by_parallel_processes_in_slices():
     plan = steps.plan_step(
-        3, loaded=(), clients=2, records=100, hosts=("h",), copy_from=0, source_loaders=3
+        3, loaded=(), clients=2, records=100, hosts=("h",), copying=steps.Copying(loaders=3)
     )
     assert [p.instance for p in plan.load] == [0, 0, 0] and plan.copy == (1, 2)
     assert [(p.insertstart, p.insertcount) for p in plan.load] == [(0, 34), (34, 33), (67, 33)]
@@ -139,10 +140,13 @@ def test_the_source_loaded_by_parallel_processes_in_slices():
     # the run processes still read and update the whole range
     assert {(p.insertstart, p.insertcount) for p in plan.run} == {(0, 100)}
     # without copies every instance keeps one loader of its own
-    own = steps.plan_step(2, loaded=(), clients=1, records=100, hosts=("h",), source_loaders=3)
+    own = steps.plan_step(2, loaded=(), clients=1, records=100, hosts=("h",))
     assert [(p.instance, p.insertcount) for p in own.load] == [(0, 100), (1, 100)]
     with pytest.raises(ValueError, match="source_loaders"):
-        steps.plan_step(1, loaded=(), clients=1, records=1, hosts=("h",), source_loaders=0)
+        none = steps.Copying(loaders=0)
+        steps.plan_step(1, loaded=(), clients=1, records=1, hosts=("h",), copying=none)
+    with pytest.raises(ValueError, match="the copy source 2 is not one of the step's"):
+        steps.plan_step(2, loaded=(), clients=1, records=1, hosts=("h",), copying=steps.Copying(2))
 
 
 def test_parallel_source_loaders_shorten_the_load_where_the_server_absorbs_them():

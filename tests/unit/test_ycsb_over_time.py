@@ -14,6 +14,7 @@ from mongobench import cli
 from mongobench.core.samples import is_time_series
 from mongobench.stress import report as stress_report
 from mongobench.stress import search, steps
+from mongobench.stress.settings import StressSettings
 from mongobench.sweep import plan
 from mongobench.sweep import samples as sweep_samples
 from mongobench.ycsb import status
@@ -71,9 +72,9 @@ def test_the_sweep_status_interval_reaches_ycsb_and_the_series():
 
 def test_the_stress_status_interval_reaches_ycsb_and_the_series():
     sp = steps.plan_step(2, loaded=[0, 1], clients=1, records=100, hosts=["h"])
-    props = steps.run_properties(sp.run[0], directory="/w", duration_s=60, status_interval_s=5)
+    props = steps.run_properties(sp.run[0], StressSettings(status_interval_s=5), directory="/w")
     assert _props(props)["status.interval"] == "5"
-    default = steps.run_properties(sp.run[0], directory="/w", duration_s=60)
+    default = steps.run_properties(sp.run[0], StressSettings(), directory="/w")
     assert _props(default)["status.interval"] == str(status.STATUS_INTERVAL_S)
     outs = [steps.ProcessOutput(instance=i, client=0, returncode=0, output=t)
             for i, t in enumerate(_recorded_run())]  # fmt: skip
