@@ -10,7 +10,7 @@ Targets (--mongodb_perftables_deployment):
   - uri: any deployment given by connection string (file or environment
     variable; the secret never reaches a command line, a log or a sample);
   - standalone: one mongod installed on the `servers` VM
-    (linux_packages/mongobench_mongod: MongoDB's repositories, a tarball,
+    (mongobench_pkb.mongod: MongoDB's repositories, a tarball,
     preinstalled binaries, or the stand-in on test beds), with the OS metrics
     of that VM sampled during every timed phase;
   - replset: a replica set (the seed's default: 3 members, writes w:majority,
@@ -32,7 +32,6 @@ from typing import Any
 from absl import flags
 from perfkitbenchmarker import benchmark_spec as bm_spec
 from perfkitbenchmarker import configs, errors, sample, vm_util
-from perfkitbenchmarker.linux_packages import mongobench_client, mongobench_mongod
 
 from mongobench.core import interrupt, shardkey
 from mongobench.core import series as core_series
@@ -44,7 +43,9 @@ from mongobench.perftables.request import PerftablesRun
 from mongobench.remote import shipping
 from mongobench.reports import results
 from mongobench_pkb import atlas as mongobench_atlas
+from mongobench_pkb import engine as mongobench_engine
 from mongobench_pkb import host as mongobench_host
+from mongobench_pkb import mongod as mongobench_mongod
 from mongobench_pkb import stages, target
 from mongobench_pkb import topology as mongobench_topology
 
@@ -325,7 +326,7 @@ def CheckPrerequisites(benchmark_config) -> None:
     request = _Request()  # every run option, and the plan
     kind = _Deployment()
     # the VMs' OS and architecture, against the support matrix (docs/platforms.md)
-    mongobench_client.CheckPrerequisites(benchmark_config)
+    mongobench_engine.CheckPrerequisites(benchmark_config)
     if kind != "uri" and _TARGET.Given():
         raise errors.Config.InvalidValue(
             "a URI flag was given with --mongodb_perftables_deployment="
@@ -442,9 +443,9 @@ def Prepare(benchmark_spec: bm_spec.BenchmarkSpec) -> None:
     benchmark_spec.mongobench = state
     state["request"] = _Request()  # the run options, checked in CheckPrerequisites
     # Deploy installs the engine's prerequisites on each VM it serves, servers included.
-    state["workdir"] = mongobench_client.Deploy(client)
+    state["workdir"] = mongobench_engine.Deploy(client)
     # Client VMs 1..K-1 run their share of every timed phase (`perftables follow`).
-    state["follower_workdirs"] = {vm.name: mongobench_client.Deploy(vm) for vm in clients[1:]}
+    state["follower_workdirs"] = {vm.name: mongobench_engine.Deploy(vm) for vm in clients[1:]}
     if kind == "uri":
         uri = _ReadUri()
     elif kind == "atlas":
@@ -458,14 +459,14 @@ def Prepare(benchmark_spec: bm_spec.BenchmarkSpec) -> None:
     else:
         uri = mongobench_topology.StartSharded(servers, state, client, _TopologySettings())
     # The engine runs on the server VMs too: it samples their OS during each phase.
-    state["server_workdirs"] = {vm.name: mongobench_client.Deploy(vm) for vm in servers}
+    state["server_workdirs"] = {vm.name: mongobench_engine.Deploy(vm) for vm in servers}
     state["labels"] = _HardwareLabels(benchmark_spec, kind)
     uri_file = os.path.join(state["workdir"], "target.uri")
-    mongobench_client.PushSecret(client, uri_file, uri + "\n")
+    mongobench_engine.PushSecret(client, uri_file, uri + "\n")
     state["uri_file"] = uri_file
     for vm in clients[1:]:
         path = os.path.join(state["follower_workdirs"][vm.name], "target.uri")
-        mongobench_client.PushSecret(vm, path, uri + "\n")
+        mongobench_engine.PushSecret(vm, path, uri + "\n")
 
 
 def _RunStep(benchmark_spec, step_index, overrides, extra_metadata):
@@ -490,18 +491,18 @@ def _RunStep(benchmark_spec, step_index, overrides, extra_metadata):
         # belt and braces after Provision's wait: a new Atlas user may reach a member late
         auth_retry_s=mongobench_atlas.AUTH_RETRY_S if "atlas" in state else 0.0,
     )
-    request_file = mongobench_client.PushRequest(
+    request_file = mongobench_engine.PushRequest(
         client, state["workdir"], name.replace("results", "request"), request.to_json()
     )
     command = shipping.perftables_command(state["workdir"], state["uri_file"], request_file)
-    followers = mongobench_client.StartFollowers(
+    followers = mongobench_engine.StartFollowers(
         clients[1:], state["follower_workdirs"], run_id, _CLIENT_PROCESSES.value
     )
     servers = _Servers(benchmark_spec)
     samplers = [
         (
             vm,
-            mongobench_client.StartSampler(
+            mongobench_engine.StartSampler(
                 vm, state["server_workdirs"][vm.name], state["data_paths"].get(vm.name, "/")
             ),
         )
@@ -509,7 +510,7 @@ def _RunStep(benchmark_spec, step_index, overrides, extra_metadata):
     ]
     try:
         # Detached and polled: each variant's [i/N] line reaches pkb.log as it ends.
-        _, stderr = mongobench_client.RunEngine(
+        _, stderr = mongobench_engine.RunEngine(
             client,
             state["workdir"],
             command,
@@ -518,11 +519,11 @@ def _RunStep(benchmark_spec, step_index, overrides, extra_metadata):
     finally:
         follower_failures = [
             {"experiment": "?", "label": "?", "error": e}
-            for e in mongobench_client.WaitFollowers(followers)
+            for e in mongobench_engine.WaitFollowers(followers)
         ]
         readings = {}
         for vm, sampler in samplers:
-            local = mongobench_client.StopSampler(vm, sampler, vm_util.GetTempDir())
+            local = mongobench_engine.StopSampler(vm, sampler, vm_util.GetTempDir())
             readings[vm.name] = ossampler.load(local)[1]
     local_out = os.path.join(vm_util.GetTempDir(), name)
     last_line = _LastLine(stderr)
@@ -548,7 +549,7 @@ def _RunStep(benchmark_spec, step_index, overrides, extra_metadata):
 
     metadata = dict(state["metadata"], **extra_metadata)
     # Each variant's samples are stamped with its start, not the end of Run.
-    out = [mongobench_client.ToSample(s) for s in results.to_samples(run, metadata)]
+    out = [mongobench_engine.ToSample(s) for s in results.to_samples(run, metadata)]
     failed = results.failed(run)
     out += [sample.Sample(**s) for s in results.failure_samples(run, extra_metadata)]
     expected = sum(len(variants) for _, variants in state["request"].plans) * request.repeats
@@ -607,7 +608,7 @@ def Run(benchmark_spec: bm_spec.BenchmarkSpec) -> list[sample.Sample]:
 
 
 def _DiagnosticPaths(vm):
-    return mongobench_mongod.DiagnosticPaths(vm) + mongobench_client.DiagnosticPaths(vm)
+    return mongobench_mongod.DiagnosticPaths(vm) + mongobench_engine.DiagnosticPaths(vm)
 
 
 def Cleanup(benchmark_spec: bm_spec.BenchmarkSpec) -> None:
@@ -642,7 +643,7 @@ def _CleanupSteps(benchmark_spec, state, keep):
     for vm in [*_Servers(benchmark_spec), *clients]:
         # The engine and samplers run detached: PKB may have been stopped while they ran.
         steps.append(
-            (f"stop the engine on {vm.name}", lambda vm=vm: mongobench_client.StopEngine(vm))
+            (f"stop the engine on {vm.name}", lambda vm=vm: mongobench_engine.StopEngine(vm))
         )
         steps.append((f"stop mongod on {vm.name}", lambda vm=vm: mongobench_mongod.StopAll(vm)))
         if keep:  # stopped first (complete logs), kept before anything is deleted
@@ -659,6 +660,6 @@ def _CleanupSteps(benchmark_spec, state, keep):
             )
         steps.append((f"remove mongod on {vm.name}", lambda vm=vm: mongobench_mongod.Remove(vm)))
         steps.append(
-            (f"remove the engine on {vm.name}", lambda vm=vm: mongobench_client.Remove(vm))
+            (f"remove the engine on {vm.name}", lambda vm=vm: mongobench_engine.Remove(vm))
         )
     return steps

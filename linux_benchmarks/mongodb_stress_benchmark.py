@@ -31,7 +31,7 @@ seed 003's Tuning Notes; Maximum Throughput carries the note when its step's ser
 not > 90 %.
 
 The arithmetic (sizing, plans, placement, the search loop, results, KPIs, usage, sample
-metadata) is mongobench.stress; linux_packages/mongobench_stress carries it out on the VMs;
+metadata) is mongobench.stress; mongobench_pkb.stress carries it out on the VMs;
 this module holds the flags and the stages.
 """
 
@@ -42,7 +42,6 @@ from typing import Any
 from absl import flags
 from perfkitbenchmarker import benchmark_spec as bm_spec
 from perfkitbenchmarker import configs, errors, sample
-from perfkitbenchmarker.linux_packages import mongobench_client, mongobench_mongod
 
 from mongobench.core import interrupt
 from mongobench.deploy import mongod
@@ -50,6 +49,8 @@ from mongobench.stress import report as stress_report
 from mongobench.stress import search, seeding, steady
 from mongobench.stress import settings as stress_settings
 from mongobench.stress.settings import StressSettings
+from mongobench_pkb import engine as mongobench_engine
+from mongobench_pkb import mongod as mongobench_mongod
 from mongobench_pkb import stages
 from mongobench_pkb import stress as mongobench_stress
 
@@ -422,7 +423,7 @@ def Run(benchmark_spec: bm_spec.BenchmarkSpec) -> list[sample.Sample]:
         mongodb_version=st.server.version,
         max_instances=st.sizing.max_instances,
     )
-    return [mongobench_client.ToSample(s) for s in samples]
+    return [mongobench_engine.ToSample(s) for s in samples]
 
 
 def Cleanup(benchmark_spec: bm_spec.BenchmarkSpec) -> None:

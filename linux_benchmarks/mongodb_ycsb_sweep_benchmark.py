@@ -13,7 +13,7 @@ exceeds_memory.
 The target is any deployment given by connection string (file or environment variable on the
 PKB host). The string reaches each client VM in a 0600 file and YCSB through the binding's
 `mongodb.urlfile`: never on a command line, in pkb.log or in a sample. YCSB is the project's
-client (linux_packages/mongobench_ycsb); with several client VMs each runs one YCSB process per
+client (mongobench_pkb.ycsb); with several client VMs each runs one YCSB process per
 phase (load: its own key range; runs: its share of the operations) and percentiles are merged
 from their HdrHistogram logs.
 """
@@ -27,7 +27,6 @@ from typing import Any
 from absl import flags
 from perfkitbenchmarker import benchmark_spec as bm_spec
 from perfkitbenchmarker import configs, errors, sample, vm_util
-from perfkitbenchmarker.linux_packages import mongobench_client, mongobench_ycsb
 
 from mongobench.core import interrupt, names, redact, units
 from mongobench.perftables import estimate as estimate_mod
@@ -37,8 +36,10 @@ from mongobench.sweep import plan, runner
 from mongobench.sweep import samples as sweep_samples
 from mongobench.ycsb import parse as ycsb_parse
 from mongobench.ycsb import status as ycsb_status
+from mongobench_pkb import engine as mongobench_engine
 from mongobench_pkb import host as mongobench_host
 from mongobench_pkb import stages, target
+from mongobench_pkb import ycsb as mongobench_ycsb
 
 BENCHMARK_NAME = "mongodb_ycsb_sweep"
 BENCHMARK_CONFIG = """
@@ -138,7 +139,7 @@ def GetConfig(user_config: dict[str, Any]) -> dict[str, Any]:
 def CheckPrerequisites(benchmark_config) -> None:
     """Validates flags and the target before anything is provisioned, then logs the sweep's
     estimated data volume, wall time and cost (PKB does not ask)."""
-    mongobench_client.CheckPrerequisites(benchmark_config)  # docs/platforms.md
+    mongobench_engine.CheckPrerequisites(benchmark_config)  # docs/platforms.md
     try:
         plan.parse_sizes(_SIZES.value)
     except plan.SweepError as e:
@@ -208,10 +209,10 @@ def Prepare(benchmark_spec: bm_spec.BenchmarkSpec) -> None:
         vm.Install("mongobench_ycsb")
         workdir = mongobench_ycsb.Deploy(vm)
         path = posixpath.join(workdir, "target.uri")
-        mongobench_client.PushSecret(vm, path, uri + "\n")
+        mongobench_engine.PushSecret(vm, path, uri + "\n")
         uri_files.append(path)
     first = clients[0]
-    engine_dir = mongobench_client.Deploy(first)
+    engine_dir = mongobench_engine.Deploy(first)
     state.update(uri_files=uri_files, engine_dir=engine_dir, engine_uri_file=uri_files[0])
     server_memory = _Drop(first, state)  # also removes what an earlier run may have left
     if _MEMORY_MB.value:
@@ -322,7 +323,7 @@ def Run(benchmark_spec: bm_spec.BenchmarkSpec) -> list[sample.Sample]:
         f"{s['metadata']['size_label']} {s['metadata']['phase']}: {s['metadata']['error'][:300]}"
         for s in sweep_samples.failed(samples)
     ]
-    return [mongobench_client.ToSample(s) for s in samples]
+    return [mongobench_engine.ToSample(s) for s in samples]
 
 
 def Cleanup(benchmark_spec: bm_spec.BenchmarkSpec) -> None:
@@ -356,6 +357,6 @@ def _CleanupSteps(benchmark_spec, keep):
             steps.append(stages.DiagnosticsStep(vm, mongobench_ycsb.DiagnosticPaths))
         steps.append((f"remove YCSB on {vm.name}", lambda vm=vm: mongobench_ycsb.Remove(vm)))
     steps.append(
-        (f"remove the engine on {clients[0].name}", lambda: mongobench_client.Remove(clients[0]))
+        (f"remove the engine on {clients[0].name}", lambda: mongobench_engine.Remove(clients[0]))
     )
     return steps

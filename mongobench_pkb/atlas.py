@@ -5,7 +5,7 @@ from the PKB host. API credentials come from the environment only
 (ATLAS_PROJECT_ID plus ATLAS_PUBLIC_KEY/ATLAS_PRIVATE_KEY, or ATLAS_CLIENT_ID/
 ATLAS_CLIENT_SECRET for a service account). A database user with a fresh random
 password is created for the run and deleted at cleanup; its connection string
-goes to the client VM in a 0600 file (mongobench_client.PushSecret), never on a
+goes to the client VM in a 0600 file (mongobench_pkb.vm.PushSecret), never on a
 command line, in a log line or in a sample.
 
     deployment = mongobench_atlas.NewDeployment(run_uri, client_vms)

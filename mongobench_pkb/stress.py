@@ -19,11 +19,6 @@ import shlex
 import time
 
 from perfkitbenchmarker import background_tasks, errors, vm_util
-from perfkitbenchmarker.linux_packages import (
-    mongobench_mongod,
-    mongobench_stress_ng,
-    mongobench_ycsb,
-)
 
 from mongobench.core import units
 from mongobench.remote import probes
@@ -32,7 +27,10 @@ from mongobench.stress import report as stress_report
 from mongobench.stress import sizing as stress_sizing
 from mongobench.stress.settings import StressSettings
 from mongobench_pkb import host as mongobench_host
+from mongobench_pkb import mongod as mongobench_mongod
 from mongobench_pkb import stages
+from mongobench_pkb import stress_ng as mongobench_stress_ng
+from mongobench_pkb import ycsb as mongobench_ycsb
 
 VERIFY_TIMEOUT_S = 600
 DROP_CACHES_COMMAND = "sync && echo 3 | sudo tee /proc/sys/vm/drop_caches >/dev/null"

@@ -13,9 +13,9 @@ import logging
 import os
 
 from perfkitbenchmarker import errors
-from perfkitbenchmarker.linux_packages import mongobench_mongod
 
 from mongobench.deploy import placement, topology
+from mongobench_pkb import mongod as mongobench_mongod
 from mongobench_pkb import vm as mongobench_vm
 
 

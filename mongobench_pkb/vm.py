@@ -1,10 +1,8 @@
-"""Helpers the mongobench package modules share on a PKB VM (no flags, nothing to install).
+"""Helpers the wing's VM modules share on a PKB VM (no flags, nothing to install).
 
-Each package (`mongobench_client`, `mongobench_mongod`, `mongobench_ycsb`,
-`mongobench_stress_ng`) has its own work directory name and keeps its public functions
-(`WorkDir(vm)`, `Remove(vm)`, `StopAll(vm)`, `States(...)`) as one-line calls of these, because
-benchmarks and Cleanup call them by those names. It installs nothing, so it lives here, not
-in linux_packages/.
+Each of `engine`, `mongod`, `ycsb` and `stress_ng` has its own work directory name and keeps
+its public functions (`WorkDir(vm)`, `Remove(vm)`, `StopAll(vm)`, `States(...)`) as one-line
+calls of these, because benchmarks and Cleanup call them by those names.
 """
 
 import logging

@@ -26,7 +26,7 @@ def test_every_benchmark_registers_with_its_flags(pkb_python):
     for name, flag in (
         ("mongodb_stress", "--mongodb_stress_target_ops_per_client"),
         ("mongodb_ycsb_sweep", "--mongodb_ycsb_sweep_sizes_mb"),
-        ("mongobench_mongod", "--mongobench_mongodb_version"),
+        ("mongobench_pkb.mongod", "--mongobench_mongodb_version"),
     ):
         out = helpmatch(pkb_python, name)
         assert flag in out, name

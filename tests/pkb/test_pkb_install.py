@@ -10,7 +10,9 @@ from fakevm import NEEDS_PKB, RHEL_9, FakeVm
 pytest.importorskip("perfkitbenchmarker.pkb", reason=NEEDS_PKB)
 
 from perfkitbenchmarker import vm_util
-from perfkitbenchmarker.linux_packages import mongobench_client, mongobench_mongod
+from perfkitbenchmarker.linux_packages import mongobench_mongod
+
+from mongobench_pkb import engine
 
 
 @pytest.fixture
@@ -20,12 +22,12 @@ def pkb_temp(tmp_path, monkeypatch):
 
 def test_a_server_vm_gets_the_engines_packages_before_the_engine(pkb_flags, pkb_temp):
     server = FakeVm("server0")
-    mongobench_client.Deploy(server)
+    engine.Deploy(server)
     packages = server.calls.index(("InstallPackages", "python3 python3-venv python3-pip"))
-    venv_check = server.calls.index(("RemoteCommand", mongobench_client.VENV_CHECK))
+    venv_check = server.calls.index(("RemoteCommand", engine.VENV_CHECK))
     assert packages < venv_check
     # PKB's Install runs a package module once per VM: a second Deploy installs nothing more
-    mongobench_client.Deploy(server)
+    engine.Deploy(server)
     assert [c for c in server.calls if c[0] == "InstallPackages"] == [server.calls[packages]]
 
 

@@ -23,6 +23,7 @@ from perfkitbenchmarker.linux_benchmarks import (
 from perfkitbenchmarker.linux_packages import mongobench_mongod
 
 from mongobench.remote import javabuild
+from mongobench_pkb import mongod
 
 
 class _Group:
@@ -45,9 +46,9 @@ def test_pkbs_own_mongodb_version_is_installed_when_only_it_is_set(pkb_flags):
 
 def test_our_version_flag_wins_over_pkbs_default(pkb_flags):
     pkb_flags(mongobench_mongodb_version="7.0")
-    assert mongobench_mongod.MongodbVersion() == "7.0"
+    assert mongod.MongodbVersion() == "7.0"
     pkb_flags(mongodb_version="7.0")  # both set, the same: fine
-    assert mongobench_mongod.MongodbVersion() == "7.0"
+    assert mongod.MongodbVersion() == "7.0"
 
 
 def test_disagreeing_version_flags_are_refused_before_provisioning(pkb_flags):

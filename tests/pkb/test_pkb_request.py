@@ -11,9 +11,9 @@ pytest.importorskip("perfkitbenchmarker.pkb", reason=NEEDS_PKB)
 
 from perfkitbenchmarker import errors, vm_util
 from perfkitbenchmarker.linux_benchmarks import mongodb_perftables_benchmark as perftables
-from perfkitbenchmarker.linux_packages import mongobench_client
 
 from mongobench.perftables.request import PerftablesRun
+from mongobench_pkb import engine
 
 
 def test_the_flags_build_the_request_once(pkb_flags):
@@ -72,11 +72,9 @@ def test_a_step_ships_the_request_beside_target_uri(pkb_flags, tmp_path, monkeyp
     )
     monkeypatch.setattr(vm_util, "GetTempDir", lambda: str(tmp_path))
     ran = []
-    monkeypatch.setattr(
-        mongobench_client, "RunEngine", lambda vm, wd, cmd, name: ran.append(cmd) or (1, "x")
-    )
-    monkeypatch.setattr(mongobench_client, "StartFollowers", lambda *a: [])
-    monkeypatch.setattr(mongobench_client, "WaitFollowers", lambda f: [])
+    monkeypatch.setattr(engine, "RunEngine", lambda vm, wd, cmd, name: ran.append(cmd) or (1, "x"))
+    monkeypatch.setattr(engine, "StartFollowers", lambda *a: [])
+    monkeypatch.setattr(engine, "WaitFollowers", lambda f: [])
     client = _Client("c0")
     state = {
         "workdir": "/w",

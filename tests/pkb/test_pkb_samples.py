@@ -13,9 +13,9 @@ from perfkitbenchmarker import sample
 from perfkitbenchmarker.linux_benchmarks import (
     mongodb_perftables_benchmark as perftables,
 )
-from perfkitbenchmarker.linux_packages import mongobench_client
 
 from mongobench.core import samples as core_samples
+from mongobench_pkb import engine
 
 
 def test_a_time_series_becomes_pkbs_time_series_sample():
@@ -24,7 +24,7 @@ def test_a_time_series_becomes_pkbs_time_series_sample():
         {"experiment": "updateapi", "variant": "0, update_one, False"},
     )  # fmt: skip
     s["timestamp"] = 999.5
-    got = mongobench_client.ToSample(s)
+    got = engine.ToSample(s)
     want = sample.CreateTimeSeriesSample(
         values=[10.0, 12.5], timestamps=[1000.0, 1001.0], metric="Operation Throughput time series",
         units="ops/sec", interval=1.0,
@@ -40,7 +40,7 @@ def test_a_time_series_becomes_pkbs_time_series_sample():
 
 
 def test_a_plain_sample_keeps_its_timestamp():
-    got = mongobench_client.ToSample(
+    got = engine.ToSample(
         {"metric": "Time Taken", "value": 1.5, "unit": "sec", "metadata": {}, "timestamp": 5.0}
     )
     assert (got.metric, got.value, got.unit, got.timestamp) == ("Time Taken", 1.5, "sec", 5.0)

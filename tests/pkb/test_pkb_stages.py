@@ -15,7 +15,18 @@ from perfkitbenchmarker.linux_benchmarks import mongodb_ycsb_sweep_benchmark as 
 from mongobench_pkb import stages
 from mongobench_pkb import vm as mongobench_vm
 
-WING = ("atlas", "host", "stages", "stress", "topology", "vm")
+WING = (
+    "atlas",
+    "engine",
+    "host",
+    "mongod",
+    "stages",
+    "stress",
+    "stress_ng",
+    "topology",
+    "vm",
+    "ycsb",
+)
 
 
 def test_the_wing_imports_by_its_real_names_and_linux_packages_only_installs():
