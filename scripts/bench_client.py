@@ -431,7 +431,7 @@ def bare_loop_us(uri: str, key: str, clients: int, n_ops: int) -> float:
     `key` and reading the reply, with no check and no accounting. The floor under every
     variant's figure on this machine."""
     socks = multiplex.open_sockets(uri, clients)
-    tmpl = ops.find_tmpl("ycsb", "usertable", {"_id": key}, [], limit=1, single=True)
+    tmpl = ops.find_tmpl("ycsb", "usertable", {"_id": key}, [], ops.FIND_ONE)
     ep, conns = select.epoll(), {}
     for i, sock in enumerate(socks):
         req = tmpl.buffer()

@@ -84,9 +84,8 @@ def declared(d: CursorRead, db: str):
     if d.op == "aggregate":
         t = ops.aggregate_tmpl(db, d.coll, d.filter, list(d.slots))
     else:
-        t = ops.find_tmpl(
-            db, d.coll, d.filter, list(d.slots), d.projection, skip=d.skip, limit=d.limit
-        )
+        find = ops.Find(d.projection, skip=d.skip, limit=d.limit)
+        t = ops.find_tmpl(db, d.coll, d.filter, list(d.slots), find)
     get_more = _get_more(db, d.coll, d.op, d.limit)
     check = replies.CursorCheck(d.op)
     values = d.values or (lambda rng: ())

@@ -9,6 +9,7 @@ documents themselves: docgen.DocFactory.write, a batch per `struct` call).
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 
 import bson
 
@@ -154,21 +155,34 @@ def find_and_modify_tmpl(db, coll, q, update, slots, wc=None, upsert=False, new=
     return Tmpl(_with_wc(cmd, wc), slots)
 
 
-def find_tmpl(
-    db, coll, query, slots, projection=None, skip=0, limit=0, single=False, batch_size=0
-) -> Tmpl:
-    """A find as pymongo sends it (skip, limit and batchSize only when non-zero;
-    find_one: limit 1 and singleBatch)."""
+@dataclass(frozen=True)
+class Find:
+    """A find's options (`find_tmpl`), as pymongo sends them: skip, limit and batchSize only
+    when non-zero; `single` (find_one: limit 1) adds singleBatch."""
+
+    projection: dict | None = None
+    skip: int = 0
+    limit: int = 0
+    single: bool = False
+    batch_size: int = 0
+
+
+FIND_ONE = Find(limit=1, single=True)  # find_one by pymongo
+
+
+def find_tmpl(db, coll, query, slots, find: Find | None = None) -> Tmpl:
+    """A find of `query` (sentinels `slots`) with the options `find` (none by default)."""
+    f = find or Find()
     cmd = {"find": coll, "filter": query}
-    if projection is not None:
-        cmd["projection"] = projection
-    if skip:
-        cmd["skip"] = int(skip)
-    if limit:
-        cmd["limit"] = int(limit)
-    if batch_size:
-        cmd["batchSize"] = int(min(batch_size, limit) if limit else batch_size)
-    if single:
+    if f.projection is not None:
+        cmd["projection"] = f.projection
+    if f.skip:
+        cmd["skip"] = int(f.skip)
+    if f.limit:
+        cmd["limit"] = int(f.limit)
+    if f.batch_size:
+        cmd["batchSize"] = int(min(f.batch_size, f.limit) if f.limit else f.batch_size)
+    if f.single:
         cmd["singleBatch"] = True
     cmd["$db"] = db
     return Tmpl(cmd, slots)

@@ -262,8 +262,7 @@ class KeyedMix:
     def templates(self, db: str, wc: dict | None) -> tuple[ops.Tmpl, ops.Tmpl]:
         """The read's and the update's requests as the wire executors send them (the find
         as pymongo's find_one: limit 1, single batch)."""
-        key = list(self.slots[:1])
-        read = ops.find_tmpl(db, self.coll, self.filter, key, limit=1, single=True)
+        read = ops.find_tmpl(db, self.coll, self.filter, list(self.slots[:1]), ops.FIND_ONE)
         return read, ops.update_tmpl(db, self.coll, self.filter, self.update, list(self.slots), wc)
 
 

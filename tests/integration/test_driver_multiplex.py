@@ -324,10 +324,8 @@ def test_get_more_as_pymongo(mongo, server_uri):
         ref_docs = len(list(cursor.limit(limit)))
         ref_getmores = listener.n - before
         assert ref_getmores >= 2
-        t = ops.find_tmpl(
-            DB, "query", {"group": 3}, [], {"_id": 0, "nofieldsplease": 1}, limit=limit,
-            batch_size=7,
-        )  # fmt: skip
+        find = ops.Find({"_id": 0, "nofieldsplease": 1}, limit=limit, batch_size=7)
+        t = ops.find_tmpl(DB, "query", {"group": 3}, [], find)
         gm_t = ops.get_more_tmpl(DB, "query", batch_size=True)
         gm = (gm_t, gm_t.buffer(), replies.CursorCheck("find", b"nextBatch"))
 
@@ -371,7 +369,7 @@ def test_tls_and_scram(tls_uri):
     assert sum(got.stats.ops.values()) == 400 and not got.stats.errors
     assert got.stats.docs == 400
 
-    t = ops.find_tmpl(DB, "kv", {}, [], limit=30)
+    t = ops.find_tmpl(DB, "kv", {}, [], ops.Find(limit=30))
     gm_t = ops.get_more_tmpl(DB, "kv", batch_size=True)
 
     def source(c):

@@ -86,7 +86,7 @@ def test_pipeline_update_and_find_and_modify_encode_as_pymongo_sends_them():
 
 def test_find_regex_and_in_templates():
     slot = "^" + ops.text_sentinel(3)
-    t = ops.find_tmpl("d", "k", {"name": {"$regex": slot}}, [slot], {"name": 1}, limit=10)
+    t = ops.find_tmpl("d", "k", {"name": {"$regex": slot}}, [slot], ops.Find({"name": 1}, limit=10))
     buf = t.buffer()
     t.write(buf, 1, b"^abq")
     body = sections(buf)[0]
@@ -97,7 +97,7 @@ def test_find_regex_and_in_templates():
     settings = {"docs": 1000}
     template = {"_id": {"$in": "RANDINTLIST(0,docs,5)"}, "g": "RANDINT(3,9)"}
     compiled = compile_template(template, settings)
-    t = ops.find_tmpl("d", "q", compiled.query, compiled.slots, skip=7, limit=5)
+    t = ops.find_tmpl("d", "q", compiled.query, compiled.slots, ops.Find(skip=7, limit=5))
     buf = t.buffer()
     t.write(buf, 1, *compiled.values(random.Random(4)))
     body = sections(buf)[0]
@@ -106,6 +106,17 @@ def test_find_regex_and_in_templates():
     assert body["filter"] == query
     assert len(query["_id"]["$in"]) == 5 and 3 <= query["g"] < 9
     assert (body["skip"], body["limit"]) == (7, 5)
+
+
+def test_find_options_are_one_typed_object():
+    """ops.Find: find_one as pymongo sends it, a batchSize no larger than the limit, and
+    no option at all by default."""
+    one = sections(ops.find_tmpl("d", "k", {"_id": 3}, [], ops.FIND_ONE).raw)[0]
+    assert (one["limit"], one["singleBatch"]) == (1, True) and "projection" not in one
+    capped = sections(ops.find_tmpl("d", "k", {}, [], ops.Find(limit=4, batch_size=10)).raw)[0]
+    assert (capped["limit"], capped["batchSize"]) == (4, 4)
+    bare = sections(ops.find_tmpl("d", "k", {}, []).raw)[0]
+    assert bare == {"find": "k", "filter": {}, "$db": "d"}
 
 
 def test_bulk_insert_is_a_document_sequence():
