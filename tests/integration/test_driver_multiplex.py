@@ -49,10 +49,11 @@ def mongo(server_uri):
         yield client, listener
 
 
-def run_pymongo(client, workload, settings) -> ThreadStats:
+def run_pymongo(client, workload, settings, uri=None) -> ThreadStats:
     """What perftables.run_variant does with the workload's threads (no sampling)."""
     client[DB]["perftables_meta"].delete_many({})  # fresh data: every run starts equal
     w = WORKLOADS[workload](client[DB], settings, log=lambda m: None)
+    w.uri = uri
     w.prepare()
     n = int(settings["threads"])
     stats, stop = [ThreadStats() for _ in range(n)], threading.Event()
@@ -168,6 +169,19 @@ def test_same_outcome_as_pymongo(mongo, server_uri, case):
     assert mine_counts == ref_counts
     assert got.processes == 2
     assert sum(p["ops"] for p in got.per_process) == sum(mine.ops.values())
+
+
+def test_read_update_pipelined_runs_the_same_declaration(mongo, server_uri):
+    """read_update's third executor of its KeyedMix (driver: pipelined) draws the same keys
+    and the same choices from the same seeds as the multiplexed one: the same reads and
+    updates, the same documents, no error."""
+    client, _ = mongo
+    settings = CASES["read_update"][1]
+    mine = run_multiplexed(client, server_uri, "read_update", settings, processes=1).stats
+    piped = run_pymongo(client, "read_update", dict(settings, driver="pipelined"), server_uri)
+    assert nonzero(piped.ops) == nonzero(mine.ops) and set(mine.ops) == {"read", "update"}
+    assert piped.docs == mine.docs == settings["total_ops"]
+    assert not piped.errors and not mine.errors
 
 
 def test_business_ids_have_the_seed_shape_on_both_paths(mongo, server_uri):
