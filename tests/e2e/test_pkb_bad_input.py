@@ -154,3 +154,19 @@ def test_unsupported_server_platform_is_refused_up_front(
     assert p.returncode != 0
     assert expected in out, out[-3000:]
     assert "Provisioning" not in out
+
+
+def test_stress_rejects_contradicting_flags_up_front(pkb_python, tmp_path, pkb_temp):
+    # The flags' StressSettings is validated in CheckPrerequisites: contradicting flags are
+    # refused in one line naming both flags and their values, before any VM is used.
+    path = tmp_path / "c.yaml"
+    groups = {"clients": {"static_vms": [VM]}, "servers": {"static_vms": [dict(VM, ssh_port=2)]}}
+    flags = {"mongodb_stress_max_instances": 2, "mongodb_stress_min_instances": 3}
+    path.write_text(yaml.safe_dump({"mongodb_stress": {"vm_groups": groups, "flags": flags}}))
+    p = run_pkb(pkb_python, "mongodb_stress", path, pkb_temp, timeout=300)
+    out = p.stdout + p.stderr
+    assert p.returncode != 0
+    assert "--mongodb_stress_max_instances 2 is below --mongodb_stress_min_instances 3" in out, out[
+        -3000:
+    ]
+    assert "Provisioning" not in out
