@@ -3,9 +3,9 @@
 PKB's mongodb_stress benchmark builds a `StressSettings` from its flags in
 CheckPrerequisites (each flag's default is this class's), `validate()` checks it once,
 before anything is provisioned, in one line naming the flag and the value, and the stages
-and the engine take the object (sizing, report.run_metadata, steps.run_properties) instead
+and the engine take the object (report.run_metadata, steps.run_properties) instead
 of the options one by one. The stress engine runs on the PKB host, so nothing crosses a VM
-boundary: the object is not written out (`to_dict()` gives it for the record).
+boundary: unlike perftables' request, the object is not written to a file.
 """
 
 from __future__ import annotations
@@ -162,13 +162,6 @@ class StressSettings:
         return steady.SteadyRule(
             min_seconds=self.steady_min_seconds, tolerance=self.steady_tolerance
         )
-
-    @property
-    def stops_early(self) -> bool:
-        return self.step_stop == "steady"
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
 
 
 _WHOLE = (
