@@ -277,10 +277,10 @@ class DocFactory:
                 _I32.pack_into(buf, off, value)
         return RawBSONDocument(bytes(buf))
 
-    def batch(self, n: int) -> list[RawBSONDocument]:
-        """`n` documents in one write."""
+    def batch(self, n: int, ids=None) -> list[RawBSONDocument]:
+        """`n` documents in one write (ids: the serial _id values, as `write` takes them)."""
         buf = bytearray(self.size * n)
-        self.write(buf, 0, n)
+        self.write(buf, 0, n, ids)
         data, size = bytes(buf), self.size
         return [RawBSONDocument(data[i * size : (i + 1) * size]) for i in range(n)]
 

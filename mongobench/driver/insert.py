@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import time
+from dataclasses import replace
 
-from pymongo.errors import BulkWriteError, PyMongoError
-
-from mongobench.core.split import share
 from mongobench.core.units import KiB
-from mongobench.driver import docgen
-from mongobench.driver.base import COLLECTION, SAMPLE_IDS, ThreadStats, Workload, register
+from mongobench.driver import docgen, writes
+from mongobench.driver.base import COLLECTION, ThreadStats, register
 from mongobench.driver.docgen import DocFactory
+from mongobench.driver.workload import Declared
+from mongobench.driver.writes import Inserts
 
 
 @register("insert")
-class InsertWorkload(Workload):
+class InsertWorkload(Declared):
     """Bulk inserts of fixed-size documents into an (optionally preloaded) collection.
 
     Settings: doc_size_kb, total_docs, batch_size, threads, id_type,
@@ -30,8 +29,7 @@ class InsertWorkload(Workload):
         self.n_indexes = int(self.s.get("secondary_indexes") or 0)
         self.total_docs = int(self.s["total_docs"])
         self.preload_docs = int(self.s.get("preload_docs") or 0)
-        if int(self.s["batch_size"]) < 1:
-            raise ValueError("batch_size must be >= 1")
+        self.declare()  # refuses a batch_size below 1
         if self.s["id_type"] == "business_id" and int(self.s["threads"]) >= docgen.LANES:
             # Each client writes business ids in its own lane (its seed); the preload in lane 0.
             raise ValueError(f"business ids allow at most {docgen.LANES - 1} threads")
@@ -50,14 +48,23 @@ class InsertWorkload(Workload):
     def factory(self, seed: int) -> DocFactory:
         return DocFactory(self.doc_bytes, self.s["id_type"], n_int_fields=self.n_indexes, seed=seed)
 
+    def declare(self) -> Inserts:
+        # serial _ids: the preload's 0.., then the timed phase's
+        return Inserts(
+            COLLECTION, lambda idx: self.factory(seed=idx + 1), int(self.s["batch_size"]),
+            self.total_docs, first=self.preload_docs,
+        )  # fmt: skip
+
     def prepare(self):
         coll = self.fresh()
         for i in range(self.n_indexes):
             coll.create_index([(f"i{i}", 1)], name=f"i{i}_1")
         if self.preload_docs:
             self.log(f"preloading {self.preload_docs} documents")
-            stats = ThreadStats()
-            self._insert(coll, self.factory(seed=0), self.preload_docs, stats, None)
+            stats, d = ThreadStats(), replace(self.declare(), total=self.preload_docs, first=0)
+            one = writes.inserter(coll, self.factory(seed=0), d, stats)
+            for lo, n in d.steps(0, 1):
+                one(lo, n)
             if stats.errors:
                 raise RuntimeError(f"preload failed: {dict(stats.errors)} {stats.error_samples}")
         return {"preload_docs": self.preload_docs}
@@ -76,43 +83,3 @@ class InsertWorkload(Workload):
             return None
         found = self.db[COLLECTION].count_documents({"_id": {"$in": list(ids)}})
         return len(ids), max(0, len(ids) - found)
-
-    def worker(self, idx, nthreads, stats, stop):
-        quota = share(self.total_docs, nthreads, idx)
-        coll, factory = self.collection(), self.factory(seed=idx + 1)
-        batch = int(self.s["batch_size"])
-        factory.prepare(min(batch, quota), quota % batch)  # the batch writers, untimed
-        self.ready()
-        self._insert(coll, factory, quota, stats, stop)
-
-    def _insert(self, coll, factory, quota, stats, stop):
-        batch = int(self.s["batch_size"])
-        done, sampled = 0, 0
-        while done < quota and not (stop and stop.is_set()):
-            n = min(batch, quota - done)
-            docs = factory.batch(n)
-            done += n
-            t0 = time.perf_counter_ns()
-            try:
-                if n == 1:
-                    coll.insert_one(docs[0])
-                else:
-                    coll.insert_many(docs, ordered=False)
-                ok = n
-            except BulkWriteError as e:
-                # Unordered: every document that failed has its write error.
-                # nInserted alone is not trusted (mongo-java-server overstates it).
-                failed = len(e.details.get("writeErrors", []))
-                ok = min(e.details.get("nInserted", 0), n - failed)
-                stats.error("insert", e, failed or n - ok)
-            except PyMongoError as e:
-                # Unknown how many landed: count none as throughput, all as errors.
-                stats.error("insert", e, n)
-                continue
-            stats.latency.record("insert", (time.perf_counter_ns() - t0) / 1000.0)
-            stats.ops["insert"] += 1
-            stats.docs += ok
-            stats.bytes += ok * factory.size
-            if ok == n and sampled < SAMPLE_IDS:  # this client's first ones, for the audit
-                stats.sample_id(docgen.first_id(docs[0].raw))
-                sampled += 1

@@ -10,20 +10,18 @@ import time
 
 from pymongo.errors import OperationFailure
 
-from mongobench.core.split import part
 from mongobench.core.units import KiB
 from mongobench.driver import docgen, ops
 from mongobench.driver.base import (
     LOAD_BATCH,
     META,
     ThreadStats,
-    Workload,
     load_serial,
     register,
-    timed_call,
 )
 from mongobench.driver.docgen import DocFactory
-from mongobench.driver.workload import CursorRead, Declared
+from mongobench.driver.workload import CursorRead, Declared, Split
+from mongobench.driver.writes import Inserts, Records
 
 # Query templates: RANDINT(a,b) -> uniform integer in [a, b); RANDINTLIST(a,b,n) ->
 # n distinct such integers. a and b are integers or names of settings (scaled sizes).
@@ -174,7 +172,7 @@ class QueryWorkload(Declared):
 
     def _plan(self, coll) -> str:
         try:
-            d = self.declare()
+            d = QueryWorkload.declare(self)  # the find (mixed: beside its inserts)
             explain = d.cursor(coll, d.values(random.Random(0))).explain()
         except OperationFailure:
             return "unknown"  # stand-ins have no explain
@@ -215,7 +213,7 @@ class AggregateWorkload(QueryWorkload):
 
 
 @register("bucket")
-class BucketWorkload(Workload):
+class BucketWorkload(Declared):
     """Seed 004's bucket test: N small records pushed into buckets of B, or one document each.
 
     Settings: records, bucket_size (0: no bucket), threads. Reports the time
@@ -232,24 +230,21 @@ class BucketWorkload(Workload):
     def planned(self):
         return {"docs": int(self.s["records"])}
 
-    def worker(self, idx, nthreads, stats, stop):
-        coll = self.collection(self.coll_name)
-        size = int(self.s["bucket_size"])
-        n = int(self.s["records"])
-        self.ready()
-        for rec in part(n, nthreads, idx):
-            if stop.is_set():
-                break
+    def declare(self) -> Records:
+        coll, size = self.coll_name, int(self.s["bucket_size"])
+
+        def statement(rec: int) -> dict:
             atomic = {"seq": rec, "ts": time.time(), "v": rec % 97, "tag": f"t{rec % 13}"}
             if size:
-                _, ok = timed_call(
-                    stats, "push", coll.update_one, {"_id": rec // size},
-                    {"$push": {"items": atomic}}, upsert=True,
-                )  # fmt: skip
-            else:
-                _, ok = timed_call(stats, "insert", coll.insert_one, dict(atomic, _id=rec))
-            if ok:
-                stats.docs += 1
+                return {
+                    "q": {"_id": rec // size},
+                    "u": {"$push": {"items": atomic}},
+                    "upsert": True,
+                }
+            return {"_id": rec, **atomic}  # as pymongo sends it: _id first
+
+        kind = "update" if size else "insert"
+        return Records("push" if size else "insert", coll, int(self.s["records"]), kind, statement)
 
     @property
     def audit_check(self):
@@ -303,18 +298,13 @@ class MixedWorkload(QueryWorkload):
     def audit_expected(self, baseline, stats):
         return baseline + stats.ops["insert"]
 
-    def worker(self, idx, nthreads, stats, stop):
-        if idx >= int(self.s["insert_threads"]):
-            return super().worker(idx, nthreads, stats, stop)
-        coll = self.collection("mixed_inserts")
-        factory = DocFactory(int(self.s["doc_size_kb"] * KiB), "objectid", seed=idx + 7)
-
-        def op(rng, i, stats, idx):
-            _, ok = timed_call(stats, "insert", coll.insert_one, factory.make())
-            if ok:
-                stats.docs += 1
-
-        self.loop(idx, nthreads, stats, stop, op)
+    def declare(self) -> Split:
+        size = int(self.s["doc_size_kb"] * KiB)
+        inserts = Inserts(
+            "mixed_inserts", lambda idx: DocFactory(size, "objectid", seed=idx + 7),
+            count_bytes=False,
+        )  # fmt: skip
+        return Split(int(self.s["insert_threads"]), inserts, super().declare())
 
 
 @register("regex_prefix")

@@ -2,13 +2,11 @@
 
 A workload declared in driver.workload (its command, keys and counting, written once) is
 run here by `declared`, its multiplexed executor; pymongo runs the same declaration
-(workload.Declared.worker). The workloads not declared yet (insert, mixed's inserts,
-bucket) have a source here doing what their pymongo `worker` does (the same keys from
-the same seeds, the same logical operations, the same accounting of operations, documents, bytes,
-counters and errors, under the same names), over pre-encoded requests:
-`make(workload, settings, database, wc)` returns the source for `multiplex.Loop`. Setup
-and preparation stay on pymongo (the workload's `prepare`); the cross-path test compares
-both executors.
+(workload.Declared.worker): the same keys from the same seeds, the same logical
+operations, the same accounting of operations, documents, bytes, counters and errors,
+under the same names, over pre-encoded requests. `make(workload, settings, database, wc)`
+returns the source for `multiplex.Loop`. Setup and preparation stay on pymongo (the
+workload's `prepare`); the cross-path test compares both executors.
 
 Where the pymongo path records a latency before it finds a result wrong (a
 read that found nothing, an update that matched nothing), so does this one.
@@ -23,19 +21,25 @@ from __future__ import annotations
 
 import functools
 import random
-import time
 
 from bson.raw_bson import RawBSONDocument
 
-from mongobench.core.split import part, share
-from mongobench.core.units import KiB
+from mongobench.core.split import part
 from mongobench.driver import cursor_sources, docgen, multiplex, ops, protocol, replies
 from mongobench.driver.base import SAMPLE_IDS
 from mongobench.driver.catalog import WORKLOADS
 from mongobench.driver.cursor_sources import micros
 from mongobench.driver.docgen import DocFactory
 from mongobench.driver.multiplex import Client, count_error
-from mongobench.driver.workload import CursorRead, Declared, KeyedDelete, KeyedMix, KeyedUpsert
+from mongobench.driver.workload import (
+    CursorRead,
+    Declared,
+    KeyedDelete,
+    KeyedMix,
+    KeyedUpsert,
+    Split,
+)
+from mongobench.driver.writes import Inserts, Records
 
 
 def _doc_slot(tmpl: ops.Tmpl, docs: DocFactory) -> int:
@@ -46,10 +50,10 @@ def _doc_slot(tmpl: ops.Tmpl, docs: DocFactory) -> int:
     return tmpl.raw.index(docs.raw)
 
 
-def _insert_sizes(quota: int, batch: int, per_msg: int) -> set[int]:
-    """The message sizes (documents) a client inserting `quota` documents sends."""
+def _insert_sizes(batches: set[int], per_msg: int) -> set[int]:
+    """The message sizes (documents) of batches of `batches` documents."""
     sizes = set()
-    for n in {min(batch, quota), quota % batch}:
+    for n in batches:
         if n >= per_msg:
             sizes.add(per_msg)
         sizes.add(n % per_msg)
@@ -92,10 +96,21 @@ def _writes(c: Client, buf, check, op: str, fill, field, expect=None, size=0, st
 
 
 def declared(name, s, db, wc):
-    """The multiplexed executor of a declared workload (driver.workload): its command
-    encoded once per client, each operation's values patched in, its reply counted as the
-    declaration says (a cursor's: cursor_sources.declared)."""
-    d = WORKLOADS[name](None, s).declare()
+    """The multiplexed executor of a declared workload (driver.workload)."""
+    return executor(WORKLOADS[name](None, s).declare(), db, wc)
+
+
+def executor(d, db, wc):
+    """The multiplexed executor of declaration `d`: its command encoded once per client,
+    each operation's values patched in, its reply counted as the declaration says (a
+    cursor's: cursor_sources.declared)."""
+    if isinstance(d, Split):
+        head, rest = executor(d.head, db, wc), executor(d.rest, db, wc)
+        return lambda c: head(c) if c.index < d.first else rest(c)
+    if isinstance(d, Inserts):
+        return inserts(d, db, wc)
+    if isinstance(d, Records):
+        return records(d, db, wc)
     if isinstance(d, CursorRead):
         return cursor_sources.declared(d, db)
     if isinstance(d, KeyedDelete):
@@ -167,32 +182,38 @@ def _deletes(d: KeyedDelete, db, wc):
     return source
 
 
-def insert(s, db, wc):
-    coll = "perftables"
-    size, batch = int(s["doc_size_kb"] * KiB), int(s["batch_size"])
-    total, n_idx = int(s["total_docs"]), int(s.get("secondary_indexes") or 0)
-    bulk = ops.BulkInsert(db, coll, wc)
+# ----------------------------------------------------------------------------- inserts
+
+
+def inserts(d: Inserts, db, wc):
+    """Inserts's multiplexed executor: each batch's documents written by its factory
+    straight into the message (a document sequence, split as pymongo's insert_many
+    splits it)."""
+    bulk = ops.BulkInsert(db, d.coll, wc)
     checks = {True: replies.WriteCheck("insert", bulk=True), False: replies.WriteCheck("insert")}
 
     def setup(c: Client):
-        docs = DocFactory(size, s["id_type"], n_int_fields=n_idx, seed=c.index + 1)
-        per_msg = min(batch, bulk.max_docs(docs.size))
-        docs.prepare(*_insert_sizes(share(total, c.clients, c.index), batch, per_msg))
+        docs = d.factory(c.index, c.clients)
+        per_msg = min(d.batch, bulk.max_docs(docs.size))
+        docs.prepare(*_insert_sizes(d.sizes(c.index, c.clients), per_msg))
         return docs, per_msg, bytearray(bulk.prefix_size() + per_msg * docs.size)
 
     def run_ops(c: Client, docs, per_msg, buf):
         run, stats = c.run, c.stats
         record, counts = c.record, stats.ops
-        quota, done, sampled = share(total, c.clients, c.index), 0, 0
-        serial = s["id_type"] == "serial"
-        while done < quota and not run.stopped:
-            n = min(batch, quota - done)
-            done += n
+        serial, first, sampled = docs.id_type == "serial", d.first, 0
+        size = docs.size if d.count_bytes else 0
+        steps = d.steps(c.index, c.clients) if d.total is not None else None
+        for step in steps if steps is not None else c.ops():
+            if run.stopped:
+                return
+            done, n = step if steps is not None else (0, d.batch)
             t0, ok, failed, bad = c.begin(), 0, 0, None
             for lo in range(0, n, per_msg):  # insert_many splits as pymongo does
                 m = min(per_msg, n - lo)
                 pos = bulk.write_prefix(buf, c.rid, m * docs.size)
-                docs.write(buf, pos, m, range(done + lo, done + lo + m) if serial else None)
+                k = first + done + lo
+                docs.write(buf, pos, m, range(k, k + m) if serial else None)
                 out = yield memoryview(buf)[: pos + m * docs.size], checks[n > 1]
                 if out[0] is not None and (n == 1 or out[0] != "BulkWriteError"):
                     bad = out
@@ -212,7 +233,7 @@ def insert(s, db, wc):
             record("insert", micros(run, t0))
             counts["insert"] += 1
             stats.docs += ok
-            stats.bytes += ok * docs.size
+            stats.bytes += ok * size
             if bad is None and sampled < SAMPLE_IDS:  # this client's first ones, for the audit
                 stats.sample_id(docgen.first_id(buf, pos))
                 sampled += 1
@@ -220,51 +241,22 @@ def insert(s, db, wc):
     return lambda c: run_ops(c, *setup(c))
 
 
-def mixed(s, db, wc):
-    finds = declared("mixed", s, db, wc)
-    inserts = int(s["insert_threads"])
-    size = int(s["doc_size_kb"] * KiB)
-    bulk = ops.BulkInsert(db, "mixed_inserts", wc)
-    check = replies.WriteCheck("insert")
-
-    def source(c: Client):
-        if c.index >= inserts:
-            return finds(c)
-        docs = DocFactory(size, "objectid", seed=c.index + 7).prepare(1)
-        rid, n = c.rid, docs.size
-
-        def fill(buf, i):
-            docs.write(buf, bulk.write_prefix(buf, rid, n), 1)
-
-        return _writes(c, bytearray(bulk.prefix_size() + n), check, "insert", fill, None)
-
-    return source
-
-
-def bucket(s, db, wc):
-    """Seed 004's bucket test: each record `$push`ed into bucket record // size (upsert),
-    or inserted as its own document. The record carries its own time, so each request
-    is encoded when sent (a few microseconds; the test runs one client)."""
-    coll, size, n = WORKLOADS["bucket"].coll_name, int(s["bucket_size"]), int(s["records"])
-    op = "push" if size else "insert"
-
-    def command(rec: int) -> dict:
-        atomic = {"seq": rec, "ts": time.time(), "v": rec % 97, "tag": f"t{rec % 13}"}
-        if size:
-            stmt = {"q": {"_id": rec // size}, "u": {"$push": {"items": atomic}}, "upsert": True}
-            cmd = {"update": coll, "ordered": True, "updates": [stmt], "$db": db}
-        else:  # pymongo sends _id first
-            cmd = {"insert": coll, "ordered": True, "documents": [{"_id": rec, **atomic}]}
-            cmd["$db"] = db
-        return ops._with_wc(cmd, wc)
-
-    check = replies.WriteCheck(op)
+def records(d: Records, db, wc):
+    """Records's multiplexed executor: each record's statement encoded when it is sent (a
+    few microseconds; it may carry the time)."""
+    if d.kind == "insert":
+        key, cmd = "documents", {"insert": d.coll, "ordered": True}
+    else:
+        key, cmd = "updates", {"update": d.coll, "ordered": True}
+    check, make = replies.WriteCheck(d.op), d.statement
 
     def source(c: Client):
         def fill(_, rec):
-            return protocol.encode_msg(command(rec), c.rid)
+            return protocol.encode_msg(
+                ops._with_wc({**cmd, key: [make(rec)], "$db": db}, wc), c.rid
+            )
 
-        return _writes(c, None, check, op, fill, None, steps=part(n, c.clients, c.index))
+        return _writes(c, None, check, d.op, fill, None, steps=part(d.records, c.clients, c.index))
 
     return source
 
@@ -369,18 +361,12 @@ def _upsert(d: KeyedUpsert, db, wc):
     return lambda c: run_ops(c, *setup(c))
 
 
+# Every workload is declared (driver.workload): run by its multiplexed executor.
 SOURCES = {
-    "insert": insert,
-    "mixed": mixed,
-    "bucket": bucket,
-}
-# The declared workloads (not mixed: its inserts are not declared yet) run by their
-# multiplexed executor.
-SOURCES.update(
-    (name, functools.partial(declared, name))
+    name: functools.partial(declared, name)
     for name, cls in WORKLOADS.items()
-    if issubclass(cls, Declared) and name not in SOURCES
-)
+    if issubclass(cls, Declared)
+}
 
 
 # Workloads whose clients stop when their share of the data is done; the others

@@ -19,6 +19,9 @@ counts under and how its reply counts. Two executors run it:
 Both draw the same values from the same seeds in the same order and count the same
 operations, documents, bytes and errors under the same names, which the cross-path test
 (tests/integration/test_driver_multiplex.py) compares executor against executor.
+
+The inserting declarations (`Inserts`, `Records`) and their pymongo executor are in
+driver.writes; `Split` runs two declarations side by side (mixed: inserts beside finds).
 """
 
 from __future__ import annotations
@@ -32,9 +35,10 @@ from pymongo import ReturnDocument
 from pymongo.errors import PyMongoError
 
 from mongobench.core.split import part
-from mongobench.driver import ops
+from mongobench.driver import ops, writes
 from mongobench.driver.base import TimedLoop
 from mongobench.driver.docgen import DocFactory
+from mongobench.driver.writes import Inserts, Records
 from mongobench.driver.zipfian import Zipfian
 
 
@@ -375,15 +379,35 @@ PYMONGO = {
 }
 
 
+@dataclass(frozen=True)
+class Split:
+    """Two declarations side by side: the clients of index < `first` run `head`, the others
+    `rest` (seed 004's mixed workload: inserts beside finds)."""
+
+    first: int
+    head: Inserts | Records | KeyedWrite | KeyedUpsert | KeyedMix | CursorRead
+    rest: Inserts | Records | KeyedWrite | KeyedUpsert | KeyedMix | CursorRead
+
+    def pick(self, idx: int):
+        """The declaration client `idx` runs."""
+        return self.head if idx < self.first else self.rest
+
+
 class Declared(TimedLoop):
     """A TimedLoop workload given by its declaration (`declare()`, from its settings); its
     pymongo worker is the declaration's pymongo executor."""
 
-    def declare(self) -> KeyedWrite | KeyedDelete | CursorRead | KeyedMix | KeyedUpsert:
+    def declare(
+        self,
+    ) -> KeyedWrite | KeyedDelete | CursorRead | KeyedMix | KeyedUpsert | Inserts | Records | Split:
         raise NotImplementedError
 
     def worker(self, idx, nthreads, stats, stop):
         d = self.declare()
+        if isinstance(d, Split):
+            d = d.pick(idx)
+        if isinstance(d, (Inserts, Records)):
+            return writes.pymongo_worker(self, d, idx, nthreads, stats, stop)
         if isinstance(d, KeyedDelete):  # data-bounded, not a TimedLoop
             self.ready()
             _pymongo_deletes(self.collection(d.coll), d, idx, nthreads, stats, stop)

@@ -124,6 +124,7 @@ def test_cli_prints_the_seed_table_and_fails_on_a_dead_server(uri_file, tmp_path
 
 def test_errors_are_counted_not_thrown_away(server_uri, tmp_path):
     """Duplicate keys: the failed inserts are errors, not throughput."""
+    from mongobench.driver import writes
     from mongobench.driver.base import ThreadStats
     from mongobench.driver.insert import InsertWorkload
 
@@ -148,12 +149,12 @@ def test_errors_are_counted_not_thrown_away(server_uri, tmp_path):
         stats = ThreadStats()
 
         class Replay:  # the same 10 documents again: 5 duplicates
-            size = f.size
+            size, id_type = f.size, f.id_type
 
-            def batch(self, n):
+            def batch(self, n, ids=None):
                 return docs[:n]
 
-        w._insert(coll, Replay(), 10, stats, None)
+        writes.inserter(coll, Replay(), w.declare(), stats)(0, 10)
         assert stats.docs == 5
         assert sum(stats.errors.values()) == 5
         assert "insert: BulkWriteError" in stats.errors

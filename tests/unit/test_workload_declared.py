@@ -13,6 +13,7 @@ import pytest
 from mongobench.driver import multiplex, ops, protocol, sources
 from mongobench.driver.base import ThreadStats
 from mongobench.driver.catalog import WORKLOADS
+from mongobench.driver.docgen import DocFactory
 from mongobench.driver.workload import (
     CursorRead,
     Declared,
@@ -20,7 +21,9 @@ from mongobench.driver.workload import (
     KeyedMix,
     KeyedUpsert,
     KeyedWrite,
+    Split,
 )
+from mongobench.driver.writes import Inserts, Records
 from mongobench.driver.zipfian import Zipfian
 
 OPS = 5
@@ -51,8 +54,26 @@ DECLARED = {
         "preload_docs": 500, "doc_size_kb": 1, "threads": 1, "total_ops": 20, "function": fn,
         "upsert": up, "percent_new": 40} for fn in ("update_one", "find_one_and_update")
        for up in (True, False)},
+    # data-bounded inserts: 8 documents in batches of 3, 3, 2 (serial: after the preload's 4)
+    "insert_bulk": {"doc_size_kb": 0.25, "total_docs": 8, "batch_size": 3, "threads": 1,
+                    "id_type": "uuid", "secondary_indexes": 2},
+    "insert_one": {"doc_size_kb": 0.25, "total_docs": 4, "batch_size": 1, "threads": 1,
+                   "id_type": "business_id"},
+    "insert_serial": {"doc_size_kb": 0.25, "total_docs": 8, "batch_size": 3, "threads": 1,
+                      "id_type": "serial", "preload_docs": 4},
+    # mixed: the one client inserts (insert_threads 1) or finds (0)
+    "mixed": {"preload_docs": 1000, "doc_size_kb": 0.25, "group_size": 100, "threads": 1,
+              "insert_threads": 1, "query": {"_id": "RANDINT(0,docs)"}},
+    "mixed_find": {"preload_docs": 1000, "doc_size_kb": 1, "group_size": 100, "threads": 1,
+                   "insert_threads": 0, "query": {"_id": "RANDINT(0,docs)"}, "expect_full": False},
+    # each record once: 7 pushed into buckets of 3, or inserted one by one
+    "bucket_push": {"records": 7, "bucket_size": 3, "threads": 1},
+    "bucket_insert": {"records": 6, "bucket_size": 0, "threads": 1},
 }  # fmt: skip
-RUNS = {"delete_one": 5, "delete_many": 4, "read_update": 40}  # operations, where not OPS
+RUNS = {  # operations, where not OPS
+    "delete_one": 5, "delete_many": 4, "read_update": 40, "insert_bulk": 3, "insert_one": 4,
+    "insert_serial": 3, "bucket_push": 7, "bucket_insert": 6,
+}  # fmt: skip
 RUNS.update((case, 20) for case in DECLARED if case.startswith("update_api"))
 LIMIT = 4  # documents every cursor returns here
 NEW = 10**9  # update_api's new keys start beyond
@@ -77,7 +98,11 @@ class FakeColl:
         return {} if q["_id"] < NEW or upsert else None
 
     def insert_one(self, doc):
-        self.calls.append({"documents": [bson.decode(doc.raw)]})
+        self.calls.append({"documents": [_doc(doc)]})
+
+    def insert_many(self, docs, ordered):
+        assert ordered is False
+        self.calls.append({"documents": [_doc(d) for d in docs]})
 
     def find_one(self, q):
         self.calls.append({"filter": q, "projection": None, "limit": 1, "single": True})
@@ -125,11 +150,41 @@ def _upsert(upsert):
     return {"upsert": True} if upsert else {}
 
 
+def _doc(doc) -> dict:
+    """A document as the server would store it, less what differs between two runs of one
+    declaration: a record's time, an ObjectId's (its time and the process's random bytes)."""
+    doc = bson.decode(doc.raw) if hasattr(doc, "raw") else doc
+    if not isinstance(doc, dict):  # a pipeline update
+        return doc
+    doc = {k: v for k, v in doc.items() if k != "ts"}
+    if isinstance(doc.get("_id"), bson.ObjectId):
+        doc["_id"] = "ObjectId"
+    for stmt in doc.get("$push", {}).values():
+        stmt.pop("ts", None)
+    return doc
+
+
 def _workload(case):
-    name = "update_indexed" if case == "update_indexed_inc" else case
-    name = "delete" if case.startswith("delete") else name
+    name = {"update_indexed_inc": "update_indexed", "mixed_find": "mixed"}.get(case, case)
+    name = case.split("_")[0] if case.startswith(("delete", "insert", "bucket")) else name
     name = "update_api" if case.startswith("update_api") else name
     return name, {"total_ops": OPS, **DECLARED[case]}
+
+
+def _sent(data) -> dict:
+    """An OP_MSG request: its command, with the documents of a document sequence."""
+    data = bytes(data)
+    end = 21 + int.from_bytes(data[21:25], "little")
+    body = bson.decode(data[21:end])
+    if end < len(data):  # kind 1: int32 size, "documents\0", the documents
+        assert data[end] == 1
+        at = data.index(b"\0", end + 5) + 1
+        body["documents"] = bson.decode_all(data[at:])
+    if "documents" in body:
+        body["documents"] = [_doc(d) for d in body["documents"]]
+    for stmt in body.get("updates", ()):
+        stmt["u"] = _doc(stmt["u"])
+    return body
 
 
 def _reply(body: dict) -> dict:
@@ -147,7 +202,9 @@ def _reply(body: dict) -> dict:
     if "updates" in body:
         n = int(body["updates"][0]["q"]["_id"] < NEW)
         return {"n": n, "nModified": n, "ok": 1.0}
-    if "delete" in body or "insert" in body:
+    if "insert" in body:
+        return {"n": len(body["documents"]), "ok": 1.0}
+    if "delete" in body:
         return {"n": 1, "ok": 1.0}
     n = (1 if body["filter"]["_id"] % 3 else 0) if body.get("singleBatch") else LIMIT
     batch = {"firstBatch": [{}] * n, "id": bson.Int64(0), "ns": "db.c"}
@@ -180,7 +237,7 @@ def run_multiplexed(case):
             data, check = gen.send(out) if out is not None else next(gen)
         except StopIteration:
             return sent, stats
-        sent.append(protocol._reply_doc(bytes(data)))
+        sent.append(_sent(data))
         msg = bytearray(protocol.encode_msg(_reply(sent[-1]), 9))
         out = check(msg, len(msg))
 
@@ -196,6 +253,7 @@ def test_both_executors_send_and_count_the_same(case):
             assert body["deletes"][0] == call
         elif "updates" in body:
             stmt = body["updates"][0]
+            call = dict(call, u=_doc(call["u"]))  # a bucket's record: less its time
             assert {"q": stmt["q"], "u": stmt["u"], **_upsert(stmt.get("upsert"))} == call
         elif "findAndModify" in body:
             assert body["new"] is True
@@ -210,8 +268,8 @@ def test_both_executors_send_and_count_the_same(case):
             assert body.get("skip", 0) == call.get("skip", 0)
             assert body["limit"] == call["limit"]
             assert body.get("singleBatch", False) == call.get("single", False)
-    keys = [c.get("q", c.get("filter", c.get("pipeline"))) for c in calls]
-    if case != "hot_update":  # the values change per operation
+    keys = [c.get("q", c.get("filter", c.get("pipeline", c.get("documents")))) for c in calls]
+    if case not in ("hot_update", "mixed"):  # the values change per operation
         assert len({repr(k) for k in keys}) > 1
     assert dict(mine.ops) == dict(ref.ops)
     missed = mine.errors["read: RuntimeError"] if case == "read_update" else 0  # not found
@@ -222,6 +280,14 @@ def test_both_executors_send_and_count_the_same(case):
     assert nonzero(mine.counters) == nonzero(ref.counters)
     mine_counts = {op: h.get_total_count() for op, h in mine.latency.histograms.items()}
     assert mine_counts == {op: h.get_total_count() for op, h in ref.latency.histograms.items()}
+    # the audit's sampled ids: the first documents of the first two batches (an ObjectId
+    # differs between two factories: its time and the process's random bytes)
+    assert len(mine.written_ids) == len(ref.written_ids)
+    assert len(ref.written_ids) == (2 if case.startswith("insert") or case == "mixed" else 0)
+    if case != "mixed":
+        assert mine.written_ids == ref.written_ids
+    if case == "insert_serial":  # after the preload's 0..3
+        assert [d["_id"] for c in calls for d in c["documents"]] == list(range(4, 12))
     # delete_many's ranges [0,3) [3,6) [6,9) [9,11), one document deleted of each
     if case == "read_update":  # both operations drawn; a read of a missing document an error
         assert set(mine.ops) == {"read", "update"} and missed > 0
@@ -266,6 +332,13 @@ def test_declarations_refuse_what_no_executor_runs():
         KeyedWrite("update", "c", {"_id": 0}, {"$inc": {"n": 1}}, keys=5)
     with pytest.raises(ValueError, match="find or aggregate"):
         CursorRead("count", "c", {})
+    with pytest.raises(ValueError, match="batch_size must be >= 1"):
+        Inserts("c", lambda idx: None, batch=0)
+    serial = Inserts("c", lambda idx: DocFactory(64, "serial"))
+    with pytest.raises(ValueError, match="serial _ids are numbered in a total"):
+        serial.factory(0, 1)
+    with pytest.raises(ValueError, match="insert or update, not 'delete'"):
+        Records("r", "c", 5, "delete", dict)
 
 
 def test_an_upsert_that_neither_matched_nor_inserted_is_an_error_on_both_executors():
@@ -303,3 +376,12 @@ def test_keyed_mix_and_upsert_refuse_what_no_executor_runs():
                                            function="replace_one")).declare()  # fmt: skip
     with pytest.raises(ValueError, match="its key and the operation's number"):
         KeyedMix("c", Zipfian(10), 0.5, {"_id": k0}, {"$set": {"n": 1}}, (k0,))
+
+
+def test_split_gives_the_first_clients_the_head():
+    d = WORKLOADS["mixed"](None, DECLARED["mixed"] | {"threads": 3, "insert_threads": 2}).declare()
+    assert isinstance(d, Split) and isinstance(d.head, Inserts) and not d.head.count_bytes
+    assert [type(d.pick(i)) for i in range(3)] == [Inserts, Inserts, CursorRead]
+    b = WORKLOADS["insert"](None, DECLARED["insert_bulk"] | {"threads": 3}).declare()
+    assert [list(b.steps(i, 3)) for i in range(3)] == [[(0, 3)], [(3, 3)], [(6, 2)]]
+    assert [b.sizes(i, 3) for i in range(3)] == [{3}, {3}, {2}]
