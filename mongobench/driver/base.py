@@ -265,19 +265,6 @@ def audit(workload: Workload, baseline: int | None, stats: ThreadStats) -> dict 
     return out
 
 
-def timed_call(stats: ThreadStats, op: str, fn, *args, **kwargs):
-    """Run one operation; record its latency, or count its error."""
-    t0 = time.perf_counter_ns()
-    try:
-        result = fn(*args, **kwargs)
-    except PyMongoError as e:
-        stats.error(op, e)
-        return None, False
-    stats.latency.record(op, (time.perf_counter_ns() - t0) / 1000.0)
-    stats.ops[op] += 1
-    return result, True
-
-
 META = "perftables_meta"
 LOAD_BATCH = 1000
 LOAD_THREADS = 4

@@ -193,7 +193,7 @@ def inserts(d: Inserts, db, wc):
     checks = {True: replies.WriteCheck("insert", bulk=True), False: replies.WriteCheck("insert")}
 
     def setup(c: Client):
-        docs = d.factory(c.index, c.clients)
+        docs = d.factory(c.index)
         per_msg = min(d.batch, bulk.max_docs(docs.size))
         docs.prepare(*_insert_sizes(d.sizes(c.index, c.clients), per_msg))
         return docs, per_msg, bytearray(bulk.prefix_size() + per_msg * docs.size)

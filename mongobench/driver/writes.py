@@ -60,12 +60,13 @@ class Inserts:
         quota = len(part(self.total, clients, idx))
         return {n for n in (min(self.batch, quota), quota % self.batch) if n}
 
-    def factory(self, idx: int, clients: int) -> DocFactory:
-        """Client `idx`'s document factory, its batch writers built (untimed)."""
+    def factory(self, idx: int) -> DocFactory:
+        """Client `idx`'s document factory (its executor builds the batch writers it needs
+        before the timed phase: DocFactory.prepare)."""
         docs = self.doc(idx)
         if docs.id_type == "serial" and self.total is None:
             raise ValueError("serial _ids are numbered in a total: insert them with total_docs")
-        return docs.prepare(*self.sizes(idx, clients))
+        return docs
 
 
 @dataclass(frozen=True)
@@ -152,7 +153,7 @@ def pymongo_worker(w, d: Inserts | Records, idx, nthreads, stats, stop):
     if isinstance(d, Records):
         w.ready()
         return _records(coll, d, idx, nthreads, stats, stop)
-    one = inserter(coll, d.factory(idx, nthreads), d, stats)
+    one = inserter(coll, d.factory(idx).prepare(*d.sizes(idx, nthreads)), d, stats)
     if d.total is None:
         return w.loop(idx, nthreads, stats, stop, lambda rng, i, stats, idx: one(0, d.batch))
     w.ready()

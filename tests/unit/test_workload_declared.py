@@ -336,7 +336,7 @@ def test_declarations_refuse_what_no_executor_runs():
         Inserts("c", lambda idx: None, batch=0)
     serial = Inserts("c", lambda idx: DocFactory(64, "serial"))
     with pytest.raises(ValueError, match="serial _ids are numbered in a total"):
-        serial.factory(0, 1)
+        serial.factory(0)
     with pytest.raises(ValueError, match="insert or update, not 'delete'"):
         Records("r", "c", 5, "delete", dict)
 
