@@ -16,6 +16,13 @@ PKB host). The string reaches each client VM in a 0600 file and YCSB through the
 client (mongobench_pkb.ycsb); with several client VMs each runs one YCSB process per
 phase (load: its own key range; runs: its share of the operations) and percentiles are merged
 from their HdrHistogram logs.
+
+The run options are the engine's typed request (mongobench.sweep.request.SweepRun), built
+from these flags and validated once in CheckPrerequisites (its errors name the flags). The
+sweep runs on the PKB host (YCSB processes on the client VMs; the engine there only drops
+the collection), so the request is not shipped to a VM: it is the one object Prepare keeps
+in the benchmark's typed state (SweepState) and Run, the sweep loop and every property file
+take.
 """
 
 import dataclasses
@@ -28,12 +35,13 @@ from absl import flags
 from perfkitbenchmarker import benchmark_spec as bm_spec
 from perfkitbenchmarker import configs, errors, sample, vm_util
 
-from mongobench.core import interrupt, names, redact, units
+from mongobench.core import interrupt, redact
 from mongobench.perftables import estimate as estimate_mod
 from mongobench.remote import shipping
 from mongobench.sweep import estimate as sweep_estimate
 from mongobench.sweep import plan, runner
 from mongobench.sweep import samples as sweep_samples
+from mongobench.sweep.request import SweepRun, phases_option, pkb_flag, sizes_option
 from mongobench.ycsb import parse as ycsb_parse
 from mongobench.ycsb import status as ycsb_status
 from mongobench_pkb import engine as mongobench_engine
@@ -140,22 +148,8 @@ def CheckPrerequisites(benchmark_config) -> None:
     """Validates flags and the target before anything is provisioned, then logs the sweep's
     estimated data volume, wall time and cost (PKB does not ask)."""
     mongobench_engine.CheckPrerequisites(benchmark_config)  # docs/platforms.md
-    try:
-        plan.parse_sizes(_SIZES.value)
-    except plan.SweepError as e:
-        # An empty flag is no request for the default sweep (up to 10 GB): leave it out.
-        raise errors.Config.InvalidValue(f"--mongodb_ycsb_sweep_sizes_mb: {e}") from None
-    try:
-        phases = plan.parse_phases(_PHASES.value)
-    except plan.SweepError as e:
-        raise errors.Config.InvalidValue(f"--mongodb_ycsb_sweep_phases: {e}") from None
-    try:
-        steps = plan.plan(_SIZES.value, operation_count=_OPERATIONS.value)
-        plan.check_mix(steps, phases)
-        names.check_collection(_TABLE.value, "--mongodb_ycsb_sweep_table")
-    except ValueError as e:  # SweepError too
-        raise errors.Config.InvalidValue(f"mongodb_ycsb_sweep: {e}") from None
-    est = _Estimate(_ReadUri())
+    request = _Request()  # every run option, checked once
+    est = _Estimate(request, _ReadUri())
     mongobench_ycsb.CheckPrerequisites()
     vms = [
         (getattr(group.vm_spec, "machine_type", None), group.vm_count or 1)
@@ -166,11 +160,64 @@ def CheckPrerequisites(benchmark_config) -> None:
     logging.info("mongodb_ycsb_sweep plan: %s%s", est.summary(), f"; {cost}" if cost else "")
 
 
-def _Estimate(uri):
-    steps = plan.plan(_SIZES.value, operation_count=_OPERATIONS.value)
-    return sweep_estimate.estimate(
-        steps, plan.parse_phases(_PHASES.value), sweep_estimate.rates_for(uri), _REPEATS.value
-    )
+_RUN_FLAGS = (
+    _SIZES,
+    _PHASES,
+    _OPERATIONS,
+    _THREADS,
+    _MEMORY_MB,
+    _MAX_SECONDS,
+    _PHASE_TIMEOUT,
+    _LOAD_BATCHSIZE,
+    _TABLE,
+    _KEEP_DATA,
+    _REPEATS,
+    _STATUS_INTERVAL,
+)
+_REQUESTS = {}  # flag values -> their request: built and validated once per PKB process
+
+
+def _Request() -> SweepRun:
+    """The run options of this benchmark's flags as the engine's request
+    (mongobench.sweep.request.SweepRun), validated; its errors name the flags."""
+    key = repr([f.value for f in _RUN_FLAGS])
+    if key not in _REQUESTS:
+        try:
+            _REQUESTS[key] = SweepRun(
+                sizes_mb=sizes_option(_SIZES.value, pkb_flag("sizes_mb")),
+                phases=phases_option(_PHASES.value),
+                operation_count=_OPERATIONS.value,
+                threads=_THREADS.value,
+                memory_mb=_MEMORY_MB.value,
+                max_seconds=_MAX_SECONDS.value,
+                phase_timeout=_PHASE_TIMEOUT.value,
+                load_batchsize=_LOAD_BATCHSIZE.value,
+                table=_TABLE.value,
+                keep_data=_KEEP_DATA.value,
+                repeats=_REPEATS.value,
+                status_interval_s=_STATUS_INTERVAL.value,
+            ).validate(pkb_flag)
+        except ValueError as e:  # RequestError
+            raise errors.Config.InvalidValue(str(e)) from None
+    return _REQUESTS[key]
+
+
+def _Estimate(request, uri):
+    rates = sweep_estimate.rates_for(uri)
+    return sweep_estimate.estimate(request.steps(), request.phase_list, rates, request.repeats)
+
+
+@dataclasses.dataclass
+class SweepState:
+    """What Prepare leaves for Run and Cleanup (benchmark_spec.mongobench_sweep). No secret:
+    PKB pickles the benchmark spec to disk."""
+
+    request: SweepRun
+    uri_files: list[str] = dataclasses.field(default_factory=list)  # target.uri per client
+    engine_dir: str | None = None  # the engine on the first client (it drops the collection)
+    memory: tuple[int, str] | None = None  # (bytes, where from) of the data's machine
+    server: dict | None = None  # server_version, storage_engine (the last drop's)
+    failed: list[str] = dataclasses.field(default_factory=list)  # Run's failed phases
 
 
 def _ReadUri():
@@ -181,14 +228,14 @@ def _Clients(benchmark_spec):
     return benchmark_spec.vm_groups["clients"]
 
 
-def _Drop(vm, state):
+def _Drop(vm, state: SweepState):
     """Drops the collection with the engine on the first client `vm`; returns the server's
     memory in bytes when its hostInfo says (its version and storage engine go to the state)."""
     stdout, _ = vm.RobustRemoteCommand(
-        shipping.sweep_drop_command(state["engine_dir"], state["engine_uri_file"], _TABLE.value)
+        shipping.sweep_drop_command(state.engine_dir, state.uri_files[0], state.request.table)
     )
     memory = runner.parse_drop_output(stdout)
-    state["server"] = runner.parse_drop_server(stdout)
+    state.server = runner.parse_drop_server(stdout)
     return memory
 
 
@@ -200,30 +247,28 @@ def Prepare(benchmark_spec: bm_spec.BenchmarkSpec) -> None:
     clients = _Clients(benchmark_spec)
     for vm in clients:
         mongobench_host.ProtectStaticVm(vm)
-    # No secret in the state: PKB pickles the benchmark spec to disk.
-    state = {"failed": []}
+    state = SweepState(request=_Request())  # the run options, checked in CheckPrerequisites
     benchmark_spec.mongobench_sweep = state
     uri = _ReadUri()
-    uri_files = []
     for vm in clients:
         vm.Install("mongobench_ycsb")
         workdir = mongobench_ycsb.Deploy(vm)
         path = posixpath.join(workdir, "target.uri")
         mongobench_engine.PushSecret(vm, path, uri + "\n")
-        uri_files.append(path)
+        state.uri_files.append(path)
     first = clients[0]
-    engine_dir = mongobench_engine.Deploy(first)
-    state.update(uri_files=uri_files, engine_dir=engine_dir, engine_uri_file=uri_files[0])
+    state.engine_dir = mongobench_engine.Deploy(first)
     server_memory = _Drop(first, state)  # also removes what an earlier run may have left
-    if _MEMORY_MB.value:
-        state["memory"] = (_MEMORY_MB.value * units.MiB, "flag")
+    given, source = state.request.memory
+    if given:
+        state.memory = (given, source)
     elif server_memory:
-        state["memory"] = (server_memory, "server hostInfo")
+        state.memory = (server_memory, "server hostInfo")
     else:
-        state["memory"] = (first.total_memory_kb * 1024, "client VM")
+        state.memory = (first.total_memory_kb * 1024, "client VM")
 
 
-def _Outputs(vm, procs, states, local_dir):
+def _Outputs(vm, procs, states, local_dir, timeout_s):
     """(outcome, histograms) of each process, judged by sweep_samples.measure_processes."""
     outputs = mongobench_ycsb.Fetch(vm, procs, local_dir)
     out = []
@@ -234,13 +279,14 @@ def _Outputs(vm, procs, states, local_dir):
             o.text if o else "",
             o.returncode if o else None,
             running=st is not None and st.running,
-            timeout_s=_PHASE_TIMEOUT.value,
+            timeout_s=timeout_s,
         )
         out.append((outcome, dict(o.histograms) if o else {}))
     return out
 
 
-def _RunPhase(clients, state, step, phase, base_md, local_dir):
+def _RunPhase(clients, state: SweepState, step, phase, base_md, local_dir):
+    request = state.request
     n = len(clients)
     names = [f"s{step.records}-{phase.name}-c{i}" for i in range(n)]
     prefixes = None
@@ -249,19 +295,7 @@ def _RunPhase(clients, state, step, phase, base_md, local_dir):
             posixpath.join(mongobench_ycsb.RunDir(vm), name + "-")
             for vm, name in zip(clients, names, strict=True)
         ]
-    props = plan.process_properties(
-        step,
-        phase,
-        n,
-        urlfile=state["uri_files"][0],
-        urlfiles=state["uri_files"],
-        histogram_prefixes=prefixes,
-        threads=_THREADS.value,
-        max_seconds=_MAX_SECONDS.value,
-        load_batchsize=_LOAD_BATCHSIZE.value,
-        table=_TABLE.value,
-        status_interval_s=_STATUS_INTERVAL.value,
-    )
+    props = plan.process_properties(step, phase, request, state.uri_files, prefixes)
     used = list(zip(clients, names, props, strict=False))  # empty shares are the last ones
     started = []
     try:
@@ -270,10 +304,10 @@ def _RunPhase(clients, state, step, phase, base_md, local_dir):
             started.append((vm, mongobench_ycsb.Start(vm, [spec])))
         results = []
         for vm, procs in started:  # status lines reach pkb.log while Wait polls
-            states = mongobench_ycsb.Wait(vm, procs, _PHASE_TIMEOUT.value)
+            states = mongobench_ycsb.Wait(vm, procs, request.phase_timeout)
             if any(s.running for s in states.values()):
                 mongobench_ycsb.Stop(vm, procs)
-            results += _Outputs(vm, procs, states, local_dir)
+            results += _Outputs(vm, procs, states, local_dir, request.phase_timeout)
     finally:
         for vm, procs in started:  # only ours, by PID; a no-op for finished ones
             mongobench_ycsb.Stop(vm, procs)
@@ -281,7 +315,7 @@ def _RunPhase(clients, state, step, phase, base_md, local_dir):
     outcomes = [dataclasses.replace(o, text=redact.text(o.text, uri)) for o, _ in results]
     hists = [h for _, h in results] if n > 1 else None
     return sweep_samples.measure_processes(
-        step, phase, outcomes, base_md, hists, status_interval_s=_STATUS_INTERVAL.value
+        step, phase, outcomes, base_md, hists, status_interval_s=request.status_interval_s
     )
 
 
@@ -292,34 +326,24 @@ def _Log(message, problem=False):
 @interrupt.sigterm_as_ctrl_c()
 def Run(benchmark_spec: bm_spec.BenchmarkSpec) -> list[sample.Sample]:
     clients = _Clients(benchmark_spec)
-    state = benchmark_spec.mongobench_sweep
-    memory, source = state["memory"]
-    steps = plan.plan(
-        _SIZES.value,
-        operation_count=_OPERATIONS.value,
-        memory_bytes=memory,
-        memory_source=source,
-    )
-    phases = plan.parse_phases(_PHASES.value)
-    base_md = sweep_samples.base_metadata(steps, _THREADS.value, state.get("server"))
-    base_md.update(client_vms=len(clients), table=_TABLE.value)
-    base_md.update(_Estimate(_ReadUri()).metadata())  # what CheckPrerequisites logged
+    state: SweepState = benchmark_spec.mongobench_sweep
+    request = state.request
+    steps = request.steps(*state.memory)
+    base_md = sweep_samples.base_metadata(steps, request.threads, state.server)
+    base_md.update(client_vms=len(clients), table=request.table)
+    base_md.update(_Estimate(request, _ReadUri()).metadata())  # what CheckPrerequisites logged
     local_dir = os.path.join(vm_util.GetTempDir(), "ycsb-sweep")
-    samples = runner.sweep_steps(
-        steps,
-        phases,
-        base_md,
+    hooks = runner.SweepHooks(
         drop=lambda: _Drop(clients[0], state),
         drop_errors=(errors.VirtualMachine.RemoteCommandError, ValueError),
         describe_error=lambda e: str(e)[-500:],
         run_phase=lambda step, phase: _RunPhase(clients, state, step, phase, base_md, local_dir),
         log=_Log,
-        keep_data=_KEEP_DATA.value,
-        repeats=_REPEATS.value,
     )
+    samples = runner.sweep_steps(request, steps, base_md, hooks)
     logging.info("mongodb_ycsb_sweep: YCSB outputs kept in %s", local_dir)
     # Cleanup turns failures into a FAILED status after these samples are kept.
-    state["failed"] = [
+    state.failed = [
         f"{s['metadata']['size_label']} {s['metadata']['phase']}: {s['metadata']['error'][:300]}"
         for s in sweep_samples.failed(samples)
     ]
@@ -333,7 +357,7 @@ def Cleanup(benchmark_spec: bm_spec.BenchmarkSpec) -> None:
     state = getattr(benchmark_spec, "mongobench_sweep", None)
     if state is None:  # Prepare never started
         return
-    failed = state["failed"]
+    failed = state.failed
     failure = None
     if failed:
         failure = (

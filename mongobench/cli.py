@@ -15,7 +15,6 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
 
 from pymongo import MongoClient
 from pymongo.errors import PyMongoError
@@ -35,14 +34,9 @@ from mongobench.reports import caption, loader, report, results, sections
 from mongobench.reports import runs as report_runs
 from mongobench.reports.compare import compare
 from mongobench.sweep import estimate as sweep_estimate
-from mongobench.sweep.plan import (
-    DEFAULT_SIZES_MB,
-    DEFAULT_TABLE,
-    SweepError,
-    check_mix,
-    parse_phases,
-    plan,
-)
+from mongobench.sweep import request as sweep_request
+from mongobench.sweep.plan import SweepError
+from mongobench.sweep.request import SweepRun
 from mongobench.sweep.runner import (
     drop_collection,
     host_memory_bytes,
@@ -51,7 +45,6 @@ from mongobench.sweep.runner import (
     server_memory_bytes,
 )
 from mongobench.sweep.samples import failed, table_text, yes_no
-from mongobench.ycsb.status import STATUS_INTERVAL_S
 
 try:  # a development tool: in a checkout only, the installed package lacks it (setup.py)
     from mongobench.testbed import bed as testbed
@@ -796,29 +789,69 @@ def _add_compare(subparsers) -> argparse.ArgumentParser:
 # ----------------------------------------------------------------------------- CLI
 
 
-def _metadata_pairs(pairs: Sequence[str] | None) -> dict:
+_SWEEP_DEFAULTS = SweepRun()  # the flags' defaults: the request's
+# The run options a `sweep run` flag gives (field -> argparse dest); with --request the
+# file gives them all.
+_SWEEP_FLAGS = {
+    f.name: {"sizes_mb": "sizes", "operation_count": "operations"}.get(f.name, f.name)
+    for f in dataclasses.fields(SweepRun)
+}
+
+
+def _sweep_request(args) -> SweepRun:
+    """The sweep's request, validated: from --request FILE, else built from the flags (one
+    line naming the option and the value, never a traceback)."""
     try:
-        return parse_pairs(pairs, "--metadata", form="key=value", require_value=False)
-    except ValueError as e:
-        raise SystemExit(str(e)) from None
-
-
-def _memory_args(args) -> tuple[int | None, str | None]:
-    if args.memory_mb:
-        return int(args.memory_mb * MiB), "--memory-mb"
-    return None, None
+        if args.request:
+            defaults = args.run_flag_defaults
+            given = [
+                sweep_request.cli_flag(field)
+                for field, dest in _SWEEP_FLAGS.items()
+                if getattr(args, dest) != defaults[dest]
+            ]
+            if given:
+                raise ValueError(
+                    f"--request {args.request} holds every run option; leave out"
+                    f" {', '.join(given)} (or leave out --request)"
+                )
+            return SweepRun.read(args.request)
+        metadata = parse_pairs(args.metadata, "--metadata", form="key=value", require_value=False)
+        return SweepRun(
+            sizes_mb=sweep_request.sizes_option(args.sizes, "--sizes"),
+            phases=sweep_request.phases_option(args.phases),
+            operation_count=args.operations,
+            threads=args.threads,
+            memory_mb=args.memory_mb,
+            max_seconds=args.max_seconds,
+            phase_timeout=args.phase_timeout,
+            load_batchsize=args.load_batchsize,
+            table=args.table,
+            keep_data=args.keep_data,
+            repeats=args.repeats,
+            status_interval_s=args.status_interval_s,
+            out=args.out,
+            raw_dir=args.raw_dir,
+            metadata=metadata,
+            run_uri=args.run_uri,
+        ).validate()
+    except ValueError as e:  # RequestError (a SweepError), OutputError, --metadata
+        raise SystemExit(f"mongobench: {e}") from None
 
 
 def cmd_plan(args) -> int:
-    memory, source = _memory_args(args)
+    try:  # the options `sweep plan` shares with `sweep run`, checked as run checks them
+        request = SweepRun(
+            sizes_mb=sweep_request.sizes_option(args.sizes, "--sizes"),
+            phases=sweep_request.phases_option(args.phases),
+            operation_count=args.operations,
+            memory_mb=args.memory_mb,
+        ).validate()
+    except ValueError as e:
+        raise SystemExit(f"mongobench: {e}") from None
+    memory, source = request.memory
     if memory is None:
         memory, source = host_memory_bytes(), "this host"
-    try:
-        steps = _named(
-            "--sizes", plan, args.sizes, operation_count=args.operations, memory_bytes=memory
-        )
-    except SweepError as e:
-        raise SystemExit(f"mongobench: {e}") from None
+    steps = request.steps(memory, source)
     print(f"memory: {round(memory / MiB) if memory else 'unknown'} MiB ({source})")
     rows = [
         [s.label, s.records, s.operations, f"{s.dataset_bytes / MB:g}", yes_no(s.exceeds_memory)]
@@ -826,54 +859,22 @@ def cmd_plan(args) -> int:
     ]
     headers = ["Size", "Records", "Operations per run", "Dataset (MB)", "> memory"]
     print(md_table(headers, rows, ["--:", "--:", "--:", "--:", ":--"]))
-    try:
-        phases = _named("--phases", parse_phases, args.phases)
-    except SweepError as e:
-        raise SystemExit(f"mongobench: {e}") from None
-    est = sweep_estimate.estimate(steps, phases, sweep_estimate.rates_for(None, args.rates))
-    print(f"plan: {est.summary()}")
+    rates = sweep_estimate.rates_for(None, args.rates)
+    print(f"plan: {sweep_estimate.estimate(steps, request.phase_list, rates).summary()}")
     return 0
 
 
-def _check_sweep_args(args) -> tuple:
-    """What `sweep run` can get wrong, checked before the target is touched; its
-    (steps, phases)."""
-    try:
-        names.check_collection(args.table, "--table")
-        if args.out:
-            files.check_output(args.out, "--out", rewritten=True)
-        if args.raw_dir:
-            files.check_output_dir(args.raw_dir, "--raw-dir")
-        steps = _named("--sizes", plan, args.sizes, operation_count=args.operations)
-        phases = _named("--phases", parse_phases, args.phases)
-        check_mix(steps, phases)
-    except ValueError as e:  # SweepError, OutputError
-        raise SystemExit(f"mongobench: {e}") from None
-    return steps, phases
-
-
-def _named(option, parse, *a, **kw):
-    """parse(*a, **kw), its SweepError naming `option` (an empty --sizes is no request for
-    the default sweep: the line says which option was empty)."""
-    try:
-        return parse(*a, **kw)
-    except SweepError as e:
-        raise SweepError(f"{option}: {e}") from None
-
-
 def cmd_run(args) -> int:
-    steps, phases = _check_sweep_args(args)
-    memory, source = _memory_args(args)
+    request = _sweep_request(args)
     uri_file = args.uri_file
     tmp = None
     try:
         uri = redact.read_uri(uri_file=args.uri_file, env=args.uri_env)
     except (OSError, ValueError) as e:
         raise SystemExit(f"mongobench: {e}") from None
-    est = sweep_estimate.estimate(
-        steps, phases, sweep_estimate.rates_for(uri, args.rates), args.repeats
-    )
-    where = f"results to {args.out}" if args.out else "no results file (--out)"
+    rates = sweep_estimate.rates_for(uri, args.rates)
+    est = sweep_estimate.estimate(request.steps(), request.phase_list, rates, request.repeats)
+    where = f"results to {request.out}" if request.out else "no results file (--out)"
     print(f"sweep: plan: {est.summary()}; {where}", file=sys.stderr)
     _confirm(est.seconds, args.yes, "this sweep")
     try:  # a regular install has no jars yet: build them as the PKB path does
@@ -887,25 +888,7 @@ def cmd_run(args) -> int:
         uri_file = tmp
     started = time.monotonic()
     try:
-        samples = run_sweep(
-            uri_file,
-            args.sizes,
-            out=args.out,
-            phases=args.phases,
-            operation_count=args.operations,
-            threads=args.threads,
-            memory_bytes=memory,
-            memory_source=source,
-            max_seconds=args.max_seconds,
-            load_batchsize=args.load_batchsize,
-            table=args.table,
-            keep_data=args.keep_data,
-            raw_dir=args.raw_dir,
-            metadata={**est.metadata(), **_metadata_pairs(args.metadata)},
-            run_uri=args.run_uri,
-            repeats=args.repeats,
-            status_interval_s=args.status_interval_s,
-        )
+        samples = run_sweep(request, uri_file, extra_metadata=est.metadata())
     except (SweepError, OSError, ValueError) as e:
         raise SystemExit(f"mongobench: {e}") from None
     finally:
@@ -919,8 +902,8 @@ def cmd_run(args) -> int:
         file=sys.stderr,
     )
     print(f"{table_text(samples)}\n\n{caption.sweep_line(samples)}")
-    if args.out:
-        print(f"wrote {args.out}", file=sys.stderr)
+    if request.out:
+        print(f"wrote {request.out}", file=sys.stderr)
     return 1 if failed(samples) else 0
 
 
@@ -950,7 +933,7 @@ def _add_sweep(subparsers) -> argparse.ArgumentParser:
     sizes = argparse.ArgumentParser(add_help=False)
     sizes.add_argument(
         "--sizes",
-        default=",".join(str(s) for s in DEFAULT_SIZES_MB),
+        default=",".join(f"{s:g}" for s in _SWEEP_DEFAULTS.sizes_mb),
         help="dataset sizes in MB of 1 KB records (default: %(default)s)",
     )
     sizes.add_argument(
@@ -985,12 +968,27 @@ def _add_sweep(subparsers) -> argparse.ArgumentParser:
         parents=[sizes],
     )
     _add_target(run)
+    run.add_argument(
+        "--request",
+        metavar="FILE",
+        help="the run options as JSON (a SweepRun: docs/sweep.md), instead of the run-option flags",
+    )
     run.add_argument("--out", help="results file (PKB results format, one JSON sample a line)")
     run.add_argument("--phases", default="all", help="load,read_only,update_only,read_update")
-    run.add_argument("--threads", type=int, default=1, help="YCSB client threads")
+    run.add_argument(
+        "--threads", type=int, default=_SWEEP_DEFAULTS.threads, help="YCSB client threads"
+    )
     run.add_argument("--max-seconds", type=int, help="cap on each phase (YCSB maxexecutiontime)")
+    run.add_argument(
+        "--phase-timeout",
+        type=int,
+        help="seconds before a phase's YCSB process is stopped and the phase failed (default:"
+        f" --max-seconds + {sweep_request.LOCAL_GRACE_S}, else none)",
+    )
     run.add_argument("--load-batchsize", type=int, help="insert batch size of the load")
-    run.add_argument("--table", default=DEFAULT_TABLE, help="collection (dropped at each size)")
+    run.add_argument(
+        "--table", default=_SWEEP_DEFAULTS.table, help="collection (dropped at each size)"
+    )
     run.add_argument("--keep-data", action="store_true", help="leave the last size's data")
     run.add_argument("--raw-dir", help="keep every YCSB output (redacted) here")
     run.add_argument("--metadata", action="append", metavar="KEY=VALUE", help="add to every sample")
@@ -998,14 +996,14 @@ def _add_sweep(subparsers) -> argparse.ArgumentParser:
     run.add_argument(
         "--repeats",
         type=_positive_int,
-        default=1,
+        default=_SWEEP_DEFAULTS.repeats,
         help="run each size's run phases N times, interleaved (the load once); samples"
         " carry the mean, stdev and 95%% interval",
     )
     run.add_argument(
         "--status-interval-s",
         type=_positive_int,
-        default=STATUS_INTERVAL_S,
+        default=_SWEEP_DEFAULTS.status_interval_s,
         help="seconds between YCSB's status lines (status.interval), the interval of each"
         " phase's time series (default %(default)s)",
     )
@@ -1013,7 +1011,10 @@ def _add_sweep(subparsers) -> argparse.ArgumentParser:
         "--yes", action="store_true", help="run without asking when the estimate is over an hour"
     )
     _add_rates(run)
-    run.set_defaults(func=cmd_run)
+    run.set_defaults(
+        func=cmd_run,
+        run_flag_defaults={dest: run.get_default(dest) for dest in _SWEEP_FLAGS.values()},
+    )
 
     dr = _sub(
         sub,
@@ -1022,7 +1023,7 @@ def _add_sweep(subparsers) -> argparse.ArgumentParser:
         "  mongobench sweep drop --uri-file target.uri --table usertable\n",
     )
     _add_target(dr)
-    dr.add_argument("--table", default=DEFAULT_TABLE, help="collection to drop")
+    dr.add_argument("--table", default=_SWEEP_DEFAULTS.table, help="collection to drop")
     dr.set_defaults(func=cmd_drop)
     return p
 

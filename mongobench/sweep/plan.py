@@ -18,12 +18,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from mongobench.core import split as stress
 from mongobench.core.units import MB, MiB
 from mongobench.ycsb import properties as ycsb
 from mongobench.ycsb.properties import FIELD_COUNT, FIELD_LENGTH
-from mongobench.ycsb.status import STATUS_INTERVAL_S
+
+if TYPE_CHECKING:
+    from mongobench.sweep.request import SweepRun
 
 BENCHMARK_NAME = "mongodb_ycsb_sweep"
 DEFAULT_SIZES_MB = (1, 2, 3, 10, 100, 1000, 10000)
@@ -230,96 +233,81 @@ def check_mix(steps: Sequence[SizeStep], phases: Sequence[Phase]) -> None:
 def phase_properties(
     step: SizeStep,
     phase: Phase,
+    request: SweepRun,
+    urlfile: str,
     *,
-    urlfile: str | None = None,
-    url: str | None = None,
-    threads: int = 1,
-    distribution: str = DISTRIBUTION,
-    load_batchsize: int | None = None,
-    max_seconds: int | None = None,
-    table: str = DEFAULT_TABLE,
-    percentiles: Sequence[float] = ycsb.DEFAULT_PERCENTILES,
-    insertstart: int | None = None,
-    insertcount: int | None = None,
-    operationcount: int | None = None,
+    share: int | None = None,
+    start: int = 0,
     histogram_prefix: str | None = None,
-    status_interval_s: int = STATUS_INTERVAL_S,
 ) -> str:
-    """The YCSB property file of one phase at one size (the URI only through `urlfile`).
-    `status_interval_s`: seconds between YCSB's status lines, the phase's time series.
+    """The YCSB property file of one phase at one size, as `request` asks (threads, cap,
+    load batch size, collection, status interval); the URI only through `urlfile`.
 
-    One process does it all by default; `insertstart`/`insertcount` give a load process its own
-    key range and `operationcount` a run process its share (see `process_properties`)."""
-    extra = {"table": table} if table != DEFAULT_TABLE else None
-    if operationcount is None:
-        loading = phase.ycsb_phase == "load"
-        operationcount = (insertcount or step.records) if loading else step.operations
+    One process does it all by default; with `share`, a load process inserts its own key
+    range [start, start + share) and a run process does `share` operations (see
+    `process_properties`)."""
+    loading = phase.ycsb_phase == "load"
+    if share is None:
+        operationcount = step.records if loading else step.operations
+    else:
+        operationcount = share
+    keys = {"insertstart": start, "insertcount": share} if loading and share else {}
     return ycsb.workload_properties(
         recordcount=step.records,
         operationcount=operationcount,
-        insertstart=insertstart,
-        insertcount=insertcount,
+        **keys,
         histogram_prefix=histogram_prefix,
         readproportion=phase.read,
         updateproportion=phase.update,
         insertproportion=phase.insert,
-        requestdistribution=distribution,
+        requestdistribution=DISTRIBUTION,
         fieldcount=FIELD_COUNT,
         fieldlength=FIELD_LENGTH,
-        threadcount=threads,
-        percentiles=percentiles,
-        url=url,
+        threadcount=request.threads,
+        percentiles=ycsb.DEFAULT_PERCENTILES,
         urlfile=urlfile,
-        maxexecutiontime=max_seconds,
-        batchsize=load_batchsize if phase.ycsb_phase == "load" else None,
-        status_interval_s=status_interval_s,
-        extra=extra,
+        maxexecutiontime=request.max_seconds,
+        batchsize=request.load_batchsize if loading else None,
+        status_interval_s=request.status_interval_s,
+        extra={"table": request.table} if request.table != DEFAULT_TABLE else None,
     )
 
 
 def process_properties(
     step: SizeStep,
     phase: Phase,
-    processes: int,
-    *,
+    request: SweepRun,
+    urlfiles: Sequence[str],
     histogram_prefixes: Sequence[str] | None = None,
-    urlfiles: Sequence[str] | None = None,
-    **kwargs,
 ) -> list[str]:
-    """Property files of `processes` YCSB processes (one per client VM) sharing one phase: a
-    load splits the key range, a run splits the operations over all keys. Processes whose
-    share would be empty are left out, so the list may be shorter. With several processes,
-    `histogram_prefixes` (one per process) turn on HdrHistogram logs so percentiles can be
-    merged exactly (`combine`). `urlfiles` (one per process) replaces `urlfile` when the URI
-    file's path differs between client VMs. Empty shares are always the last ones."""
+    """Property files of the YCSB processes (one per client VM, one per entry of
+    `urlfiles`: the URI file's path on that VM) sharing one phase: a load splits the key
+    range, a run splits the operations over all keys. Processes whose share would be empty
+    are left out, so the list may be shorter; empty shares are always the last ones. With
+    several processes, `histogram_prefixes` (one per process) turn on HdrHistogram logs so
+    percentiles can be merged exactly (`combine`)."""
+    processes = len(urlfiles)
     if processes < 1:
         raise SweepError("at least one YCSB process is needed")
     if processes == 1:
         prefix = histogram_prefixes[0] if histogram_prefixes else None
-        if urlfiles:
-            kwargs["urlfile"] = urlfiles[0]
-        return [phase_properties(step, phase, histogram_prefix=prefix, **kwargs)]
+        return [phase_properties(step, phase, request, urlfiles[0], histogram_prefix=prefix)]
     total = step.records if phase.ycsb_phase == "load" else step.operations
     out, start = [], 0
     for i, share in enumerate(stress.split_evenly(total, processes)):
         if share == 0:
             continue
         prefix = histogram_prefixes[i] if histogram_prefixes else None
-        if urlfiles:
-            kwargs["urlfile"] = urlfiles[i]
-        if phase.ycsb_phase == "load":
-            props = phase_properties(
+        out.append(
+            phase_properties(
                 step,
                 phase,
-                insertstart=start,
-                insertcount=share,
+                request,
+                urlfiles[i],
+                share=share,
+                start=start,
                 histogram_prefix=prefix,
-                **kwargs,
             )
-        else:
-            props = phase_properties(
-                step, phase, operationcount=share, histogram_prefix=prefix, **kwargs
-            )
-        out.append(props)
+        )
         start += share
     return out

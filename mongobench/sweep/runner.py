@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from pymongo import MongoClient, uri_parser
 from pymongo.errors import PyMongoError
@@ -27,11 +27,9 @@ from mongobench.sweep.plan import (
     FAILED_METRIC,
     Phase,
     SizeStep,
-    check_mix,
-    parse_phases,
     phase_properties,
-    plan,
 )
+from mongobench.sweep.request import SweepRun
 from mongobench.sweep.samples import (
     base_metadata,
     failed,
@@ -172,39 +170,29 @@ def run_ycsb(
 
 
 def run_sweep(
+    request: SweepRun,
     uri_file: str,
-    sizes: Iterable[float] | str | None = None,
     *,
-    out: str | None = None,
-    phases: Iterable[str] | str | None = None,
-    operation_count: int | None = None,
-    threads: int = 1,
-    memory_bytes: int | None = None,
-    memory_source: str | None = None,
-    max_seconds: int | None = None,
-    load_batchsize: int | None = None,
-    table: str = DEFAULT_TABLE,
-    keep_data: bool = False,
-    raw_dir: str | None = None,
-    metadata: Mapping | None = None,
-    run_uri: str | None = None,
+    extra_metadata: Mapping | None = None,
     classpath: str | None = None,
     java: str = "java",
     connect_timeout_ms: int = 20_000,
     log: Callable[[str], None] = lambda msg: print(msg, file=sys.stderr, flush=True),
-    repeats: int = 1,
-    status_interval_s: int = ycsb.STATUS_INTERVAL_S,
 ) -> list[dict]:
-    """The whole sweep against the server of `uri_file`, here, with our YCSB client.
+    """The whole sweep `request` asks for against the server of `uri_file`, here, with our
+    YCSB client.
 
     Per size: drop the collection, load, run each workload. The URI reaches YCSB only through
-    ``mongodb.urlfile``. Returns the samples; with `out`, they are also written as a PKB results
-    file after every phase. A failed phase gives a `Phase Failed` sample (a failed load skips
-    that size's runs) and the sweep goes on.
+    ``mongodb.urlfile``. Returns the samples; with the request's `out`, they are also
+    written as a PKB results file after every phase. A failed phase gives a `Phase Failed`
+    sample (a failed load skips that size's runs) and the sweep goes on. `extra_metadata`
+    (the estimate's) joins every sample, under the request's own metadata.
     """
 
+    if not request.validated:
+        request.validate()
     uri = redact.read_uri(uri_file=uri_file)
-    chosen = parse_phases(phases)
+    memory_bytes, memory_source = request.memory
     if memory_bytes is None:
         memory_bytes = server_memory_bytes(uri, connect_timeout_ms)
         memory_source = "server hostInfo"
@@ -213,33 +201,20 @@ def run_sweep(
     elif memory_bytes is None:  # a remote server: this host's memory says nothing about it
         log("memory of the server unknown (no hostInfo memSizeMB): exceeds_memory is not"
             " judged; give it with --memory-mb (--mongodb_ycsb_sweep_memory_mb in PKB)")  # fmt: skip
-    steps = plan(
-        sizes,
-        operation_count=operation_count,
-        memory_bytes=memory_bytes,
-        memory_source=memory_source,
-    )
-    check_mix(steps, chosen)
-    run_uri = run_uri or uuid.uuid4().hex[:8]
+    steps = request.steps(memory_bytes, memory_source)
+    run_uri = request.run_uri or uuid.uuid4().hex[:8]
     server = server_facts(uri, connect_timeout_ms)
-    base_md = base_metadata(steps, threads, {**server, **(metadata or {})})
-    timeout = None if not max_seconds else max_seconds + 300
+    metadata = {**server, **(extra_metadata or {}), **request.metadata}
+    base_md = base_metadata(steps, request.threads, metadata)
+    timeout = request.local_timeout()
+    out, raw_dir = request.out, request.raw_dir
     if raw_dir:
         os.makedirs(raw_dir, exist_ok=True)
 
     with tempfile.TemporaryDirectory(prefix="mongobench-sweep-") as workdir:
 
         def run_phase(step: SizeStep, phase: Phase) -> list[dict]:
-            props = phase_properties(
-                step,
-                phase,
-                urlfile=os.path.abspath(uri_file),
-                threads=threads,
-                max_seconds=max_seconds,
-                load_batchsize=load_batchsize,
-                table=table,
-                status_interval_s=status_interval_s,
-            )
+            props = phase_properties(step, phase, request, os.path.abspath(uri_file))
             stem = f"{step.records}-{phase.name}"
             outcome = run_ycsb(
                 props, phase, workdir, stem, classpath=classpath, java=java, timeout=timeout
@@ -248,21 +223,17 @@ def run_sweep(
             if raw_dir:
                 with open(os.path.join(raw_dir, f"{stem}.txt"), "w") as f:
                     f.write(outcome.text)
-            return measure(step, phase, outcome, base_md, status_interval_s)
+            return measure(step, phase, outcome, base_md, request.status_interval_s)
 
-        samples = sweep_steps(
-            steps,
-            chosen,
-            base_md,
-            drop=lambda: drop_collection(uri, table, connect_timeout_ms),
+        hooks = SweepHooks(
+            drop=lambda: drop_collection(uri, request.table, connect_timeout_ms),
             drop_errors=(PyMongoError,),
             describe_error=lambda e: redact.text(str(e), uri),
             run_phase=run_phase,
             log=lambda message, problem=False: log(f"sweep: {message}"),
-            keep_data=keep_data,
             after_phase=(lambda got: write_results(out, got, run_uri)) if out else None,
-            repeats=repeats,
         )
+        samples = sweep_steps(request, steps, base_md, hooks)
     if out:
         write_results(out, samples, run_uri)
     return samples
@@ -271,37 +242,43 @@ def run_sweep(
 # ----------------------------------------------------------------------------- the sweep loop
 
 
+@dataclasses.dataclass(frozen=True)
+class SweepHooks:
+    """What the sweep loop does at each event, where it runs (here or on PKB's VMs).
+
+    `drop()` drops the collection (on `drop_errors`, every phase of that size fails with
+    `describe_error(e)`); `run_phase(step, phase)` runs one phase and returns its samples;
+    `log(message, problem=False)` hears each event; `after_phase(samples so far)` follows
+    each phase run."""
+
+    drop: Callable[[], object]
+    drop_errors: tuple[type[BaseException], ...]
+    describe_error: Callable[[BaseException], str]
+    run_phase: Callable[[SizeStep, Phase], list[dict]]
+    log: Callable[..., None]
+    after_phase: Callable[[list[dict]], None] | None = None
+
+
 def sweep_steps(
-    steps: Sequence[SizeStep],
-    phases: Sequence[Phase],
-    metadata: Mapping,
-    *,
-    drop: Callable[[], object],
-    drop_errors: tuple[type[BaseException], ...],
-    describe_error: Callable[[BaseException], str],
-    run_phase: Callable[[SizeStep, Phase], list[dict]],
-    log: Callable[..., None],
-    keep_data: bool,
-    after_phase: Callable[[list[dict]], None] | None = None,
-    repeats: int = 1,
+    request: SweepRun, steps: Sequence[SizeStep], metadata: Mapping, hooks: SweepHooks
 ) -> list[dict]:
     """The sweep loop of the local runner and of the PKB benchmark.
 
-    Per size: `drop` the collection (on `drop_errors`, every phase of that size fails with
-    the error and the sweep goes on), then `run_phase` each phase; a failed load skips the
-    size's other phases. With `repeats`, the run phases (not the load: the data is there
-    once) run that many times in rounds of alternating direction, and their samples are
-    folded into the mean with its 95 % interval (core.repeats). At the end, `drop` again
-    unless `keep_data`. `log(message, problem=False)` hears each event;
-    `after_phase(samples so far)` follows each phase run.
+    Per size: drop the collection, then run each of the request's phases; a failed load
+    skips the size's other phases. With the request's `repeats`, the run phases (not the
+    load: the data is there once) run that many times in rounds of alternating direction,
+    and their samples are folded into the mean with its 95 % interval (core.repeats). At
+    the end, drop again unless the request's `keep_data`.
     """
 
+    phases, repeats = request.phase_list, request.repeats
+    log = hooks.log
     samples: list[dict] = []
     for step in steps:
         try:
-            drop()
-        except drop_errors as e:
-            error = f"could not drop the collection before loading: {describe_error(e)}"
+            hooks.drop()
+        except hooks.drop_errors as e:
+            error = f"could not drop the collection before loading: {hooks.describe_error(e)}"
             log(f"{step.label}: {error}", problem=True)
             samples += [failure_sample(step, p, error, metadata) for p in phases]
             continue
@@ -316,13 +293,13 @@ def sweep_steps(
             again = f" (repeat {r + 1}/{repeats})" if repeats > 1 else ""
             log(f"{step.label} ({step.records} records): {phase.title}{again}")
             try:
-                got = run_phase(step, phase)
+                got = hooks.run_phase(step, phase)
             except KeyboardInterrupt as e:  # SIGTERM or SIGINT: kept, marked, and stop
                 error = f"interrupted by {interrupt.of(e).name}"
                 log(f"{step.label} {phase.title}: {error}", problem=True)
                 samples.append(failure_sample(step, phase, error, metadata))
-                if after_phase is not None:
-                    after_phase(samples)
+                if hooks.after_phase is not None:
+                    hooks.after_phase(samples)
                 raise
             for s in failed(got):
                 log(f"{step.label} {phase.title} FAILED: {s['metadata']['error']}", problem=True)
@@ -332,13 +309,13 @@ def sweep_steps(
                     if s["metric"] != FAILED_METRIC:
                         s["metadata"]["repeat"] = r
             samples.extend(got)
-            if after_phase is not None:
-                after_phase(samples)
-    if not keep_data:
+            if hooks.after_phase is not None:
+                hooks.after_phase(samples)
+    if not request.keep_data:
         try:
-            drop()
-        except drop_errors as e:
-            log(f"the final drop failed: {describe_error(e)}", problem=True)
+            hooks.drop()
+        except hooks.drop_errors as e:
+            log(f"the final drop failed: {hooks.describe_error(e)}", problem=True)
     return repeats_mod.combine(samples, repeats_mod.SWEEP_IDENTITY)
 
 

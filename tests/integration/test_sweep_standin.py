@@ -19,6 +19,7 @@ from mongobench.remote import javabuild
 from mongobench.reports import compare, report
 from mongobench.sweep import runner
 from mongobench.sweep import samples as sweep_samples
+from mongobench.sweep.request import SweepRun
 
 pytestmark = pytest.mark.integration
 PHASES = ["load", "read_only", "update_only", "read_update"]
@@ -120,9 +121,8 @@ def test_unreachable_target_fails_every_phase_clearly(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     uri_file = write_uri(tmp_path / "uri", f"mongodb://127.0.0.1:{port}/x")
-    samples = runner.run_sweep(
-        uri_file, [0.05], memory_bytes=10**9, connect_timeout_ms=500, log=lambda m: None
-    )
+    request = SweepRun(sizes_mb=[0.05], memory_mb=1000)
+    samples = runner.run_sweep(request, uri_file, connect_timeout_ms=500, log=lambda m: None)
     assert [s["metric"] for s in samples] == ["Phase Failed"] * 4
     assert "could not drop the collection" in samples[0]["metadata"]["error"]
 

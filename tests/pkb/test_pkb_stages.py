@@ -12,6 +12,7 @@ pytest.importorskip("perfkitbenchmarker.pkb", reason=NEEDS_PKB)
 from perfkitbenchmarker import errors, linux_packages
 from perfkitbenchmarker.linux_benchmarks import mongodb_ycsb_sweep_benchmark as sweep_bm
 
+from mongobench.sweep.request import SweepRun
 from mongobench_pkb import stages
 from mongobench_pkb import vm as mongobench_vm
 
@@ -46,7 +47,9 @@ def test_the_wing_imports_by_its_real_names_and_linux_packages_only_installs():
 
 def _spec(failed, clients):
     return types.SimpleNamespace(
-        vm_groups={"clients": clients}, mongobench_sweep={"failed": failed}, status_detail=None
+        vm_groups={"clients": clients},
+        mongobench_sweep=sweep_bm.SweepState(request=SweepRun(), failed=failed),
+        status_detail=None,
     )
 
 

@@ -13,12 +13,14 @@ from mongobench.remote import shipping
 from mongobench.reports import caption, report
 from mongobench.sweep import plan, runner
 from mongobench.sweep import samples as sweep_samples
+from mongobench.sweep.request import SweepRun
 from mongobench.ycsb import merge
 from mongobench.ycsb import parse as ycsb
 
 DATA = pathlib.Path(__file__).resolve().parent.parent / "data" / "ycsb"
 GiB = 1024**3
 PH = plan.PHASES_BY_NAME
+RUN = SweepRun()  # the defaults: one thread, no cap, usertable
 
 
 def data(name: str) -> str:
@@ -105,7 +107,7 @@ def test_phases():
 def test_property_files_per_phase():
     step = plan.plan([2], operation_count=5000)[0]
     load = props(
-        plan.phase_properties(step, PH["load"], urlfile="/w/target.uri", load_batchsize=100)
+        plan.phase_properties(step, PH["load"], SweepRun(load_batchsize=100), "/w/target.uri")
     )
     assert load["recordcount"] == "2000" and load["operationcount"] == "2000"
     assert load["insertproportion"] == "1" and load["readproportion"] == "0"
@@ -115,16 +117,16 @@ def test_property_files_per_phase():
     assert load["requestdistribution"] == "zipfian"
     assert "99" in load["hdrhistogram.percentiles"].split(",")
 
-    read = props(plan.phase_properties(step, PH["read_only"], urlfile="/u", threads=4))
+    read = props(plan.phase_properties(step, PH["read_only"], SweepRun(threads=4), "/u"))
     assert (read["readproportion"], read["updateproportion"]) == ("1", "0")
     assert read["operationcount"] == "5000" and read["threadcount"] == "4"
     assert "batchsize" not in read and "table" not in read
 
-    update = props(plan.phase_properties(step, PH["update_only"], urlfile="/u"))
+    update = props(plan.phase_properties(step, PH["update_only"], RUN, "/u"))
     assert (update["readproportion"], update["updateproportion"]) == ("0", "1")
 
     mixed = props(
-        plan.phase_properties(step, PH["read_update"], urlfile="/u", max_seconds=60, table="t")
+        plan.phase_properties(step, PH["read_update"], SweepRun(max_seconds=60, table="t"), "/u")
     )
     assert (mixed["readproportion"], mixed["updateproportion"]) == ("0.5", "0.5")
     assert mixed["maxexecutiontime"] == "60" and mixed["table"] == "t"
@@ -206,7 +208,6 @@ class _DropFailed(Exception):
 
 def test_sweep_loop_drop_failure_failed_load_and_final_drop():
     steps = plan.plan([1, 2, 3])
-    phases = [PH["load"], PH["read_only"]]
     drops = iter([None, _DropFailed("no primary"), None, _DropFailed("gone")])
     logs, after, ran = [], [], []
 
@@ -222,16 +223,17 @@ def test_sweep_loop_drop_failure_failed_load_and_final_drop():
         return sweep_samples.phase_samples(step, phase, res, {"k": "v"})
 
     samples = runner.sweep_steps(
+        SweepRun(phases=["load", "read_only"]),
         steps,
-        phases,
         {"k": "v"},
-        drop=drop,
-        drop_errors=(_DropFailed,),
-        describe_error=lambda e: f"<{e}>",
-        run_phase=run_phase,
-        log=lambda m, problem=False: logs.append((m, problem)),
-        keep_data=False,
-        after_phase=lambda got: after.append(len(got)),
+        runner.SweepHooks(
+            drop=drop,
+            drop_errors=(_DropFailed,),
+            describe_error=lambda e: f"<{e}>",
+            run_phase=run_phase,
+            log=lambda m, problem=False: logs.append((m, problem)),
+            after_phase=lambda got: after.append(len(got)),
+        ),
     )
     assert ran == [(1, "load"), (1, "read_only"), (3, "load")]
     failures = [
@@ -252,15 +254,16 @@ def test_sweep_loop_drop_failure_failed_load_and_final_drop():
         "the final drop failed: <gone>",
     ]
     kept = runner.sweep_steps(
+        SweepRun(phases=["load"], keep_data=True),
         steps[:1],
-        phases[:1],
         {},
-        drop=lambda: ran.append("drop"),
-        drop_errors=(),
-        describe_error=str,
-        run_phase=lambda s, p: [],
-        log=lambda m, problem=False: None,
-        keep_data=True,
+        runner.SweepHooks(
+            drop=lambda: ran.append("drop"),
+            drop_errors=(),
+            describe_error=str,
+            run_phase=lambda s, p: [],
+            log=lambda m, problem=False: None,
+        ),
     )
     assert kept == [] and ran[-1] == "drop" and ran.count("drop") == 1
 
@@ -340,7 +343,7 @@ def test_cli_run_needs_a_target():
 
 def test_several_processes_split_the_keys_of_a_load_and_the_operations_of_a_run():
     step = plan.plan([0.01], operation_count=7)[0]  # 10 records
-    load = [props(t) for t in plan.process_properties(step, PH["load"], 3, urlfile="/u")]
+    load = [props(t) for t in plan.process_properties(step, PH["load"], RUN, ["/u"] * 3)]
     assert [(p["insertstart"], p["insertcount"]) for p in load] == [
         ("0", "4"),
         ("4", "3"),
@@ -350,7 +353,7 @@ def test_several_processes_split_the_keys_of_a_load_and_the_operations_of_a_run(
     run = [
         props(t)
         for t in plan.process_properties(
-            step, PH["read_update"], 3, urlfile="/u", histogram_prefixes=["/r/a-", "/r/b-", "/r/c-"]
+            step, PH["read_update"], RUN, ["/u"] * 3, ["/r/a-", "/r/b-", "/r/c-"]
         )
     ]
     assert [p["operationcount"] for p in run] == ["3", "2", "2"]
@@ -358,10 +361,10 @@ def test_several_processes_split_the_keys_of_a_load_and_the_operations_of_a_run(
     assert [p["hdrhistogram.output.path"] for p in run] == ["/r/a-", "/r/b-", "/r/c-"]
     # More processes than operations: the empty shares are left out.
     tiny = plan.plan([0.002], operation_count=1)[0]
-    assert len(plan.process_properties(tiny, PH["read_only"], 4, urlfile="/u")) == 1
-    assert len(plan.process_properties(tiny, PH["load"], 4, urlfile="/u")) == 2
-    one = plan.process_properties(step, PH["load"], 1, urlfile="/u")
-    assert one == [plan.phase_properties(step, PH["load"], urlfile="/u")]
+    assert len(plan.process_properties(tiny, PH["read_only"], RUN, ["/u"] * 4)) == 1
+    assert len(plan.process_properties(tiny, PH["load"], RUN, ["/u"] * 4)) == 2
+    one = plan.process_properties(step, PH["load"], RUN, ["/u"])
+    assert one == [plan.phase_properties(step, PH["load"], RUN, "/u")]
 
 
 def test_combining_processes_sums_throughput_and_merges_histograms():
@@ -434,8 +437,13 @@ def test_sweep_repeats_run_phases_interleaved_and_fold_them():
         return sweep_samples.phase_samples(step, phase, res, {})
 
     samples = runner.sweep_steps(
-        steps, phases, {}, drop=lambda: None, drop_errors=(), describe_error=str,
-        run_phase=run_phase, log=lambda m, problem=False: None, keep_data=True, repeats=3,
+        SweepRun(phases=[p.name for p in phases], keep_data=True, repeats=3),
+        steps,
+        {},
+        runner.SweepHooks(
+            drop=lambda: None, drop_errors=(), describe_error=str, run_phase=run_phase,
+            log=lambda m, problem=False: None,
+        ),
     )  # fmt: skip
     # the load once per size, the run phases 3 times in rounds of alternating direction
     one_size = ["load", "read_only", "update_only", "update_only", "read_only", "read_only",
@@ -479,5 +487,5 @@ def test_p50_latency_is_a_sample_of_every_operation_when_ycsb_printed_it():
     assert m["update p50 latency"]["unit"] == "ms"
     assert m["update p50 latency"]["metadata"]["op"] == "UPDATE"
     for phase in plan.PHASES:
-        asked = props(plan.phase_properties(step, phase, urlfile="/u"))
+        asked = props(plan.phase_properties(step, phase, RUN, "/u"))
         assert {"50", "95", "99"} <= set(asked["hdrhistogram.percentiles"].split(","))
