@@ -24,7 +24,7 @@ from mongobench.core.markdown import md_table
 from mongobench.core.pairs import parse_pairs
 from mongobench.core.units import MB, MiB
 from mongobench.deploy import topology
-from mongobench.perftables import coordination, progress, runner
+from mongobench.perftables import checks, coordination, progress, runner
 from mongobench.perftables import estimate as estimate_mod
 from mongobench.perftables import experiments as exp_mod
 from mongobench.perftables import request as request_mod
@@ -557,7 +557,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--reply-timeout",
         type=_positive_seconds,
         help="seconds any call waits for the server's reply before its variant fails"
-        f" (default: the URI's timeoutMS or socketTimeoutMS, else {runner.DEFAULT_REPLY_TIMEOUT_S:g})",
+        f" (default: the URI's timeoutMS or socketTimeoutMS, else {checks.DEFAULT_REPLY_TIMEOUT_S:g})",
     )
     run.add_argument(
         "--interval-s",
@@ -568,7 +568,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--client-path",
-        choices=runner.CLIENT_PATHS,
+        choices=checks.CLIENT_PATHS,
         default=_RUN_DEFAULTS.client_path,
         help="client of the timed phases: multiplexed (virtual clients over --processes"
         " processes) or pymongo (the reference path: one thread per client, one process)",

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 
 from mongobench.core import files, names
 from mongobench.core import series as series_mod
+from mongobench.perftables import checks, ratesteps
 from mongobench.perftables import experiments as exp_mod
-from mongobench.perftables import ratesteps, runner
-from mongobench.perftables.runner import CLIENT_PATHS
+from mongobench.perftables.checks import CLIENT_PATHS
 
 # How each surface names an option in its one-line errors: the CLI's flags, PKB's flags,
 # a request file's keys (request_key).
@@ -221,18 +221,18 @@ class PerftablesRun:
             self.catalog, self.experiments, self.scale, self.variants, self.overrides, self.skip
         )
         path_flag = self._name("client_path")
-        runner.check_open_loop(plans, self.client_path, path_flag)
-        runner.check_rate_steps(
+        checks.check_open_loop(plans, self.client_path, path_flag)
+        checks.check_rate_steps(
             plans, self.steps, self.client_path, self._name("rate_steps"), path_flag
         )
         return plans
 
     def for_target(self, uri: str, log=print) -> PerftablesRun:
         """This request against `uri`: the URI's write concern joins the overrides (see
-        runner.uri_write_concern; said in the log). Plan the copy, not self."""
+        checks.uri_write_concern; said in the log). Plan the copy, not self."""
         if getattr(self, "_target", None) == uri:
             return self  # done once (the CLI plans it; the runner may be given either)
-        overrides = runner.uri_write_concern(uri, self.overrides, log)
+        overrides = checks.uri_write_concern(uri, self.overrides, log)
         new = self if overrides == self.overrides else self.replace(overrides=overrides)
         object.__setattr__(new, "_target", uri)
         return new

@@ -41,12 +41,20 @@ from mongobench.driver import base, connection, ops, procs, sources
 from mongobench.driver.base import ThreadStats
 from mongobench.driver.catalog import WORKLOADS
 from mongobench.measure import ossampler, serverstats
-from mongobench.perftables import coordination, identity, probe, progress, quiesce, ratesteps
+from mongobench.perftables import (
+    checks,
+    coordination,
+    identity,
+    probe,
+    progress,
+    quiesce,
+    ratesteps,
+)
 from mongobench.perftables import experiments as exp_mod
 from mongobench.perftables.result import ABSENT, RESULT_SCHEMA, VariantResult
 from mongobench.remote import provenance
 
-if typing.TYPE_CHECKING:  # request imports this module (its checks): no import cycle
+if typing.TYPE_CHECKING:
     from mongobench.perftables.request import PerftablesRun
 
 # After a variant with errors, how long the server has to answer a ping before the
@@ -58,29 +66,8 @@ PING_TIMEOUT_S = 5.0
 # costs seconds, not 30 s per operation and again for the finish. A URI that sets
 # serverSelectionTimeoutMS keeps its own.
 RUN_SELECTION_MS = 5000
-# How long any call waits for the server's reply when neither --reply-timeout nor the URI's
-# timeoutMS/socketTimeoutMS says: every control-path command (prepare, serverStatus, finish)
-# and the multiplexed timed phase's "no reply from any client" limit. Long enough for a slow
-# server's index build or 2 MB batch, short enough that a stuck server fails its variant.
-DEFAULT_REPLY_TIMEOUT_S = 300.0
 # Seconds between two OS readings (and serverStatus signal readings) in a timed phase.
 OS_INTERVAL_S = 1.0
-
-
-def reply_timeout(uri: str, given: float | None = None) -> tuple[float, str]:
-    """(seconds, where from): `given` (the flag), else the URI's timeoutMS, else its
-    socketTimeoutMS, else DEFAULT_REPLY_TIMEOUT_S."""
-    if given is not None:
-        if not given > 0:
-            raise exp_mod.ExperimentError(f"reply timeout must be > 0 seconds, not {given}")
-        return float(given), "flag"
-    try:
-        from_uri = connection.options(uri).reply_timeout
-    except (connection.WireError, ValueError, PyMongoError):
-        from_uri = None  # a bad URI fails at connect, in its own words
-    if from_uri:
-        return from_uri, "uri"
-    return DEFAULT_REPLY_TIMEOUT_S, "default"
 
 
 def reason(e: BaseException, uri: str = "", gone: bool = False) -> str:
@@ -219,83 +206,6 @@ def check_access(client, database: str, uri: str) -> None:
         raise
 
 
-def uri_write_concern(uri: str, overrides: dict | None, log=print) -> dict:
-    """The URI's `w`, when it has one, replaces the experiments' write concern: what a user
-    sets is what runs. An explicit --set write_concern still wins, and both are said."""
-    overrides = dict(overrides or {})
-    w = connection.options(uri).write_concern
-    if not w or "w" not in w:
-        return overrides
-    if "write_concern" in overrides:
-        if str(overrides["write_concern"]) != str(w["w"]):
-            log(f"write concern: --set write_concern={overrides['write_concern']} wins over the"
-                f" URI's w={w['w']}")  # fmt: skip
-        return overrides
-    log(f"write concern: the URI's w={w['w']} replaces the experiments' own")
-    overrides["write_concern"] = w["w"]
-    return overrides
-
-
-CLIENT_PATHS = ("multiplexed", "pymongo")
-
-
-def timed_path(workload: str, settings: dict, client_path: str = "multiplexed") -> str:
-    """Which client runs a variant's timed phase: `pipelined` (kv_read_update's
-    harness-cost experiment, its own threads), `pymongo` (the reference path, one
-    thread per client in this process) or `multiplexed` (virtual clients on event
-    loops over several processes: driver.procs)."""
-    if client_path not in CLIENT_PATHS:
-        raise exp_mod.ExperimentError(
-            f"client path must be one of {', '.join(CLIENT_PATHS)}, not {client_path!r}"
-        )
-    if settings.get("driver") == "pipelined":
-        return "pipelined"
-    if client_path == "pymongo" or workload not in sources.SOURCES:
-        return "pymongo"
-    return "multiplexed"
-
-
-def check_open_loop(plans, client_path: str = "multiplexed", path_flag="--client-path") -> None:
-    """Refuses, before anything runs, an open-loop variant (`target_ops_per_s`) whose timed
-    phase would not run on the multiplexed driver: only its event loops keep a schedule
-    (the pymongo reference path and the pipelined harness-cost threads are closed loops).
-    `path_flag`: the flag the message names (PKB's or the CLI's)."""
-    for experiment, variants in plans:
-        for v in variants:
-            rate = v.settings.get("target_ops_per_s")
-            path = timed_path(experiment.workload, v.settings, client_path)
-            if rate and path != "multiplexed":
-                why = (
-                    f"{path_flag} pymongo is a closed loop only"
-                    if client_path == "pymongo"
-                    else f"its timed phase runs on the {path} client, a closed loop only"
-                )
-                raise exp_mod.ExperimentError(
-                    f"target_ops_per_s={rate:g} in {experiment.name} [{v.label}]: {why};"
-                    " the open loop runs on the multiplexed client path"
-                )
-
-
-def check_rate_steps(
-    plans, steps, client_path="multiplexed", steps_flag="--rate-steps", path_flag="--client-path"
-) -> None:
-    """Refuses, before anything runs, rate steps (see ratesteps) for variants that are not
-    one operation at a time, or whose timed phase has no open loop."""
-    if not steps:
-        return
-    if client_path != "multiplexed":
-        raise exp_mod.ExperimentError(
-            f"{steps_flag} runs open loops, on the multiplexed client path only, not"
-            f" {path_flag} {client_path}"
-        )
-    ratesteps.check(plans, steps_flag)
-    check_open_loop(
-        [(e, [ratesteps.step_variant(v, steps[0], 1.0) for v in vs]) for e, vs in plans],
-        client_path,
-        path_flag,
-    )
-
-
 def open_loop_figures(settings: dict, stats: ThreadStats, duration_s: float) -> dict | None:
     """An open-loop variant's rate against its target (None in a closed loop)."""
     rate = settings.get("target_ops_per_s")
@@ -324,7 +234,7 @@ def run_variant(
     """One variant, end to end; returns its raw result (result.VariantResult).
 
     Preparation and the measurements around the timed phase go through
-    pymongo (`client`); the timed phase through `timed_path`. `request` (a
+    pymongo (`client`); the timed phase through `checks.timed_path`. `request` (a
     request.PerftablesRun) gives the run options: `processes`, the multiplexed path's
     worker processes (default: this machine's CPUs); `reply_timeout`, after which the
     multiplexed timed phase fails its clients when no reply at all came (the control path's
@@ -343,7 +253,7 @@ def run_variant(
         raise exp_mod.ExperimentError(
             f"experiment {experiment.name}: unknown workload {experiment.workload!r}"
         )
-    path = timed_path(experiment.workload, variant.settings, client_path)
+    path = checks.timed_path(experiment.workload, variant.settings, client_path)
     if path == "multiplexed" and not uri:
         raise ValueError("the multiplexed client path needs the target URI")
     db = client[database]
@@ -569,7 +479,7 @@ def _timed_multiplexed(uri, request, name, workload, nthreads, sampler, leader=N
     (over their timed phases) plus this process's. `request`: the run options (database,
     max_seconds, processes, reply_timeout, interval_s; see run_variant)."""
     database, max_seconds, processes = request.database, request.max_seconds, request.processes
-    reply_timeout = request.reply_timeout or DEFAULT_REPLY_TIMEOUT_S
+    reply_timeout = request.reply_timeout or checks.DEFAULT_REPLY_TIMEOUT_S
     interval_s = request.interval_s or None
     s = workload.s
     sources.check_bounds(name, s)
@@ -623,7 +533,7 @@ def run(request: PerftablesRun, uri: str, log=print, bar: bool = False, estimate
     caller decides how to fail (the CLI exits non-zero). An `[i/N]` line is
     logged as each variant ends, and a heartbeat every 30 s while one runs
     (`bar`: a progress bar too, for a terminal). The request's `reply_timeout`, resolved
-    here (see reply_timeout), bounds every wait for the server (every pymongo call gets it
+    here (see checks.reply_timeout), bounds every wait for the server (every pymongo call gets it
     as socketTimeoutMS, the multiplexed timed phase as its no-reply limit). `repeats`: each
     variant runs that many times, interleaved (see schedule); the samples fold them into a
     mean with its 95 % interval (core.repeats). `auth_retry_s`: see first_use.
@@ -639,7 +549,7 @@ def run(request: PerftablesRun, uri: str, log=print, bar: bool = False, estimate
     plans = request.plans  # planned once (validate checked the options)
     rate_steps = request.steps
     database, overrides, client_path = request.database, request.overrides, request.client_path
-    bound, bound_from = reply_timeout(uri, request.reply_timeout)
+    bound, bound_from = checks.reply_timeout(uri, request.reply_timeout)
     if bound_from != "uri":  # the URI's own timeoutMS/socketTimeoutMS is what the user asked
         log(f"reply timeout: {bound:g} s ({bound_from}; --reply-timeout or the URI's"
             " socketTimeoutMS/timeoutMS sets it)")  # fmt: skip

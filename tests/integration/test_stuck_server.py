@@ -11,6 +11,7 @@ import pytest
 from standin_helpers import built_workdir
 
 from mongobench.driver.catalog import WORKLOADS
+from mongobench.perftables import checks
 from mongobench.perftables import experiments as exp_mod
 from mongobench.perftables import runner as perftables
 from mongobench.perftables.request import PerftablesRun
@@ -118,7 +119,7 @@ def test_stuck_in_the_timed_phase_fails_within_the_bound(frozen_server):
         ["500000"],
         {"preload_docs": 200, "duration_s": 60, "threads": 2},
     )
-    assert perftables.reply_timeout(uri) == (BOUND_S, "uri")
+    assert checks.reply_timeout(uri) == (BOUND_S, "uri")
     client = perftables.connect(uri, socketTimeoutMS=int(BOUND_S * 1000))
 
     def on_phase(name, planned_s=None):
@@ -157,7 +158,7 @@ def test_stuck_with_the_default_bound_on_the_run_client(tmp_path, frozen_server,
     # The URI sets no serverSelectionTimeoutMS: the run reconnects with its own 5 s selection.
     # That client had no socketTimeoutMS when the bound was the default: prepare hung forever.
     srv, freeze = frozen_server
-    monkeypatch.setattr(perftables, "DEFAULT_REPLY_TIMEOUT_S", BOUND_S)
+    monkeypatch.setattr(checks, "DEFAULT_REPLY_TIMEOUT_S", BOUND_S)
     base = WORKLOADS["insert"]
 
     class FrozenBeforePrepare(base):

@@ -7,23 +7,23 @@ from test_results_report import RUN, raw_result
 
 from mongobench import cli
 from mongobench.driver import sources
+from mongobench.perftables import checks
 from mongobench.perftables import experiments as exp_mod
-from mongobench.perftables import runner
 from mongobench.perftables.request import PerftablesRun
 from mongobench.remote import shipping
 from mongobench.reports import results
 
 
 def test_timed_path_is_multiplexed_unless_asked_or_pipelined():
-    assert runner.timed_path("hot_update", {}) == "multiplexed"
-    assert runner.timed_path("bucket", {}) == "multiplexed"
-    assert runner.timed_path("read_update", {"driver": "pymongo"}) == "multiplexed"
-    assert runner.timed_path("read_update", {"driver": "pipelined"}) == "pipelined"
-    assert runner.timed_path("read_update", {"driver": "pipelined"}, "pymongo") == "pipelined"
-    assert runner.timed_path("query", {}, "pymongo") == "pymongo"
-    assert runner.timed_path("no_source_yet", {}) == "pymongo"
+    assert checks.timed_path("hot_update", {}) == "multiplexed"
+    assert checks.timed_path("bucket", {}) == "multiplexed"
+    assert checks.timed_path("read_update", {"driver": "pymongo"}) == "multiplexed"
+    assert checks.timed_path("read_update", {"driver": "pipelined"}) == "pipelined"
+    assert checks.timed_path("read_update", {"driver": "pipelined"}, "pymongo") == "pipelined"
+    assert checks.timed_path("query", {}, "pymongo") == "pymongo"
+    assert checks.timed_path("no_source_yet", {}) == "pymongo"
     with pytest.raises(exp_mod.ExperimentError, match="multiplexed, pymongo, not 'fast'"):
-        runner.timed_path("query", {}, "fast")
+        checks.timed_path("query", {}, "fast")
 
 
 def test_every_declared_workload_has_a_source():

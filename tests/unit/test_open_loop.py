@@ -18,8 +18,8 @@ from mongobench.core import latency as lat
 from mongobench.driver import multiplex, protocol
 from mongobench.driver.base import ThreadStats
 from mongobench.driver.cursor_sources import micros
+from mongobench.perftables import checks, runner
 from mongobench.perftables import experiments as exp_mod
-from mongobench.perftables import runner
 
 
 # ------------------------------------------------------------------------ the schedule
@@ -251,12 +251,12 @@ def test_target_ops_per_s_is_a_setting_with_a_range():
 
 
 def test_the_pymongo_path_refuses_an_open_loop_up_front():
-    runner.check_open_loop(_plan(target_ops_per_s=100), "multiplexed")
-    runner.check_open_loop(_plan(), "pymongo")  # closed loop: fine
+    checks.check_open_loop(_plan(target_ops_per_s=100), "multiplexed")
+    checks.check_open_loop(_plan(), "pymongo")  # closed loop: fine
     with pytest.raises(exp_mod.ExperimentError, match="--client-path pymongo is a closed loop"):
-        runner.check_open_loop(_plan(target_ops_per_s=100), "pymongo")
+        checks.check_open_loop(_plan(target_ops_per_s=100), "pymongo")
     with pytest.raises(exp_mod.ExperimentError, match="pipelined client, a closed loop only"):
-        runner.check_open_loop(
+        checks.check_open_loop(
             _plan("read_update", driver="pipelined", target_ops_per_s=5), "multiplexed"
         )
 

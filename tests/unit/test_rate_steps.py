@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from mongobench.perftables import checks, ratesteps
 from mongobench.perftables import experiments as exp_mod
-from mongobench.perftables import ratesteps, runner
 from mongobench.reports import ratecurve, report
 
 
@@ -49,7 +49,7 @@ def _plans(names, variants=None):
 
 def test_single_operation_variants_are_accepted():
     plans = _plans(["concurrency", "query_full", "updateapi"])
-    runner.check_rate_steps(plans, ratesteps.parse("auto"))  # no error
+    checks.check_rate_steps(plans, ratesteps.parse("auto"))  # no error
 
 
 @pytest.mark.parametrize(
@@ -62,19 +62,19 @@ def test_single_operation_variants_are_accepted():
 )
 def test_multi_operation_and_bulk_variants_are_refused_up_front(name, words):
     with pytest.raises(exp_mod.ExperimentError, match=words) as e:
-        runner.check_rate_steps(_plans([name]), ratesteps.parse("0.5"))
+        checks.check_rate_steps(_plans([name]), ratesteps.parse("0.5"))
     assert "rate steps need a single-operation variant" in str(e.value)
 
 
 def test_rate_steps_need_the_multiplexed_path_and_set_the_rate_themselves():
     plans = _plans(["concurrency"])
     with pytest.raises(exp_mod.ExperimentError, match="multiplexed client path only"):
-        runner.check_rate_steps(plans, ratesteps.parse("0.5"), "pymongo")
+        checks.check_rate_steps(plans, ratesteps.parse("0.5"), "pymongo")
     catalog = exp_mod.load()
     given = exp_mod.plan(catalog, ["concurrency"], "smoke", None, {"target_ops_per_s": 50})
     with pytest.raises(exp_mod.ExperimentError, match="sets target_ops_per_s"):
-        runner.check_rate_steps(given, ratesteps.parse("0.5"))
-    runner.check_rate_steps(plans, None, "pymongo")  # no steps: nothing to refuse
+        checks.check_rate_steps(given, ratesteps.parse("0.5"))
+    checks.check_rate_steps(plans, None, "pymongo")  # no steps: nothing to refuse
 
 
 def test_a_step_is_the_variant_at_its_rate_under_its_own_label():

@@ -6,28 +6,28 @@ import json
 import pytest
 
 from mongobench.driver import connection
+from mongobench.perftables import checks
 from mongobench.perftables import experiments as exp_mod
-from mongobench.perftables import runner
 from mongobench.perftables.request import PerftablesRun
 
 
 @pytest.mark.parametrize(
     ("uri", "given", "expected"),
     [
-        ("mongodb://h/", None, (runner.DEFAULT_REPLY_TIMEOUT_S, "default")),
+        ("mongodb://h/", None, (checks.DEFAULT_REPLY_TIMEOUT_S, "default")),
         ("mongodb://h/?socketTimeoutMS=2500", None, (2.5, "uri")),
         ("mongodb://h/?timeoutMS=1500&socketTimeoutMS=9000", None, (1.5, "uri")),
-        ("mongodb://h/?socketTimeoutMS=0", None, (runner.DEFAULT_REPLY_TIMEOUT_S, "default")),
+        ("mongodb://h/?socketTimeoutMS=0", None, (checks.DEFAULT_REPLY_TIMEOUT_S, "default")),
         ("mongodb://h/?socketTimeoutMS=2500", 7, (7.0, "flag")),
     ],
 )
 def test_reply_timeout_resolution(uri, given, expected):
-    assert runner.reply_timeout(uri, given) == expected
+    assert checks.reply_timeout(uri, given) == expected
 
 
 def test_reply_timeout_must_be_positive():
     with pytest.raises(exp_mod.ExperimentError, match="reply timeout must be > 0"):
-        runner.reply_timeout("mongodb://h/", 0)
+        checks.reply_timeout("mongodb://h/", 0)
 
 
 def test_options_carry_the_uris_reply_timeout():
