@@ -17,7 +17,20 @@ pytestmark = pytest.mark.e2e
 
 # Not $group: 48 clients' aggregations kept FerretDB/SQLite from answering any of them within
 # 20 s at smoke scale (noted in docs/compatible-servers.md).
-VARIANTS = "0;16;$lookup of 400 documents;10, False"
+# The issue's six kinds: indexes, document size, queries, aggregation, concurrency, shell.
+EXPERIMENTS = "insert_nindexes,insert_docsize,query_full,aggregation,concurrency,shell_findone_rate"
+VARIANTS = ";".join(
+    [
+        "0",
+        "16",
+        "32",
+        "256",
+        "1 document by key, cached",
+        "$lookup of 400 documents",
+        "10, False",
+        "findOne by _id, _id only",
+    ]
+)
 
 
 def _label(s, key):
@@ -32,7 +45,7 @@ def _run(pkb_python, tmp_path, pkb_temp, server):
         assert "mongodb_perftables_skip" not in flags or server == "standin"
         flags.pop("mongodb_perftables_skip", None)  # the probe makes them n/a
         flags.update(
-            mongodb_perftables_experiments="insert_nindexes,aggregation,concurrency",
+            mongodb_perftables_experiments=EXPERIMENTS,
             mongodb_perftables_variants=VARIANTS,
         )
         path = tmp_path / "ferret.yaml"
@@ -45,11 +58,11 @@ def _run(pkb_python, tmp_path, pkb_temp, server):
     return [json.loads(line) for line in open(results)]
 
 
-def _throughput(samples, experiment):
+def _throughput(samples, experiment, metric="Document Throughput"):
     return {
         _label(s, "variant"): s["value"]
         for s in samples
-        if s["metric"] == "Document Throughput" and f"|experiment:{experiment}|" in s["labels"]
+        if s["metric"] == metric and f"|experiment:{experiment}|" in s["labels"]
     }
 
 
@@ -68,12 +81,23 @@ def test_perftables_against_ferretdb(pkb_python, tmp_path, pkb_temp):
     assert _label(na, "na_reason") == "server lacks $lookup"
     tput = _throughput(samples, "insert_nindexes")
     assert tput["16"] < tput["0"], tput  # a real engine pays for its indexes
+    sizes = _throughput(samples, "insert_docsize")
+    assert 0 < sizes["256"] < sizes["32"], sizes  # and for its documents' bytes
+    _measured(samples)
     hot = [s for s in ours if "|experiment:concurrency|" in s["labels"]]
     assert hot and all(int(_label(s, "lost_writes")) > 0 for s in hot)
 
 
+def _measured(samples):
+    """The query and the shell loop measured something (no variant of them failed or n/a)."""
+    ops = "Operation Throughput"
+    assert _throughput(samples, "query_full", ops)["1 document by key, cached"] > 0
+    assert _throughput(samples, "shell_findone_rate", ops)["findOne by _id, _id only"] > 0
+
+
 def test_perftables_against_the_standin_loses_nothing(pkb_python, tmp_path, pkb_temp):
     samples = _run(pkb_python, tmp_path, pkb_temp, "standin")
+    _measured(samples)
     hot = [s for s in samples if "|experiment:concurrency|" in s["labels"]]
     assert hot and all(_label(s, "lost_writes") == "0" for s in hot)
     assert all(_label(s, "server_product") == "stand-in (mongo-java-server)" for s in hot)
