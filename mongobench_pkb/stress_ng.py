@@ -130,12 +130,19 @@ def Start(
 
 
 def Held(vm, hold):
-    """Bytes of memory the hold's processes have locked now."""
+    """Bytes of memory the hold's processes have locked and resident now: VmLck counts a
+    locked mapping before its pages are touched (measured here: 4 GiB locked at once,
+    resident only 11 s later), so the smaller of VmLck and RssAnon (their anonymous
+    resident pages: the held buffers, not the shared binary)."""
+    files, marker = list(hold.pid_files), WorkDir(vm)
     stdout, _ = vm.RemoteCommand(
-        processes.locked_memory_command(list(hold.pid_files), marker=WorkDir(vm)),
+        processes.locked_memory_command(files, marker=marker)
+        + " && echo -- && "
+        + processes.locked_memory_command(files, marker=marker, field="RssAnon"),
         should_pre_log=False,
     )
-    return processes.sum_kib(stdout)
+    locked, _, resident = stdout.partition("--")
+    return min(processes.sum_kib(locked), processes.sum_kib(resident))
 
 
 class _Died(Exception):

@@ -48,7 +48,7 @@ from mongobench_pkb import vm as mongobench_vm
 
 WORKDIR_NAME = "mongobench-ycsb"
 STOP_SUFFIX = ".stop"  # a run process's stop file (StopFile, RequestStop)
-STOP_CHECK_S = 2.0  # how often RunOnClients asks its stop_when
+STOP_CHECK_S = 2.0  # how often RunOnClients asks its stop_when (and polls its processes then)
 # The project's jars are compiled for Java 17 (java/pom.xml: maven.compiler.release 17).
 MIN_JAVA = 17
 
@@ -412,13 +412,16 @@ def RunOnClients(clients, procs, props, timeout_s, local_dir_of, *, stop_when=No
 
     `stop_when(lines)` (name -> the status lines so far, of every process) is asked every
     STOP_CHECK_S while they run; once it returns true, every process is asked to end
-    (RequestStop: their properties must name their StopFile)."""
+    (RequestStop: their properties must name their StopFile). With `stop_when` the clients
+    are polled every STOP_CHECK_S too (not --mongobench_progress_seconds, 10 s): the status
+    lines reach it, and the processes' end is seen, within seconds."""
     by_client = {}
     for p in procs:
         by_client.setdefault(p.client, []).append(p)
     collected = {}
     started_on = {}
     done = threading.Event()
+    poll_s = None if stop_when is None else min(engine.ProgressSeconds(), STOP_CHECK_S)
 
     def one(client_index):
         vm = clients[client_index]
@@ -426,7 +429,7 @@ def RunOnClients(clients, procs, props, timeout_s, local_dir_of, *, stop_when=No
         started = Start(vm, specs)
         started_on[client_index] = (vm, started)
         try:
-            states = Wait(vm, started, timeout_s, collected=collected)
+            states = Wait(vm, started, timeout_s, poll_s=poll_s, collected=collected)
         finally:
             Stop(vm, started)  # nothing is left running, whatever happened
         outputs = Fetch(vm, started, local_dir_of(vm))

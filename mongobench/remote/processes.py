@@ -215,7 +215,7 @@ def wait_ready_command(
 def locked_memory_command(pid_files: Sequence[str], *, marker: str, field: str = "VmLck") -> str:
     """Prints the `field` (kB, from /proc/PID/status) of every member of the sessions of the
     live processes in `pid_files`: the memory stress-ng's workers hold. Sum with sum_kib."""
-    if not re.fullmatch(r"Vm[A-Za-z]+", field):
+    if not re.fullmatch(r"(Vm|Rss)[A-Za-z]+", field):
         raise ValueError(f"not a /proc status memory field: {field!r}")
     q = shlex.quote
     files = " ".join(q(f) for f in pid_files)

@@ -955,11 +955,39 @@ def test_stress_ng_hold_is_measured_and_stopped(tmp_path):
     assert live_members(pid) == []
 
 
+@pytest.mark.skipif(not shutil.which("stress-ng"), reason="stress-ng not installed")
+def test_stress_ng_hold_is_resident_once_rss_anon_says_so(tmp_path):
+    """VmLck counts the locked mapping before stress-ng has touched its pages; the hold is in
+    force once the workers' anonymous resident memory (RssAnon, what the PKB wing's Held
+    reads beside VmLck) reaches it."""
+    if os.geteuid() != 0:
+        pytest.skip("--vm-locked needs root")
+    d = str(tmp_path)
+    hold = 64 * 1024 * 1024
+    (cmd,) = placement.stress_ng_commands(hold, workers=2, yaml_path=f"{d}/h.yaml", timeout_s=60)
+    pid_file = f"{d}/h.pid"
+    sh(processes.background_command(cmd, pid_file=pid_file, stdout=f"{d}/h.out"))
+    try:
+        resident = 0
+        for _ in range(300):
+            cmd = processes.locked_memory_command([pid_file], marker=d, field="RssAnon")
+            resident = processes.sum_kib(sh(cmd).stdout)
+            if resident >= hold - 1024 * 1024:
+                break
+            time.sleep(0.1)
+        assert hold - 1024 * 1024 <= resident < hold + 16 * 1024 * 1024
+        locked = processes.sum_kib(sh(processes.locked_memory_command([pid_file], marker=d)).stdout)
+        assert locked >= hold - 1024 * 1024
+    finally:
+        sh(processes.stop_processes_command([pid_file], marker=d, timeout_s=10, session=True))
+
+
 def test_command_helpers_reject_bad_input():
     with pytest.raises(ValueError):
         processes.process_states_command([("a b", "/p", None)], marker="/m")
     with pytest.raises(ValueError):
         processes.locked_memory_command(["/p"], marker="/m", field="x; rm")
+    assert "RssAnon" in processes.locked_memory_command(["/p"], marker="/m", field="RssAnon")
     assert processes.stop_processes_command([], marker="/m") == "true"
 
 
