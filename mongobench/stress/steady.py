@@ -150,8 +150,9 @@ class Watch:
         t0 = min(p[0].at for p in parsed)
         closed = int((min(p[-1].at for p in parsed) - t0) / interval + 1e-6)
         ser = status.series(["\n".join(got) for got in lines.values()], interval)
-        # the newest interval's length comes from its last line: it may still be filling up
-        rates = list(ser["ops_per_s"][: min(closed, len(ser["ops_per_s"]) - 1)]) if ser else []
+        # every process has closed these intervals: each a full interval of operations (the
+        # series takes its newest interval's length from its last line, which may lag)
+        rates = [ops / interval for ops in ser["ops"][:closed]] if ser else []
         self.steady = steady_at(rates, interval, self.rule)
         return self.steady is not None
 

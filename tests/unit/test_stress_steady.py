@@ -117,8 +117,10 @@ def test_watch_stops_once_every_process_is_steady_and_applies_the_rest():
     assert not watch({"p0": a[:8]})  # one process only: never steady
     assert not watch({"p0": a[:8], "p1": b[:3]})  # p1's lines lag: its intervals not closed
     assert not watch({"p0": a[:5], "p1": b[:5]})  # 40 s: before the 60 s minimum
-    assert not watch({"p0": a[:8], "p1": b[:8]})  # the newest interval does not count yet
-    assert watch({"p0": a[:9], "p1": b[:9]})  # 70 s closed, the last 6 intervals flat
+    assert not watch({"p0": a[:8], "p1": b[:7]})  # p1 has not closed its 7th interval yet
+    # 70 s closed by every process, the last 6 intervals flat: steady as soon as the last
+    # process's line for it arrives (it waited for the next line before: 10 s later)
+    assert watch({"p0": a[:8], "p1": b[:8]})
     assert watch.steady.seconds == 70.0 and watch.steady.rate == pytest.approx(100_000)
 
     from mongobench.stress.steps import StepResult
@@ -162,6 +164,6 @@ def test_watch_reads_the_status_interval_from_the_lines():
     # 2 s status lines (a shorter status.interval): 6 intervals are 12 s
     a = status_lines(0, [25_000] * 12, dt=2)
     watch = steady.Watch(steady.SteadyRule(min_seconds=10), processes=1)
-    assert not watch({"p0": a[:7]})  # 6 intervals, the newest still open
-    assert watch({"p0": a[:8]})
+    assert not watch({"p0": a[:6]})  # 5 intervals closed
+    assert watch({"p0": a[:7]})  # 6 closed: steady at once
     assert watch.steady.seconds == 12.0 and watch.steady.rate == pytest.approx(25_000)
