@@ -167,3 +167,38 @@ def test_watch_reads_the_status_interval_from_the_lines():
     assert not watch({"p0": a[:6]})  # 5 intervals closed
     assert watch({"p0": a[:7]})  # 6 closed: steady at once
     assert watch.steady.seconds == 12.0 and watch.steady.rate == pytest.approx(25_000)
+
+
+def test_proof_steps_and_floor_are_what_no_search_goes_below():
+    from mongobench.testbed import simulator
+
+    # peak at 6 of 16: step 3 is the best within the SLA (3 ms); 3..8 prove both KPIs
+    server = simulator.SimulatedServer(simulator.peaked_capacity(6, 16))
+    assert simulator.proof_steps(server) == (3, 4, 5, 6, 7, 8)
+    cost = simulator.CostModel(seeding="copy", curves=True, step_stop="steady")
+    run = simulator.simulate(server, search="bounded", cost=cost)
+    assert set(simulator.proof_steps(server)) <= set(run.steps)  # every search measures them
+    floor = simulator.floor_seconds(server, cost)
+    assert floor < run.wall_seconds - run.load_seconds  # the search measures one step more
+    full = simulator.floor_seconds(server, simulator.CostModel(curves=True))
+    assert full == pytest.approx(6 * (180 + simulator.CostModel().step_overhead_seconds))
+
+
+def test_steady_stop_measures_up_to_the_lag_after_the_window():
+    from mongobench.testbed import simulator
+
+    cost = simulator.CostModel(curves=True, step_stop="steady", stop_lag_seconds=4.0)
+    thr, seconds = simulator.measured_step(50_000.0, False, cost, "unsaturated", "steady")
+    assert seconds == pytest.approx(64.0)  # steady at the 60 s minimum, YCSB ends 4 s later
+    assert thr == pytest.approx(50_000.0, rel=0.01)
+
+
+def test_watch_counts_intervals_on_the_cadence_when_the_first_line_is_late():
+    # measured on the test bed: "0 sec" printed 0.59 s after YCSB's start, the later lines
+    # on the start's 10 s cadence; the 60 s line closes 6 intervals
+    a = status_lines(0, [100] * 8)
+    a[0] = a[0].replace("08:00:00:000", "08:00:00:590")
+    watch = steady.Watch(steady.SteadyRule(), processes=1, interval_s=10)
+    assert not watch({"p0": a[:6]})
+    assert watch({"p0": a[:7]})  # the 60 s line: steady at once (was at the 70 s line)
+    assert watch.steady.seconds == 60.0
