@@ -24,6 +24,7 @@ Targets (--mongodb_perftables_deployment):
     the seed's instance-size and disk-class tables into one PKB run.
 """
 
+import dataclasses
 import json
 import logging
 import os
@@ -70,6 +71,24 @@ mongodb_perftables:
 
 DEPLOYMENTS = ("auto", "uri", "standalone", "replset", "sharded", "atlas")
 NO_SERVER_VMS = ("uri", "atlas")
+
+
+@dataclasses.dataclass
+class State:
+    """What Prepare leaves for Run and Cleanup (`benchmark_spec.mongobench`; PKB pickles it
+    between stages). Fields stay at their defaults for what Prepare did not get to."""
+
+    servers: mongobench_topology.Servers  # the servers VMs, what starting them recorded
+    request: PerftablesRun | None = None  # the run options, checked in CheckPrerequisites
+    workdir: str | None = None  # the engine's on the first client VM
+    uri_file: str | None = None  # target.uri there
+    follower_workdirs: dict = dataclasses.field(default_factory=dict)  # client VMs 1..K-1
+    server_workdirs: dict = dataclasses.field(default_factory=dict)  # the OS samplers'
+    labels: dict = dataclasses.field(default_factory=dict)  # hardware labels of the servers
+    atlas: Any = None  # mongobench_atlas's deployment, for deployment atlas
+    steps: list = dataclasses.field(default_factory=lambda: [None])  # Atlas hardware steps
+    failed: list | None = None  # set by Run (one line per failed variant); None: it stopped
+
 
 _EXPERIMENTS = flags.DEFINE_list(
     "mongodb_perftables_experiments",
@@ -434,38 +453,37 @@ def Prepare(benchmark_spec: bm_spec.BenchmarkSpec) -> None:
         mongobench_host.ProtectStaticVm(vm)
     kind = _Deployment()
     servers = _Servers(benchmark_spec)
-    state = {
-        "metadata": {"deployment": kind},
-        "server_vms": servers,
-        "data_paths": {},
-        "steps": [None],
-    }
+    state = State(mongobench_topology.Servers(servers, {"deployment": kind}))
     benchmark_spec.mongobench = state
-    state["request"] = _Request()  # the run options, checked in CheckPrerequisites
+    state.request = _Request()
     # Deploy installs the engine's prerequisites on each VM it serves, servers included.
-    state["workdir"] = mongobench_engine.Deploy(client)
+    state.workdir = mongobench_engine.Deploy(client)
     # Client VMs 1..K-1 run their share of every timed phase (`perftables follow`).
-    state["follower_workdirs"] = {vm.name: mongobench_engine.Deploy(vm) for vm in clients[1:]}
+    state.follower_workdirs = {vm.name: mongobench_engine.Deploy(vm) for vm in clients[1:]}
     if kind == "uri":
         uri = _ReadUri()
     elif kind == "atlas":
-        state["atlas"] = mongobench_atlas.NewDeployment(FLAGS.run_uri, list(clients))
-        uri = mongobench_atlas.Provision(state["atlas"])
-        state["steps"] = mongobench_atlas.Steps()
+        state.atlas = mongobench_atlas.NewDeployment(FLAGS.run_uri, list(clients))
+        uri = mongobench_atlas.Provision(state.atlas)
+        state.steps = mongobench_atlas.Steps()
     elif kind == "standalone":
-        uri = mongobench_topology.StartStandalone(servers, state, _TopologySettings())
+        uri = mongobench_topology.StartStandalone(state.servers, _TopologySettings())
     elif kind == "replset":
-        uri = mongobench_topology.StartReplicaSet(servers, state, client, _TopologySettings())
+        uri = mongobench_topology.StartReplicaSet(
+            state.servers, client, state.workdir, _TopologySettings()
+        )
     else:
-        uri = mongobench_topology.StartSharded(servers, state, client, _TopologySettings())
+        uri = mongobench_topology.StartSharded(
+            state.servers, client, state.workdir, _TopologySettings()
+        )
     # The engine runs on the server VMs too: it samples their OS during each phase.
-    state["server_workdirs"] = {vm.name: mongobench_engine.Deploy(vm) for vm in servers}
-    state["labels"] = _HardwareLabels(benchmark_spec, kind)
-    uri_file = os.path.join(state["workdir"], "target.uri")
+    state.server_workdirs = {vm.name: mongobench_engine.Deploy(vm) for vm in servers}
+    state.labels = _HardwareLabels(benchmark_spec, kind)
+    uri_file = os.path.join(state.workdir, "target.uri")
     mongobench_engine.PushSecret(client, uri_file, uri + "\n")
-    state["uri_file"] = uri_file
+    state.uri_file = uri_file
     for vm in clients[1:]:
-        path = os.path.join(state["follower_workdirs"][vm.name], "target.uri")
+        path = os.path.join(state.follower_workdirs[vm.name], "target.uri")
         mongobench_engine.PushSecret(vm, path, uri + "\n")
 
 
@@ -478,32 +496,32 @@ def _RunStep(benchmark_spec, step_index, overrides, extra_metadata):
     name = (
         "perftables-results.json" if step_index is None else f"perftables-results-{step_index}.json"
     )
-    remote_out = os.path.join(state["workdir"], name)
+    remote_out = os.path.join(state.workdir, name)
     client.RemoteCommand(f"rm -f {remote_out}")
     # The run's options as the engine's request, written beside target.uri (no long argv).
-    request = state["request"].replace(
+    request = state.request.replace(
         out=remote_out,
-        os_path=state["workdir"],
+        os_path=state.workdir,
         overrides=overrides,
         processes=_CLIENT_PROCESSES.value or client.NumCpusForBenchmark(),
         client_vms=len(clients),
         run_id=run_id,
         # belt and braces after Provision's wait: a new Atlas user may reach a member late
-        auth_retry_s=mongobench_atlas.AUTH_RETRY_S if "atlas" in state else 0.0,
+        auth_retry_s=mongobench_atlas.AUTH_RETRY_S if state.atlas else 0.0,
     )
     request_file = mongobench_engine.PushRequest(
-        client, state["workdir"], name.replace("results", "request"), request.to_json()
+        client, state.workdir, name.replace("results", "request"), request.to_json()
     )
-    command = shipping.perftables_command(state["workdir"], state["uri_file"], request_file)
+    command = shipping.perftables_command(state.workdir, state.uri_file, request_file)
     followers = mongobench_engine.StartFollowers(
-        clients[1:], state["follower_workdirs"], run_id, _CLIENT_PROCESSES.value
+        clients[1:], state.follower_workdirs, run_id, _CLIENT_PROCESSES.value
     )
     servers = _Servers(benchmark_spec)
     samplers = [
         (
             vm,
             mongobench_engine.StartSampler(
-                vm, state["server_workdirs"][vm.name], state["data_paths"].get(vm.name, "/")
+                vm, state.server_workdirs[vm.name], state.servers.data_paths.get(vm.name, "/")
             ),
         )
         for vm in servers
@@ -512,7 +530,7 @@ def _RunStep(benchmark_spec, step_index, overrides, extra_metadata):
         # Detached and polled: each variant's [i/N] line reaches pkb.log as it ends.
         _, stderr = mongobench_engine.RunEngine(
             client,
-            state["workdir"],
+            state.workdir,
             command,
             "perftables" if step_index is None else f"perftables-{step_index}",
         )
@@ -540,19 +558,19 @@ def _RunStep(benchmark_spec, step_index, overrides, extra_metadata):
         ossampler.attach_server_os(run, readings)
     # A client VM that is a server's host (the test bed): CPU then judges nothing.
     run["shared_host"] = bool(run.get("shared_host")) or _SharedHost(clients, servers)
-    if "atlas" in state:  # the seed's Resource Usage figures, from the Admin API
-        mongobench_atlas.AttachMeasurements(state["atlas"], run)
-    if readings or "atlas" in state:
+    if state.atlas:  # the seed's Resource Usage figures, from the Admin API
+        mongobench_atlas.AttachMeasurements(state.atlas, run)
+    if readings or state.atlas:
         with open(local_out, "w") as f:
             json.dump(run, f, indent=1)
     logging.info("mongodb_perftables raw results saved to %s", local_out)
 
-    metadata = dict(state["metadata"], **extra_metadata)
+    metadata = dict(state.servers.metadata, **extra_metadata)
     # Each variant's samples are stamped with its start, not the end of Run.
     out = [mongobench_engine.ToSample(s) for s in results.to_samples(run, metadata)]
     failed = results.failed(run)
     out += [sample.Sample(**s) for s in results.failure_samples(run, extra_metadata)]
-    expected = sum(len(variants) for _, variants in state["request"].plans) * request.repeats
+    expected = sum(len(variants) for _, variants in state.request.plans) * request.repeats
     if len(run["results"]) < expected:
         failed.append({"experiment": "?", "label": "?", "error": f"run ended early: {last_line}"})
         logging.error(
@@ -573,23 +591,23 @@ def _LastLine(stderr):
 @interrupt.sigterm_as_ctrl_c()
 def Run(benchmark_spec: bm_spec.BenchmarkSpec) -> list[sample.Sample]:
     state = benchmark_spec.mongobench
-    user = state["request"].overrides  # --mongodb_perftables_set
+    user = state.request.overrides  # --mongodb_perftables_set
     engine = {}
-    if state.get("sharded"):
+    if state.servers.sharded:
         engine.update(sharded=True, shard_key=_SHARD_KEY.value)
     out, failed = [], []
-    steps = state["steps"]
+    steps = state.steps
     for i, step in enumerate(steps):
         extra = {}
-        if "atlas" in state:
+        if state.atlas:
             try:
-                extra = mongobench_atlas.Apply(state["atlas"], step)
+                extra = mongobench_atlas.Apply(state.atlas, step)
             except (api.AtlasError, ValueError) as e:
                 failed.append({"experiment": "?", "label": "?", "error": f"Atlas step {i}: {e}"})
                 break
             labels = cluster.step_labels(extra)
         else:
-            labels = dict(state["labels"])
+            labels = dict(state.labels)
         if len(steps) > 1:
             extra.update(hardware_step=i, hardware_steps=len(steps))
         # shard settings and hardware labels go to the engine; the user's --set wins
@@ -603,7 +621,7 @@ def Run(benchmark_spec: bm_spec.BenchmarkSpec) -> list[sample.Sample]:
         # nothing to keep, and its one line is the clearest status detail PKB can show.
         raise errors.Benchmarks.RunError("; ".join(dict.fromkeys(r["error"] for r in failed)))
     # Cleanup turns failures into a FAILED status after these samples are kept.
-    state["failed"] = [f"{r['experiment']} [{r['label']}]: {r['error'][:300]}" for r in failed]
+    state.failed = [f"{r['experiment']} [{r['label']}]: {r['error'][:300]}" for r in failed]
     return out
 
 
@@ -617,7 +635,7 @@ def Cleanup(benchmark_spec: bm_spec.BenchmarkSpec) -> None:
     state = getattr(benchmark_spec, "mongobench", None)
     if state is None:  # Prepare never started
         return
-    failed = state.get("failed")
+    failed = state.failed
     failure = None
     if failed:
         failure = (
@@ -629,16 +647,16 @@ def Cleanup(benchmark_spec: bm_spec.BenchmarkSpec) -> None:
         BENCHMARK_NAME,
         lambda keep: stages.Undo(_CleanupSteps(benchmark_spec, state, keep)),
         failure=failure,
-        incomplete="failed" not in state,  # Prepare or Run stopped half-way
+        incomplete=state.failed is None,  # Prepare or Run stopped half-way
     )
 
 
 def _CleanupSteps(benchmark_spec, state, keep):
     clients = benchmark_spec.vm_groups["clients"]
     steps = []
-    if state.get("atlas"):
+    if state.atlas:
         steps.append(
-            ("tear down the Atlas deployment", lambda: mongobench_atlas.Teardown(state["atlas"]))
+            ("tear down the Atlas deployment", lambda: mongobench_atlas.Teardown(state.atlas))
         )
     for vm in [*_Servers(benchmark_spec), *clients]:
         # The engine and samplers run detached: PKB may have been stopped while they ran.
@@ -651,7 +669,7 @@ def _CleanupSteps(benchmark_spec, state, keep):
         steps.append(
             (f"remove mongod data on {vm.name}", lambda vm=vm: mongobench_mongod.RemoveData(vm))
         )
-        if state.get("host_settings_applied") and vm in state.get("server_vms", []):
+        if state.servers.host_settings_applied and vm in state.servers.vms:
             steps.append(
                 (
                     f"restore host settings on {vm.name}",

@@ -296,7 +296,7 @@ def _TeardownLeftovers(sender, benchmark_spec=None, **_):
     --run_stage without cleanup, or failed). Never raises: PKB must go on deleting VMs."""
     del sender
     state = getattr(benchmark_spec, "mongobench", None)
-    deployment = state.get("atlas") if isinstance(state, dict) else None
+    deployment = getattr(state, "atlas", None)  # a perftables State
     if deployment is None or not deployment.leftovers():
         return
     logging.warning(

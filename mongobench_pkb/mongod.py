@@ -315,26 +315,18 @@ class Instance:
 
 
 def NewInstance(
-    server,
-    index,
-    *,
-    host,
-    bind_ip=None,
-    port=None,
-    first_port=mongod.FIRST_PORT,
-    role="mongod",
-    replset=None,
-    tls_pem=None,
+    server, index, *, host, bind_ip=None, port=None, role="mongod", replset=None, tls_pem=None
 ):
-    """Instance `index` on `server`: port `port` (default first_port + index), bound to
-    `bind_ip` (default `host`), serving TLS only with the PEM `tls_pem` (on the VM) if given."""
+    """Instance `index` on `server`: port `port` (default mongobench.deploy.mongod.
+    instance_port(index): FIRST_PORT + index), bound to `bind_ip` (default `host`), serving
+    TLS only with the PEM `tls_pem` (on the VM) if given."""
     if role not in ROLES:
         raise ValueError(f"role must be one of {ROLES}, got {role!r}")
     if role in ("shardsvr", "configsvr") and not replset:
         raise ValueError(f"a {role} must be a replica set member (replset)")
     return Instance(
         index=index,
-        port=mongod.instance_port(index, first_port) if port is None else int(port),
+        port=mongod.instance_port(index) if port is None else int(port),
         host=host,
         bind_ip=bind_ip or host,
         role=role,

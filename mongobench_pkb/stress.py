@@ -21,6 +21,7 @@ import time
 from perfkitbenchmarker import background_tasks, errors, vm_util
 
 from mongobench.core import units
+from mongobench.deploy.mongod import instance_port
 from mongobench.remote import probes
 from mongobench.stress import placement, seeding, steady, steps, usage
 from mongobench.stress import report as stress_report
@@ -221,7 +222,7 @@ def _Instance(st, settings, index):
         index,
         host=st.hosts[index % len(st.hosts)],
         bind_ip=st.bind_ip,
-        first_port=settings.first_port,
+        port=instance_port(index, settings.first_port),
         tls_pem=st.tls_pem,
     )
 

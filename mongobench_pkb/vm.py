@@ -5,6 +5,7 @@ its public functions (`WorkDir(vm)`, `Remove(vm)`, `StopAll(vm)`, `States(...)`)
 calls of these, because benchmarks and Cleanup call them by those names.
 """
 
+import dataclasses
 import logging
 import os
 import posixpath
@@ -137,33 +138,35 @@ def _PollOnce(vm, command):
     return out
 
 
+@dataclasses.dataclass(frozen=True)
+class Followed:
+    """Detached processes to follow: `entries` ((name, pid_file, rc_file)), the `marker` that
+    must be in their command lines, the `files` ((name, path): their output) whose new lines
+    reach pkb.log as `<label(name)> <line>`, and `keep(line)` picking those lines (None: all)."""
+
+    entries: list
+    marker: str
+    files: list
+    label: object  # name -> the prefix of its lines in pkb.log
+    keep: object = None
+
+
 def Follow(
-    vm,
-    entries,
-    marker,
-    files,
-    label,
-    *,
-    poll_s,
-    timeout_s=None,
-    gone_grace_s=5.0,
-    unreachable_s=600.0,
-    collected=None,
-    keep=None,
+    vm, followed, *, poll_s, timeout_s=None, gone_grace_s=5.0, unreachable_s=600.0, collected=None
 ):
-    """Polls the detached processes `entries` ((name, pid_file, rc_file)) until none runs,
-    copying each new line of `files` ((name, path): their output) into pkb.log as
-    `<label(name)> <line>` as it comes. Polls come every 0.5 s at first, then less often,
-    every `poll_s` at most.
+    """Polls the processes of `followed` (a Followed) until none runs, copying each new line
+    of their files into pkb.log as it comes. Polls come every 0.5 s at first, then less
+    often, every `poll_s` at most.
 
     Each poll is one short ssh command, so a dropped connection costs a poll, not the run:
     failed polls are retried for `unreachable_s`. A process that vanished without an exit
-    status gets `gone_grace_s` for it to appear. `keep(line)` picks the lines to copy (default:
-    all); a connection string in one loses its credentials. The lines also go to
-    `collected[name]` (a dict of lists) when given. Returns the final states (callers treat
-    `running`, when `timeout_s` ran out, and `gone` as failures)."""
-    follower = follow.Follower(files)
-    states_cmd = processes.process_states_command(entries, marker=marker)
+    status gets `gone_grace_s` for it to appear. A connection string in a copied line loses
+    its credentials. The lines also go to `collected[name]` (a dict of lists) when given.
+    Returns the final states (callers treat `running`, when `timeout_s` ran out, and `gone`
+    as failures)."""
+    entries, label, keep = followed.entries, followed.label, followed.keep
+    follower = follow.Follower(followed.files)
+    states_cmd = processes.process_states_command(entries, marker=followed.marker)
     gone = processes.ProcessState(processes.STATE_GONE)
     start = time.monotonic()
     gone_since = unreachable_since = None
@@ -227,12 +230,15 @@ def WaitDetached(vm, handle, *, label, poll_s, timeout_s=None):
     it vanished or was stopped; its stderr)."""
     name = handle["name"]
     lines = {}
-    states = Follow(
-        vm,
+    followed = Followed(
         [(name, handle["pid"], handle["rc"])],
         handle["marker"],
         [(name, handle["err"])],
         lambda _: label,
+    )
+    states = Follow(
+        vm,
+        followed,
         poll_s=poll_s,
         timeout_s=timeout_s,
         collected=lines,

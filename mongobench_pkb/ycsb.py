@@ -325,16 +325,19 @@ def Wait(vm, procs, timeout_s, *, poll_s=None, gone_grace_s=5.0, collected=None)
     `collected[name]` when given. A process that vanished
     without an exit status gets `gone_grace_s` for its status to appear. Returns the final
     states: callers treat `running` (timed out) and `gone` as failures."""
-    return mongobench_vm.Follow(
-        vm,
+    followed = mongobench_vm.Followed(
         [(p.name, p.pid_file, p.rc_file) for p in procs],
         WorkDir(vm),
         [(p.name, p.path(".err")) for p in procs],
         lambda name: f"YCSB {vm.name}/{name}:",
+        keep=parse.is_status_line,  # the rest of stderr is in the fetched .err files
+    )
+    return mongobench_vm.Follow(
+        vm,
+        followed,
         poll_s=poll_s or engine.ProgressSeconds(),
         timeout_s=timeout_s,
         gone_grace_s=gone_grace_s,
-        keep=parse.is_status_line,  # the rest of stderr is in the fetched .err files
         collected=collected,
     )
 

@@ -13,7 +13,7 @@ from perfkitbenchmarker import errors, vm_util
 from perfkitbenchmarker.linux_benchmarks import mongodb_perftables_benchmark as perftables
 
 from mongobench.perftables.request import PerftablesRun
-from mongobench_pkb import engine
+from mongobench_pkb import engine, topology
 
 
 def test_the_flags_build_the_request_once(pkb_flags):
@@ -76,15 +76,12 @@ def test_a_step_ships_the_request_beside_target_uri(pkb_flags, tmp_path, monkeyp
     monkeypatch.setattr(engine, "StartFollowers", lambda *a: [])
     monkeypatch.setattr(engine, "WaitFollowers", lambda f: [])
     client = _Client("c0")
-    state = {
-        "workdir": "/w",
-        "uri_file": "/w/target.uri",
-        "follower_workdirs": {},
-        "server_workdirs": {},
-        "data_paths": {},
-        "metadata": {},
-        "request": perftables._Request(),
-    }
+    state = perftables.State(
+        topology.Servers([], {}),
+        request=perftables._Request(),
+        workdir="/w",
+        uri_file="/w/target.uri",
+    )
     spec = types.SimpleNamespace(vm_groups={"clients": [client]}, mongobench=state)
     samples, failed = perftables._RunStep(spec, None, {"threads": 2, "instance_type": "n2"}, {})
     assert samples == [] and failed[0]["experiment"] == "target"
@@ -95,7 +92,7 @@ def test_a_step_ships_the_request_beside_target_uri(pkb_flags, tmp_path, monkeyp
     )
     assert ("PushFile", "/w/perftables-request.json") in client.calls
     sent = PerftablesRun.from_json((tmp_path / "c0-perftables-request.json").read_text())
-    assert sent == state["request"].replace(
+    assert sent == state.request.replace(
         out="/w/perftables-results.json",
         os_path="/w",
         overrides={"threads": 2, "instance_type": "n2"},
