@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from mongobench.core import files, names
+from mongobench.core import request as core_request
 from mongobench.core import series as series_mod
 from mongobench.perftables import checks, ratesteps
 from mongobench.perftables import experiments as exp_mod
@@ -46,12 +47,10 @@ def cli_flag(name: str) -> str:
     return CLI_FLAGS.get(name, "--" + name.replace("_", "-"))
 
 
-def request_key(source: str) -> Callable[[str], str]:
-    """Names a field as the key of the request file `source`: 'run.json: max_seconds'."""
-    return lambda name: f"{source}: {name}"
+request_key = core_request.request_key
 
 
-class RequestError(exp_mod.ExperimentError):
+class RequestError(core_request.RequestError, exp_mod.ExperimentError):
     """A request that cannot run: one line naming the option and the value."""
 
 
@@ -94,19 +93,7 @@ class PerftablesRun:
     def from_json(cls, text: str, source: str = "request") -> PerftablesRun:
         """The request in `text` (an object of this class's keys; an unknown key is refused,
         a missing one takes its default), type-checked, not yet validated."""
-        try:
-            doc = json.loads(text)
-        except ValueError as e:
-            raise RequestError(f"{source}: not JSON: {e}") from None
-        if not isinstance(doc, dict):
-            raise RequestError(f"{source}: a request is a JSON object, not {type(doc).__name__}")
-        known = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(set(doc) - set(known))
-        if unknown:
-            raise RequestError(
-                f"{source}: unknown key(s) {', '.join(unknown)}; known keys: {', '.join(known)}"
-            )
-        request = cls(**doc)
+        request = core_request.from_json(cls, text, source, RequestError)
         request.check_types(request_key(source))
         return request
 
@@ -128,10 +115,7 @@ class PerftablesRun:
 
     def check_types(self, name: Callable[[str], str] = cli_flag) -> None:
         """Each field of the type it is declared with (a request file may hold anything)."""
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if not _is(value, f.type):
-                raise RequestError(f"{name(f.name)}: {value!r} is not {_describe(f.type)}")
+        core_request.check_types(self, name, RequestError)
         for key in ("experiments", "variants"):
             value = getattr(self, key)
             if value is not None and not all(isinstance(v, str) and v for v in value):
@@ -255,34 +239,3 @@ class PerftablesRun:
 
     def _name(self, key: str) -> str:
         return getattr(self, "_names", cli_flag)(key)
-
-
-_TYPES = {
-    "list[str] | None": (list, type(None)),
-    "str": (str,),
-    "str | None": (str, type(None)),
-    "dict": (dict,),
-    "float | None": (int, float, type(None)),
-    "float": (int, float),
-    "int | None": (int, type(None)),
-    "int": (int,),
-}
-
-
-def _is(value, declared: str) -> bool:
-    if isinstance(value, bool):
-        return False  # a JSON true is no number, no name
-    return isinstance(value, _TYPES[declared])
-
-
-def _describe(declared: str) -> str:
-    return {
-        "list[str] | None": "a list of names or null",
-        "str": "a text",
-        "str | None": "a text or null",
-        "dict": "an object of setting: value",
-        "float | None": "a number or null",
-        "float": "a number",
-        "int | None": "a whole number or null",
-        "int": "a whole number",
-    }[declared]
