@@ -1,6 +1,6 @@
 """The multiplexed driver against the stand-in: the same operations, documents,
-errors and getMores as the pymongo path (for a declared workload, driver.workload: its two
-executors running one declaration), and processes that merge exactly."""
+errors and getMores as the pymongo path (every workload is declared once, driver.workload:
+its two executors running one declaration), and processes that merge exactly."""
 
 from __future__ import annotations
 
