@@ -19,9 +19,10 @@ PTH_NAME = "mongobench_pkb.pth"
 # A .pth line is executed only if it starts with "import"; errors must never
 # break the interpreter, so the hook catches everything itself.
 PTH_LINE = "import mongobench_pkb\n"
-# The Maven sources of the stand-in and the YCSB binding: the PKB host builds them
-# (mongobench/remote/javabuild.py), so a wheel carries them as mongobench/java/.
-JAVA_MODULES = ("standin", "ycsb-binding")
+# The Maven sources of the YCSB binding: the PKB host builds them (mongobench/remote/javabuild.py),
+# so a wheel carries them as mongobench/java/. The stand-in (java/standin) is a development
+# tool, like the test bed: a source checkout has it, a wheel does not.
+JAVA_MODULES = ("ycsb-binding",)
 
 
 def _requirements(name):
@@ -86,13 +87,10 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.10",
     # the engine's sub-packages are found; the plugin's two are mapped by package_dir.
-    # Development tools stay in the checkout: the test bed (mongobench.testbed, run by
-    # scripts/testbed and the tests) and scripts/ (the benchmarks, the native floor).
+    # Development tools stay in the checkout: the test bed (testbed/, run by scripts/testbed
+    # and the tests), the stand-in (java/standin) and scripts/ (the benchmarks, the native floor).
     packages=[
-        *find_packages(
-            include=["mongobench", "mongobench.*"],
-            exclude=["mongobench.testbed", "mongobench.testbed.*"],
-        ),
+        *find_packages(include=["mongobench", "mongobench.*"]),
         "mongobench_pkb",
         "mongobench_pkb.linux_benchmarks",
         "mongobench_pkb.linux_packages",

@@ -3,7 +3,6 @@
 mongobench perftables list
 mongobench perftables run --uri-file F [--experiments a,b] [--scale smoke] [--out r.json]
 mongobench report --results perfkitbenchmarker_results.json [...] [--out report.md]
-mongobench testbed up|down|status [--dir D]
 """
 
 from __future__ import annotations
@@ -45,17 +44,6 @@ from mongobench.sweep.runner import (
     server_memory_bytes,
 )
 from mongobench.sweep.samples import failed, table_text, yes_no
-
-try:  # a development tool: in a checkout only, the installed package lacks it (setup.py)
-    from mongobench.testbed import bed as testbed
-    from mongobench.testbed import ferretdb, fresh
-except ImportError:
-    testbed = ferretdb = fresh = None
-
-NO_TESTBED = (
-    "mongobench testbed: the test bed is a development tool that the installed package does"
-    " not ship; run scripts/testbed in a checkout of the repository (docs/testbed.md)"
-)
 
 
 def _overrides(pairs: list[str] | None) -> dict:
@@ -126,7 +114,6 @@ EXAMPLES = """examples:
   mongobench report --results perftables-results.json --out report.md
   mongobench sweep run --uri-file target.uri --sizes 1,2 --out results.json
   mongobench compare --results a.json b.json --out report.md
-  mongobench testbed up --dir /tmp/tb
 
 In a checkout, mongobench is .venv/bin/mongobench (scripts/setup makes it).
 `mongobench COMMAND --help` shows each command's options and examples."""
@@ -434,29 +421,6 @@ def cmd_report(args) -> int:
     return 0
 
 
-def cmd_testbed(args) -> int:
-    if testbed is None:
-        raise SystemExit(NO_TESTBED)
-    if args.action == "up":
-        try:
-            state = testbed.up(
-                args.dir,
-                with_ssh=not args.no_ssh,
-                server=args.server,
-                client_vms=args.client_vms,
-                fresh_machines=args.fresh,
-                cache_dir=args.cache_dir,
-            )
-        except (testbed.PreflightError, fresh.FreshBedError, ferretdb.GoMissing) as e:
-            raise SystemExit(f"mongobench: {e}") from None
-        print(json.dumps(testbed.public_state(state), indent=1))
-    elif args.action == "down":
-        testbed.down(args.dir)
-    else:
-        print(json.dumps(testbed.public_state(testbed.status(args.dir)), indent=1))
-    return 0
-
-
 def cmd_topology_up(args) -> int:
     with open(args.plan) as f:
         plan = json.load(f)
@@ -658,48 +622,6 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--plots-dir", help="PNG plots (default: plots/ beside --out; none on stdout)")
     rp.set_defaults(func=cmd_report)
 
-    tb = _sub(
-        sub,
-        "testbed",
-        "local stand-in server + sshd static VM",
-        "  mongobench testbed up --dir /tmp/tb      # prints uri, uri_file, ssh port, PKB configs\n"
-        "  mongobench testbed status --dir /tmp/tb\n"
-        "  mongobench testbed down --dir /tmp/tb\n",
-    )
-    tb.add_argument(
-        "action",
-        choices=("up", "down", "status"),
-        help="up: start and print the state (JSON); down: stop what up started and remove"
-        " its directory; status: print the state",
-    )
-    tb.add_argument("--dir", default=None, help="state directory (default: under the temp dir)")
-    tb.add_argument("--no-ssh", action="store_true", help="only the MongoDB server")
-    tb.add_argument(
-        "--server",
-        choices=testbed.SERVER_KINDS if testbed else None,
-        default="auto",
-        help="auto: mongod when on PATH, else the stand-in; ferretdb (SQLite) and"
-        " ferretdb-postgresql (a private PostgreSQL cluster): the pinned FerretDB, built with Go",
-    )
-    tb.add_argument(
-        "--client-vms",
-        type=_positive_int,
-        default=1,
-        help="static client VMs in the perftables config (this host, separate work dirs)",
-    )
-    tb.add_argument(
-        "--fresh",
-        action="store_true",
-        help="a fresh Debian machine (network namespace, own root and sshd) per PKB VM: a"
-        " server VM and the client VMs; needs root (see docs/testbed.md)",
-    )
-    tb.add_argument(
-        "--cache-dir",
-        default=None,
-        help="--fresh: where the Debian root tarball and the package cache are kept"
-        " (default: ~/.cache/mongobench-testbed)",
-    )
-    tb.set_defaults(func=cmd_testbed)
     tp = _sub(
         sub,
         "topology",

@@ -14,7 +14,8 @@ Where mongod comes from (flags --mongobench_*, `InstallMethod()`):
     the full version);
   - "bin_dir" (--mongobench_mongod_bin_dir): binaries already on the host;
   - "standin" (--mongobench_mongod_server=standin): the project's stand-in (mongo-java-server,
-    built on the PKB host and shipped like the YCSB client) runs in place of each mongod. It
+    built on the PKB host and shipped like the YCSB client) runs in place of each mongod; a
+    test-bed tool that only a source checkout of the plugin (pip install -e) has. It
     speaks the wire protocol but is not MongoDB (no WiredTiger, no cache; replica sets and
     mongos are simulated: membership, initiation and sharding commands, no replication or
     data distribution): its numbers test the plumbing only, and `Server.metadata()` says so
@@ -134,13 +135,18 @@ def InstallMethod():
 
 def CheckPrerequisites(benchmark_config=None, group_name="servers"):
     """Before any VM exists: the version flags agree (MongodbVersion); for the stand-in, the
-    PKB host can build it; otherwise the servers' OS, release and architecture (when PKB
+    PKB host can build it and has its sources (a source checkout: an installed wheel has no
+    stand-in); otherwise the servers' OS, release and architecture (when PKB
     tells it from the machine type) have MongoDB packages of that version
     (mongobench.deploy.platforms). Not checked: preinstalled binaries, a tarball URL given
     in full, static VMs that install nothing."""
     version = MongodbVersion()
     if _SERVER.value == "standin":
         mongobench_ycsb.CheckPrerequisites()
+        if not javabuild.has_standin():
+            raise errors.Config.InvalidValue(
+                f"--mongobench_mongod_server=standin: {javabuild.NO_STANDIN}"
+            )
         return
     if benchmark_config is None or _BIN_DIR.value or _TARBALL_URL.value not in (None, "auto"):
         return

@@ -87,7 +87,7 @@ from mongobench.driver import multiplex, ops
 from mongobench.perftables import experiments as exp_mod
 from mongobench.perftables import runner as perftables
 from mongobench.perftables.request import PerftablesRun
-from mongobench.testbed import bed as testbed
+from testbed import bed as testbed
 
 SINGLE_RATIO, BULK_US_PER_KB = 0.5, 2.0
 # --replay's targets: client over C floor, against the replay server (issue 26)

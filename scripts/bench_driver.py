@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import pathlib
 import subprocess
 import sys
 import tempfile
@@ -29,12 +30,14 @@ import time
 
 from pymongo import MongoClient
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))  # testbed/
+
 from mongobench.perftables import experiments as exp_mod
 from mongobench.perftables import runner as perftables
 from mongobench.perftables.request import PerftablesRun
 from mongobench.remote import javabuild
-from mongobench.testbed import bed as testbed
 from mongobench.ycsb import properties as ycsb
+from testbed import bed as testbed
 
 TICKS = os.sysconf("SC_CLK_TCK")
 

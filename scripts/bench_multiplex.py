@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import pathlib
 import sys
 import tempfile
 import threading
@@ -24,10 +25,12 @@ import time
 
 from pymongo import MongoClient
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))  # testbed/
+
 from mongobench.driver import procs, sources
 from mongobench.driver.base import ThreadStats
 from mongobench.driver.catalog import WORKLOADS
-from mongobench.testbed import bed as testbed
+from testbed import bed as testbed
 
 DB = "benchmx"
 SINGLE_US, BULK_US_PER_KB = 20.0, 2.0

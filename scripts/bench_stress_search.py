@@ -37,7 +37,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 from mongobench.core import units
 from mongobench.stress import sizing
-from mongobench.testbed import simulator
+from testbed import simulator
 
 NS = (4, 6, 8, 10, 12)
 TARGET_N, TARGET_RATIO = 8, 0.15

@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from mongobench.testbed import bed as testbed
+from testbed import bed as testbed
 
 
 def pytest_configure(config):

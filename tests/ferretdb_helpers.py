@@ -3,8 +3,8 @@ under the user's cache directory), skipped only where no Go exists."""
 
 import pytest
 
-from mongobench.testbed import bed as testbed
-from mongobench.testbed import ferretdb
+from testbed import bed as testbed
+from testbed import ferretdb
 
 
 def start(workdir, kind="ferretdb"):

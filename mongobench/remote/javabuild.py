@@ -1,10 +1,11 @@
-"""Build and locate the project's Java components: the MongoDB stand-in and the YCSB binding.
+"""Build and locate the project's Java components: the YCSB binding and the MongoDB stand-in.
 
 Stdlib only and free of PerfKitBenchmarker imports, so tests and tools can use it directly.
 
 Where the Maven sources are: a source checkout (and `pip install -e`) has them in
-`java/` next to the package; a wheel ships them inside the package (`mongobench/java`,
-copied there by setup.py). Maven builds in place in a writable checkout; otherwise in a
+`java/` next to the package; a wheel ships the YCSB binding's inside the package
+(`mongobench/java`, copied there by setup.py). The stand-in is a development tool: only a
+checkout has it (`has_standin()`). Maven builds in place in a writable checkout; otherwise in a
 per-user cache copy named by the sources' digest, so installed package files are never
 modified and installs of different versions do not share outputs.
 """
@@ -30,17 +31,28 @@ STANDIN_MAIN_CLASS = "io.github.mongobench.standin.StandinServer"
 YCSB_CLIENT_CLASS = "site.ycsb.Client"
 YCSB_BINDING_CLASS = "io.github.mongobench.ycsb.MongoDbClient"
 
-_MODULES = ("standin", "ycsb-binding")
+YCSB_MODULE = "ycsb-binding"  # every install has it: the sweep and the perftables runs need it
+STANDIN_MODULE = "standin"  # a source checkout only (a test bed's server; setup.py leaves it out)
+NO_STANDIN = (
+    "the stand-in comes only with a source checkout of mongobench-pkb (pip install -e <checkout>,"
+    " docs/standin.md); this installed package ships the YCSB binding alone"
+)
 _MVN_ARGS = ("-B", "-q", "-Dstyle.color=never", "package", "-DskipTests")
 _OUTPUT_TAIL_LINES = 60
 
 
 def _has_sources(root: pathlib.Path) -> bool:
-    return all((root / m / "pom.xml").is_file() for m in ("", *_MODULES))
+    return all((root / m / "pom.xml").is_file() for m in ("", YCSB_MODULE))
+
+
+def _modules(root: pathlib.Path) -> tuple[str, ...]:
+    """The modules whose sources `root` holds: the YCSB binding, and the stand-in in a checkout."""
+    has_standin = (root / STANDIN_MODULE / "pom.xml").is_file()
+    return (STANDIN_MODULE, YCSB_MODULE) if has_standin else (YCSB_MODULE,)
 
 
 def source_dir() -> pathlib.Path:
-    """The directory holding the Maven sources (parent pom.xml, standin/, ycsb-binding/)."""
+    """The directory holding the Maven sources (parent pom.xml, ycsb-binding/, maybe standin/)."""
     for root in (SHIPPED_SOURCES, CHECKOUT_SOURCES):
         if _has_sources(root):
             return root
@@ -51,10 +63,15 @@ def source_dir() -> pathlib.Path:
     )
 
 
+def has_standin() -> bool:
+    """True when the stand-in's sources are here: a source checkout, never an installed wheel."""
+    return STANDIN_MODULE in _modules(source_dir())
+
+
 def _source_files(root: pathlib.Path) -> Iterator[pathlib.Path]:
     """The build's inputs under `root`: every pom.xml and every file under a module's src/."""
     yield root / "pom.xml"
-    for module in _MODULES:
+    for module in _modules(root):
         yield root / module / "pom.xml"
         src = root / module / "src"
         if src.is_dir():
@@ -70,7 +87,7 @@ def _sources_digest(root: pathlib.Path) -> str:
 
 
 def _writable(root: pathlib.Path) -> bool:
-    return all(os.access(d, os.W_OK) for d in (root, *(root / m for m in _MODULES)))
+    return all(os.access(d, os.W_OK) for d in (root, *(root / m for m in _modules(root))))
 
 
 def cache_root() -> pathlib.Path:
@@ -122,7 +139,7 @@ def ycsb_lib_dir() -> pathlib.Path:
 def _outputs_mtime(jdir: pathlib.Path) -> float | None:
     """Oldest build stamp over the modules, or None when a module has no jars yet."""
     stamps = []
-    for module in _MODULES:
+    for module in _modules(jdir):
         lib = jdir / module / "target" / "lib"
         jars = list(lib.glob("*.jar")) if lib.is_dir() else []
         if not jars:
@@ -147,7 +164,7 @@ def is_up_to_date() -> bool:
 def _build_lock(jdir: pathlib.Path) -> Iterator[None]:
     # Parallel test workers may all call build(); let one run Maven, the others then see it fresh.
     # target/ is ignored by git, and the build itself only ever empties target/lib.
-    lock_dir = jdir / "standin" / "target"
+    lock_dir = jdir / YCSB_MODULE / "target"
     try:
         lock_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -237,9 +254,12 @@ def build(force: bool = False, *, timeout: float | None = 1800) -> None:
         _sync_sources(src, jdir)
         if not force and _up_to_date(jdir):
             return
+        # Without the stand-in the parent pom names a module that is not there: build the
+        # binding's pom alone (Maven finds the parent by its relativePath).
+        only = () if STANDIN_MODULE in _modules(jdir) else ("-f", f"{YCSB_MODULE}/pom.xml")
         try:
             proc = subprocess.run(
-                [mvn, *_MVN_ARGS],
+                [mvn, *_MVN_ARGS, *only],
                 cwd=jdir,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
@@ -256,7 +276,7 @@ def build(force: bool = False, *, timeout: float | None = 1800) -> None:
                 f"mvn package failed in {jdir} (exit {proc.returncode}); output tail:\n{tail}"
             )
         # Maven may leave unchanged jars with old mtimes; stamp the outputs as fresh.
-        for module in _MODULES:
+        for module in _modules(jdir):
             os.utime(jdir / module / "target" / "lib")
 
 
@@ -266,8 +286,8 @@ def ensure_built(log=print) -> None:
     if is_up_to_date():
         return
     log(
-        f"mongobench: building the Java components (YCSB binding, stand-in) with Maven in"
-        f" {java_dir()}: first use or changed sources, a minute or two"
+        f"mongobench: building the Java components ({', '.join(_modules(source_dir()))}) with"
+        f" Maven in {java_dir()}: first use or changed sources, a minute or two"
     )
     build()
 
@@ -280,7 +300,9 @@ _NOT_BUILT = (
 
 
 def _standin_jar() -> pathlib.Path:
-    target = java_dir() / "standin" / "target"
+    if not has_standin():
+        raise RuntimeError(NO_STANDIN)
+    target = java_dir() / STANDIN_MODULE / "target"
     jars = sorted(target.glob("standin-*.jar"), key=lambda p: p.stat().st_mtime)
     if not jars:
         raise RuntimeError(_NOT_BUILT.format(path=target / "standin-*.jar"))
@@ -288,8 +310,11 @@ def _standin_jar() -> pathlib.Path:
 
 
 def standin_classpath() -> str:
-    """Classpath for the stand-in: its dependencies' lib/* wildcard plus the module jar."""
-    lib = _lib_dir("standin")
+    """Classpath for the stand-in: its dependencies' lib/* wildcard plus the module jar.
+    RuntimeError (NO_STANDIN) in an installed package, which has no stand-in."""
+    if not has_standin():
+        raise RuntimeError(NO_STANDIN)
+    lib = _lib_dir(STANDIN_MODULE)
     if not lib.is_dir():
         raise RuntimeError(_NOT_BUILT.format(path=lib))
     return os.pathsep.join([str(lib / "*"), str(_standin_jar())])

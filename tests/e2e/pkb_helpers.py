@@ -8,7 +8,7 @@ import subprocess
 
 import yaml
 
-from mongobench.testbed import bed as testbed
+from testbed import bed as testbed
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 PKB_DIR = os.environ.get("PKB_DIR")

@@ -12,7 +12,7 @@ import re
 import pytest
 from pkb_helpers import dpkg_selections, helpmatch, run_pkb
 
-from mongobench.testbed import bed as testbed
+from testbed import bed as testbed
 
 pytestmark = pytest.mark.e2e
 

@@ -22,7 +22,7 @@ from atlas_fake import PRIVATE, PROJECT, PUBLIC, serve
 from pkb_helpers import dpkg_selections, run_pkb
 from pymongo import MongoClient
 
-from mongobench.testbed import bed as testbed
+from testbed import bed as testbed
 
 pytestmark = pytest.mark.e2e
 

@@ -24,7 +24,7 @@ from pkb_helpers import (
     sshd_vm,
 )
 
-from mongobench.testbed import bed as testbed
+from testbed import bed as testbed
 
 pytestmark = pytest.mark.e2e
 

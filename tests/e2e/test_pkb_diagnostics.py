@@ -13,7 +13,7 @@ import pytest
 import yaml
 from pkb_helpers import bed_vm, config_with, failing_variant_flags, run_pkb
 
-from mongobench.testbed import bed as testbed
+from testbed import bed as testbed
 
 pytestmark = pytest.mark.e2e
 

@@ -10,8 +10,8 @@ import pytest
 import yaml
 from pkb_helpers import run_pkb
 
-from mongobench.testbed import bed as testbed
-from mongobench.testbed import ferretdb
+from testbed import bed as testbed
+from testbed import ferretdb
 
 pytestmark = pytest.mark.e2e
 

@@ -18,8 +18,8 @@ import subprocess
 import pytest
 from pkb_helpers import dpkg_selections, run_pkb
 
-from mongobench.testbed import bed as testbed
-from mongobench.testbed import fresh
+from testbed import bed as testbed
+from testbed import fresh
 
 pytestmark = pytest.mark.e2e
 

@@ -20,7 +20,7 @@ import yaml
 from campaign_helpers import devices_intact
 from pkb_helpers import CLOUD_RULE, PKB_DIR, bed_vm, config_with, run_pkb
 
-from mongobench.testbed import bed as testbed
+from testbed import bed as testbed
 
 pytestmark = pytest.mark.e2e
 

@@ -14,7 +14,7 @@ import re
 import pytest
 from pkb_helpers import listening, run_on_own_sshd, two_group_config
 
-from mongobench.testbed import bed as testbed
+from testbed import bed as testbed
 
 pytestmark = pytest.mark.e2e
 

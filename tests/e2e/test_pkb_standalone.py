@@ -16,7 +16,7 @@ import yaml
 from pkb_helpers import listening, run_pkb
 
 from mongobench.remote import provenance
-from mongobench.testbed import bed as testbed
+from testbed import bed as testbed
 
 pytestmark = pytest.mark.e2e
 

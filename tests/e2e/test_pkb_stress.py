@@ -19,7 +19,7 @@ import time
 import pytest
 from pkb_helpers import dpkg_selections, run_pkb
 
-from mongobench.testbed import bed as testbed
+from testbed import bed as testbed
 
 pytestmark = pytest.mark.e2e
 HOLD_GB = 0.03  # 30 MiB of locked memory per step: harmless, but stress-ng really runs

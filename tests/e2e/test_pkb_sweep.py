@@ -3,7 +3,7 @@
 
 Runs when PKB_DIR names a PKB checkout; PKB_PYTHON is the Python of its environment (default
 python3.12). The benchmark config is written here (the test bed's own configs belong to
-mongobench/testbed.py).
+testbed/bed.py).
 """
 
 import glob
@@ -19,7 +19,7 @@ from pkb_helpers import dpkg_selections, helpmatch, run_pkb
 
 from mongobench import cli
 from mongobench.reports import report
-from mongobench.testbed import bed as testbed
+from testbed import bed as testbed
 
 pytestmark = pytest.mark.e2e
 SIZES = "0.1,0.2"

@@ -9,7 +9,7 @@ import pytest
 from mongobench.perftables import runner as perftables
 from mongobench.perftables.request import PerftablesRun
 from mongobench.reports import results
-from mongobench.testbed import bed as testbed
+from testbed import bed as testbed
 
 pytestmark = pytest.mark.integration
 

@@ -21,7 +21,7 @@ from mongobench.driver import cursor_sources, multiplex, ops, procs, replies, so
 from mongobench.driver.base import ThreadStats
 from mongobench.driver.catalog import WORKLOADS
 from mongobench.remote import tlscerts
-from mongobench.testbed import bed as testbed
+from testbed import bed as testbed
 
 pytestmark = pytest.mark.integration
 DB = "mbdriver"

@@ -8,8 +8,8 @@ import pytest
 from ferretdb_helpers import start
 
 from mongobench.perftables import probe
-from mongobench.testbed import bed as testbed
-from mongobench.testbed import ferretdb
+from testbed import bed as testbed
+from testbed import ferretdb
 
 pytestmark = pytest.mark.integration
 

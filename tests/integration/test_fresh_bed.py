@@ -12,8 +12,8 @@ import subprocess
 
 import pytest
 
-from mongobench.testbed import bed as testbed
-from mongobench.testbed import fresh
+from testbed import bed as testbed
+from testbed import fresh
 
 pytestmark = pytest.mark.integration
 

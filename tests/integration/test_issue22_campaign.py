@@ -76,7 +76,7 @@ from campaign_helpers import (
 from standin_helpers import built_workdir, write_users_file
 
 from mongobench.remote import javabuild
-from mongobench.testbed import bed as testbed
+from testbed import bed as testbed
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,7 @@ from mongobench.core import latency as lat
 from mongobench.perftables import runner as perftables
 from mongobench.perftables.request import PerftablesRun
 from mongobench.reports import report, results
-from mongobench.testbed import bed as testbed
+from testbed import bed as testbed
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,7 @@ from mongobench.driver.catalog import WORKLOADS
 from mongobench.perftables import runner as perftables
 from mongobench.perftables.request import PerftablesRun
 from mongobench.reports import report, results
-from mongobench.testbed import bed as testbed
+from testbed import bed as testbed
 
 pytestmark = pytest.mark.integration
 

@@ -21,8 +21,8 @@ from standin_helpers import built_workdir, write_users_file
 from mongobench.core.poll import poll_until
 from mongobench.deploy import topology
 from mongobench.remote import javabuild
-from mongobench.testbed import bed as testbed
 from mongobench.ycsb import properties as ycsb
+from testbed import bed as testbed
 
 pytestmark = pytest.mark.integration
 

@@ -20,8 +20,8 @@ from standin_helpers import built_workdir
 from mongobench.core import shardkey
 from mongobench.deploy import placement, topology
 from mongobench.remote import javabuild, tlscerts
-from mongobench.testbed import bed as testbed
 from mongobench.ycsb import properties as ycsb
+from testbed import bed as testbed
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ import pytest
 from standin_helpers import built_workdir
 
 from mongobench.driver import connection as wire
-from mongobench.testbed import bed as testbed
+from testbed import bed as testbed
 
 pytestmark = pytest.mark.integration
 

@@ -13,8 +13,8 @@ import pytest
 
 from mongobench.remote import javabuild
 from mongobench.stress import seeding, steps
-from mongobench.testbed import bed as testbed
 from mongobench.ycsb import properties
+from testbed import bed as testbed
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,7 @@ from mongobench.perftables import checks
 from mongobench.perftables import experiments as exp_mod
 from mongobench.perftables import runner as perftables
 from mongobench.perftables.request import PerftablesRun
-from mongobench.testbed import bed as testbed
+from testbed import bed as testbed
 
 pytestmark = pytest.mark.integration
 

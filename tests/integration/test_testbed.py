@@ -1,5 +1,6 @@
-"""`mongobench testbed up|down`: real processes, really stopped."""
+"""`scripts/testbed up|down` (`python -m testbed`): real processes, really stopped."""
 
+import pathlib
 import subprocess
 import sys
 
@@ -7,7 +8,7 @@ import pytest
 import yaml
 from pymongo import MongoClient
 
-from mongobench.testbed import bed as testbed
+from testbed import bed as testbed
 
 pytestmark = pytest.mark.integration
 
@@ -52,11 +53,12 @@ def test_up_serves_mongo_and_ssh_then_down_stops_everything(tmp_path):
 
 def test_cli_up_down(tmp_path):
     d = str(tmp_path / "tb2")
-    run = [sys.executable, "-m", "mongobench", "testbed"]
+    run = [sys.executable, "-m", "testbed"]
+    repo = pathlib.Path(__file__).resolve().parents[2]  # `testbed` is a checkout's package
     up = subprocess.run(
-        run + ["up", "--no-ssh", "--dir", d], capture_output=True, text=True, timeout=180
+        run + ["up", "--no-ssh", "--dir", d], capture_output=True, text=True, timeout=180, cwd=repo
     )
     assert up.returncode == 0, up.stderr
     assert "mongodb://127.0.0.1:" in up.stdout
-    subprocess.run(run + ["down", "--dir", d], check=True, timeout=60)
+    subprocess.run(run + ["down", "--dir", d], check=True, timeout=60, cwd=repo)
     assert not (tmp_path / "tb2").exists()

@@ -14,8 +14,8 @@ from mongobench.deploy import mongod
 from mongobench.remote import javabuild, processes
 from mongobench.stress import steps
 from mongobench.stress.settings import StressSettings
-from mongobench.testbed import bed as testbed
 from mongobench.ycsb import merge, parse, properties
+from testbed import bed as testbed
 
 pytestmark = pytest.mark.integration
 

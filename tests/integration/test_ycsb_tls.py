@@ -14,8 +14,8 @@ import pytest
 from mongobench.remote import javabuild, tlscerts
 from mongobench.stress import steps as stress
 from mongobench.stress.settings import StressSettings
-from mongobench.testbed import bed as testbed
 from mongobench.ycsb import parse, properties
+from testbed import bed as testbed
 
 pytestmark = pytest.mark.integration
 YCSB_TIMEOUT_S = 180

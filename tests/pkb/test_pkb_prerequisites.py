@@ -1,8 +1,10 @@
 """What the benchmarks refuse in CheckPrerequisites, before any VM exists: MongoDB version
 flags that disagree (PKB's own --mongodb_version is honoured, issue 20 defect 11) and a PKB
-host without Maven or a JDK 17+ (defect 9)."""
+host without Maven or a JDK 17+ (defect 9); the stand-in from an installed package, which
+ships without it (issue 24)."""
 
 import os
+import shutil
 import stat
 
 import pytest
@@ -118,3 +120,23 @@ def test_an_old_jdk_is_named(pkb_flags, no_java_tools):
     with pytest.raises(errors.Setup.InvalidSetupError, match=r"JDK 17 or newer \(.*JDK 11;") as e:
         stress.CheckPrerequisites(_Config(clients=1, servers=1))
     assert "Maven" not in str(e.value)
+
+
+def test_the_standin_from_an_installed_package_is_refused_in_one_line(
+    pkb_flags, no_java_tools, monkeypatch
+):
+    """A wheel ships the YCSB binding's sources only: the stand-in needs a source checkout."""
+    monkeypatch.setattr(javabuild, "CHECKOUT_SOURCES", no_java_tools.parent / "no-checkout")
+    for name in ("mvn", "javac"):  # a host that could build: the stand-in's absence is the error
+        path = no_java_tools / name
+        path.write_text("#!/bin/sh\necho javac 17.0.2\n")
+        path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    shutil.rmtree(javabuild.SHIPPED_SOURCES / "standin")
+    pkb_flags(mongodb_perftables_deployment="standalone", mongobench_mongod_server="standin")
+    with pytest.raises(errors.Config.InvalidValue) as e:
+        perftables.CheckPrerequisites(_Config(clients=1, servers=1))
+    assert str(e.value) == (
+        "--mongobench_mongod_server=standin: the stand-in comes only with a source checkout of"
+        " mongobench-pkb (pip install -e <checkout>, docs/standin.md); this installed package"
+        " ships the YCSB binding alone"
+    )

@@ -3,8 +3,8 @@ on loopback only, with no telemetry and no debug listener; an unknown backend is
 
 import pytest
 
-from mongobench.testbed import bed as testbed
-from mongobench.testbed import ferretdb
+from testbed import bed as testbed
+from testbed import ferretdb
 
 
 def test_missing_go_is_one_line(monkeypatch, tmp_path):

@@ -8,8 +8,8 @@ import time
 import pytest
 import yaml
 
-from mongobench.testbed import bed as testbed
-from mongobench.testbed import fresh
+from testbed import bed as testbed
+from testbed import fresh
 
 
 def test_host_mirror_from_deb822_and_one_line_sources(tmp_path):

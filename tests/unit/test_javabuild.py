@@ -8,18 +8,20 @@ import pytest
 from mongobench.remote import javabuild
 
 FAKE_MVN = """#!/bin/sh
-# Records the call, then lays out what `mvn package` leaves in each module.
+# Records the call (and its arguments), then lays out what `mvn package` leaves in each module.
 echo "$PWD" >> "$MVN_CALLS"
+echo "$@" >> "$MVN_CALLS.args"
 for m in standin ycsb-binding; do
+  [ -f "$m/pom.xml" ] || continue
   mkdir -p "$m/target/lib" && touch "$m/target/lib/dep.jar" "$m/target/$m-0.1.jar"
 done
 """
 
 
-def _sources(root, body="class A {}"):
+def _sources(root, body="class A {}", modules=("standin", "ycsb-binding")):
     (root / "pom.xml").parent.mkdir(parents=True, exist_ok=True)
     (root / "pom.xml").write_text("<project/>")
-    for m in ("standin", "ycsb-binding"):
+    for m in modules:
         src = root / m / "src" / "main" / "java"
         src.mkdir(parents=True)
         (root / m / "pom.xml").write_text(f"<project>{m}</project>")
@@ -81,6 +83,32 @@ def test_shipped_sources_build_in_the_cache_not_the_package(layout):
     assert javabuild.standin_classpath().endswith("standin-0.1.jar")
     javabuild.build()  # up to date: Maven is not run again
     assert len(_mvn_calls(tmp_path)) == 1
+
+
+def test_a_wheel_without_the_standin_builds_the_binding_alone_and_refuses_the_standin(layout):
+    """setup.py ships the YCSB binding's sources only: the parent pom still names the stand-in,
+    so Maven builds the binding's pom alone, and asking for the stand-in says why it is not there."""
+    tmp_path, shipped = layout
+    _sources(shipped, modules=("ycsb-binding",))
+    assert not javabuild.has_standin()
+    javabuild.build()
+    jdir = javabuild.java_dir()
+    assert (tmp_path / "mvn-calls.args").read_text().split()[-2:] == ["-f", "ycsb-binding/pom.xml"]
+    assert javabuild.is_up_to_date()
+    assert javabuild.ycsb_classpath() == str(jdir / "ycsb-binding" / "target" / "lib" / "*")
+    for call in (javabuild.standin_classpath, javabuild.standin_command):
+        with pytest.raises(RuntimeError) as e:
+            call()
+        assert str(e.value) == javabuild.NO_STANDIN
+    assert "source checkout" in javabuild.NO_STANDIN and "\n" not in javabuild.NO_STANDIN
+
+
+def test_a_checkout_builds_both_modules_in_one_reactor(layout):
+    tmp_path, shipped = layout
+    _sources(shipped)
+    assert javabuild.has_standin()
+    javabuild.build()
+    assert "-f" not in (tmp_path / "mvn-calls.args").read_text().split()
 
 
 def test_changed_sources_get_their_own_build(layout):

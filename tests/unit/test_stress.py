@@ -21,7 +21,7 @@ from mongobench.remote import probes, processes
 from mongobench.stress import placement, sizing, steps
 from mongobench.stress import search as stress_search
 from mongobench.stress.settings import StressSettings
-from mongobench.testbed import simulator
+from testbed import simulator
 
 GiB = units.GiB
 DATA = pathlib.Path(__file__).resolve().parent.parent / "data" / "ycsb"

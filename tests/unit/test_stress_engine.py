@@ -16,8 +16,8 @@ from mongobench.remote import probes
 from mongobench.stress import placement, search, sizing, steps
 from mongobench.stress import report as stress_report
 from mongobench.stress.settings import StressSettings
-from mongobench.testbed import simulator
 from mongobench.ycsb import merge, parse
+from testbed import simulator
 
 GiB = units.GiB
 DATA = pathlib.Path(__file__).resolve().parent.parent / "data"

@@ -11,7 +11,7 @@ import pytest
 
 from mongobench.deploy import mongod
 from mongobench.stress import seeding, steps
-from mongobench.testbed import simulator
+from testbed import simulator
 
 R = 10_000_000
 COPY = steps.Copying(seeding.SOURCE)  # instance 0 loaded, the others copies

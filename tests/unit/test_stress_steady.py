@@ -142,7 +142,7 @@ def test_watch_stops_once_every_process_is_steady_and_applies_the_rest():
 
 
 def test_simulated_search_with_steady_steps_finds_the_same_kpis_sooner():
-    from mongobench.testbed import simulator
+    from testbed import simulator
 
     server = simulator.SimulatedServer(simulator.peaked_capacity(6, 16))
     base = simulator.CostModel(seeding="copy", curves=True)
@@ -170,7 +170,7 @@ def test_watch_reads_the_status_interval_from_the_lines():
 
 
 def test_proof_steps_and_floor_are_what_no_search_goes_below():
-    from mongobench.testbed import simulator
+    from testbed import simulator
 
     # peak at 6 of 16: step 3 is the best within the SLA (3 ms); 3..8 prove both KPIs
     server = simulator.SimulatedServer(simulator.peaked_capacity(6, 16))
@@ -185,7 +185,7 @@ def test_proof_steps_and_floor_are_what_no_search_goes_below():
 
 
 def test_steady_stop_measures_up_to_the_lag_after_the_window():
-    from mongobench.testbed import simulator
+    from testbed import simulator
 
     cost = simulator.CostModel(curves=True, step_stop="steady", stop_lag_seconds=4.0)
     thr, seconds = simulator.measured_step(50_000.0, False, cost, "unsaturated", "steady")

@@ -11,7 +11,7 @@ import pytest
 
 from mongobench.stress import report as stress_report
 from mongobench.stress import search, usage
-from mongobench.testbed import simulator
+from testbed import simulator
 
 DISKS = (
     "   8       0 sda {r} 0 {rs} 0 {w} 0 {ws} 0 0 0 0 0 0 0 0 0 0\n"

@@ -2,7 +2,7 @@
 
 import yaml
 
-from mongobench.testbed import bed as testbed
+from testbed import bed as testbed
 
 
 def test_two_client_vms_share_the_host_with_separate_scratch_dirs(tmp_path):

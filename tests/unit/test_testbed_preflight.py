@@ -5,8 +5,8 @@ import stat
 
 import pytest
 
-from mongobench import cli
-from mongobench.testbed import bed as testbed
+from testbed import __main__ as testbed_cli
+from testbed import bed as testbed
 
 
 def _bin_dir(tmp_path, commands):
@@ -69,6 +69,6 @@ def test_up_fails_before_starting_anything(no_fdisk, tmp_path):
 
 def test_cli_prints_one_line(no_fdisk, tmp_path):
     with pytest.raises(SystemExit) as exc:
-        cli.main(["testbed", "up", "--dir", str(tmp_path / "tb")])
-    assert str(exc.value).startswith("mongobench: test bed host lacks fdisk")
+        testbed_cli.main(["up", "--dir", str(tmp_path / "tb")])
+    assert str(exc.value).startswith("testbed: test bed host lacks fdisk")
     assert "\n" not in str(exc.value)

@@ -29,8 +29,8 @@ import yaml
 from mongobench.core.files import write_private
 from mongobench.core.poll import PollTimeout, poll_until
 from mongobench.remote import javabuild
-from mongobench.testbed import ferretdb, fresh
-from mongobench.testbed.pids import stop_pid
+from testbed import ferretdb, fresh
+from testbed.pids import stop_pid
 
 STATE_FILE = "state.json"
 
@@ -552,14 +552,14 @@ def up(
     cache_dir: str | None = None,
 ) -> dict:
     """The test bed. fresh_machines: a network namespace, Debian root and sshd per PKB VM
-    (see mongobench.testbed.fresh), no server on this host; else the stand-in (or mongod)
+    (see testbed.fresh), no server on this host; else the stand-in (or mongod)
     and one sshd on this host's loopback."""
     directory = os.path.abspath(directory or default_dir())
     existing = _load(directory)
     if existing and (
         any(alive(p) for p in existing.get("pids", {}).values()) or existing.get("fresh")
     ):
-        raise RuntimeError(f"test bed already up in {directory}; run 'mongobench testbed down'")
+        raise RuntimeError(f"test bed already up in {directory}; run 'scripts/testbed down'")
     if fresh_machines:
         fresh.preflight()
         return _up_fresh(directory, client_vms, cache_dir)

@@ -29,7 +29,7 @@ import subprocess
 import time
 
 from mongobench.core.poll import PollTimeout, poll_until
-from mongobench.testbed.pids import stop_pid
+from testbed.pids import stop_pid
 
 SUITE = "bookworm"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
