@@ -21,7 +21,7 @@ PID, never by name:
     outputs = ycsb.Fetch(vm, procs, local_dir)   # name -> Output
     ycsb.StopAll(vm); ycsb.Remove(vm)            # in Cleanup
 
-Property files are built by `mongobench.ycsb.workload_properties` (or
+Property files are built by `mongobench.ycsb.properties.Workload` (or
 `mongobench.stress.run_properties`/`load_properties`); put credentials in a 0600 file
 (`mongobench_pkb.vm.PushSecret`) named by `mongodb.urlfile`, never in the properties. For TLS
 with a private CA, `PushTlsCa` puts its certificate where `mongodb.tlsCAFile` can name it.

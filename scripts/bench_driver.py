@@ -54,7 +54,7 @@ def ycsb_round(uri_file, work, records, threads, seconds, warmup, read_proportio
     props = os.path.join(work, "run.properties")
     with open(props, "w") as f:
         f.write(
-            ycsb.workload_properties(
+            ycsb.Workload(
                 recordcount=records,
                 operationcount=10**9,
                 readproportion=read_proportion,
@@ -63,7 +63,7 @@ def ycsb_round(uri_file, work, records, threads, seconds, warmup, read_proportio
                 urlfile=uri_file,
                 maxexecutiontime=int(warmup + seconds + 5),
                 extra={"status.interval": 1},
-            )
+            ).text()
         )
     cmd = ycsb.ycsb_command(javabuild.ycsb_classpath(), "run", props)
     err = open(os.path.join(work, "ycsb.err"), "w+")
@@ -85,9 +85,9 @@ def ycsb_load(uri, uri_file, work, records):
     props = os.path.join(work, "load.properties")
     with open(props, "w") as f:
         f.write(
-            ycsb.workload_properties(
+            ycsb.Workload(
                 recordcount=records, threadcount=4, urlfile=uri_file, batchsize=100
-            )
+            ).text()
         )
     subprocess.run(
         ycsb.ycsb_command(javabuild.ycsb_classpath(), "load", props),

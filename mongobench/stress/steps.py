@@ -190,7 +190,7 @@ def run_properties(
     `status_interval_s`: seconds between YCSB's status lines (the step's time series)."""
     if stop_file:
         extra = {"workload": STOPPABLE_WORKLOAD, STOP_FILE_PROPERTY: stop_file, **(extra or {})}
-    return properties.workload_properties(
+    return properties.Workload(
         recordcount=proc.recordcount,
         insertstart=proc.insertstart,
         insertcount=proc.insertcount,
@@ -207,7 +207,7 @@ def run_properties(
         tls_ca_file=tls_ca_file,
         status_interval_s=settings.status_interval_s,
         extra=extra,
-    )
+    ).text()
 
 
 def load_properties(
@@ -222,7 +222,7 @@ def load_properties(
 ) -> str:
     """Inserts the instance's key range [insertstart, insertstart + records), unthrottled
     (with TLS when `tls_ca_file` is given, as run_properties)."""
-    return properties.workload_properties(
+    return properties.Workload(
         recordcount=proc.recordcount,
         insertstart=proc.insertstart,
         insertcount=proc.insertcount,
@@ -233,7 +233,7 @@ def load_properties(
         urlfile=urlfile,
         tls_ca_file=tls_ca_file,
         extra=extra,
-    )
+    ).text()
 
 
 # ----------------------------------------------------------------------------- step results

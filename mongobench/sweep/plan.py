@@ -252,7 +252,7 @@ def phase_properties(
     else:
         operationcount = share
     keys = {"insertstart": start, "insertcount": share} if loading and share else {}
-    return ycsb.workload_properties(
+    return ycsb.Workload(
         recordcount=step.records,
         operationcount=operationcount,
         **keys,
@@ -270,7 +270,7 @@ def phase_properties(
         batchsize=request.load_batchsize if loading else None,
         status_interval_s=request.status_interval_s,
         extra={"table": request.table} if request.table != DEFAULT_TABLE else None,
-    )
+    ).text()
 
 
 def process_properties(

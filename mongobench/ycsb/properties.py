@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from mongobench.remote import javabuild
 from mongobench.ycsb.status import STATUS_INTERVAL_S
@@ -38,32 +39,9 @@ def _fmt(value: object) -> str:
     return str(value)
 
 
-def workload_properties(
-    *,
-    recordcount: int,
-    operationcount: int | None = None,
-    readproportion: float = 0.9,
-    updateproportion: float = 0.1,
-    scanproportion: float = 0.0,
-    insertproportion: float = 0.0,
-    requestdistribution: str = "zipfian",
-    fieldcount: int = 10,
-    fieldlength: int = 100,
-    insertstart: int | None = None,
-    insertcount: int | None = None,
-    target: float | None = None,
-    threadcount: int = 1,
-    percentiles: Sequence[float] = DEFAULT_PERCENTILES,
-    url: str | None = None,
-    urlfile: str | None = None,
-    maxexecutiontime: int | None = None,
-    histogram_prefix: str | None = None,
-    batchsize: int | None = None,
-    tls_ca_file: str | None = None,
-    status_interval_s: int = STATUS_INTERVAL_S,
-    extra: Mapping[str, object] | None = None,
-) -> str:
-    """A YCSB CoreWorkload property file (text). Defaults: 1 KB records (10 x 100 B), 90/10
+@dataclass(frozen=True)
+class Workload:
+    """A YCSB CoreWorkload property file. Defaults: 1 KB records (10 x 100 B), 90/10
     read/update, zipfian, HdrHistogram with p50/p95/p99/p99.9.
 
     ``insertstart``/``insertcount`` give one process its own key range: YCSB needs
@@ -74,64 +52,93 @@ def workload_properties(
     ``status_interval_s``: seconds between the -s status lines (whole seconds, YCSB's
     ``status.interval``), from which ycsb.status builds the phase's time series.
     """
-    if recordcount <= 0:
-        raise ValueError(f"recordcount must be positive, got {recordcount}")
-    mix = {
-        "readproportion": readproportion,
-        "updateproportion": updateproportion,
-        "scanproportion": scanproportion,
-        "insertproportion": insertproportion,
-    }
-    if any(v < 0 for v in mix.values()) or not math.isclose(sum(mix.values()), 1.0, abs_tol=1e-9):
-        raise ValueError(f"operation proportions must be >= 0 and sum to 1, got {mix}")
-    start = insertstart or 0
-    count = recordcount - start if insertcount is None else insertcount
-    if start < 0 or count <= 0 or start + count > recordcount:
-        raise ValueError(
-            f"key range [{start}, {start + count}) does not fit recordcount={recordcount}"
-        )
-    if operationcount is None:
-        operationcount = count
-    if not 0 < operationcount <= MAX_OPERATION_COUNT:
-        raise ValueError(f"operationcount must be in 1..{MAX_OPERATION_COUNT}")
-    if threadcount < 1:
-        raise ValueError("threadcount must be >= 1")
-    if int(status_interval_s) < 1:
-        raise ValueError(f"status_interval_s must be a whole number >= 1, got {status_interval_s}")
-    props: dict[str, object] = {
-        "workload": "site.ycsb.workloads.CoreWorkload",
-        "recordcount": recordcount,
-        "operationcount": operationcount,
-        **mix,
-        "readallfields": True,
-        "requestdistribution": requestdistribution,
-        "fieldcount": fieldcount,
-        "fieldlength": fieldlength,
-        "threadcount": threadcount,
-        "measurementtype": "hdrhistogram",
-        "hdrhistogram.percentiles": ",".join(_fmt(float(p)) for p in percentiles),
-        "status.interval": int(status_interval_s),
-    }
-    if insertstart is not None or insertcount is not None:
-        props["insertstart"] = start
-        props["insertcount"] = count
-    if target:
-        props["target"] = int(round(target))
-    if maxexecutiontime:
-        props["maxexecutiontime"] = int(maxexecutiontime)
-    if histogram_prefix:
-        props["hdrhistogram.fileoutput"] = True
-        props["hdrhistogram.output.path"] = histogram_prefix
-    if batchsize:
-        props["batchsize"] = int(batchsize)
-    if url:
-        props["mongodb.url"] = url
-    if urlfile:
-        props["mongodb.urlfile"] = urlfile
-    if tls_ca_file:
-        props[TLS_CA_FILE_PROPERTY] = tls_ca_file
-    props.update(extra or {})
-    return "".join(f"{k}={_fmt(v)}\n" for k, v in props.items())
+
+    recordcount: int
+    operationcount: int | None = None
+    readproportion: float = 0.9
+    updateproportion: float = 0.1
+    scanproportion: float = 0.0
+    insertproportion: float = 0.0
+    requestdistribution: str = "zipfian"
+    fieldcount: int = 10
+    fieldlength: int = 100
+    insertstart: int | None = None
+    insertcount: int | None = None
+    target: float | None = None
+    threadcount: int = 1
+    percentiles: Sequence[float] = DEFAULT_PERCENTILES
+    url: str | None = None
+    urlfile: str | None = None
+    maxexecutiontime: int | None = None
+    histogram_prefix: str | None = None
+    batchsize: int | None = None
+    tls_ca_file: str | None = None
+    status_interval_s: int = STATUS_INTERVAL_S
+    extra: Mapping[str, object] | None = None
+
+    def text(self) -> str:
+        """The property file's text; a ValueError names what YCSB would refuse."""
+        if self.recordcount <= 0:
+            raise ValueError(f"recordcount must be positive, got {self.recordcount}")
+        mix = {
+            "readproportion": self.readproportion,
+            "updateproportion": self.updateproportion,
+            "scanproportion": self.scanproportion,
+            "insertproportion": self.insertproportion,
+        }
+        if any(v < 0 for v in mix.values()) or not math.isclose(
+            sum(mix.values()), 1.0, abs_tol=1e-9
+        ):
+            raise ValueError(f"operation proportions must be >= 0 and sum to 1, got {mix}")
+        start = self.insertstart or 0
+        count = self.recordcount - start if self.insertcount is None else self.insertcount
+        if start < 0 or count <= 0 or start + count > self.recordcount:
+            raise ValueError(
+                f"key range [{start}, {start + count}) does not fit recordcount={self.recordcount}"
+            )
+        operationcount = count if self.operationcount is None else self.operationcount
+        if not 0 < operationcount <= MAX_OPERATION_COUNT:
+            raise ValueError(f"operationcount must be in 1..{MAX_OPERATION_COUNT}")
+        if self.threadcount < 1:
+            raise ValueError("threadcount must be >= 1")
+        if int(self.status_interval_s) < 1:
+            raise ValueError(
+                f"status_interval_s must be a whole number >= 1, got {self.status_interval_s}"
+            )
+        props: dict[str, object] = {
+            "workload": "site.ycsb.workloads.CoreWorkload",
+            "recordcount": self.recordcount,
+            "operationcount": operationcount,
+            **mix,
+            "readallfields": True,
+            "requestdistribution": self.requestdistribution,
+            "fieldcount": self.fieldcount,
+            "fieldlength": self.fieldlength,
+            "threadcount": self.threadcount,
+            "measurementtype": "hdrhistogram",
+            "hdrhistogram.percentiles": ",".join(_fmt(float(p)) for p in self.percentiles),
+            "status.interval": int(self.status_interval_s),
+        }
+        if self.insertstart is not None or self.insertcount is not None:
+            props["insertstart"] = start
+            props["insertcount"] = count
+        if self.target:
+            props["target"] = int(round(self.target))
+        if self.maxexecutiontime:
+            props["maxexecutiontime"] = int(self.maxexecutiontime)
+        if self.histogram_prefix:
+            props["hdrhistogram.fileoutput"] = True
+            props["hdrhistogram.output.path"] = self.histogram_prefix
+        if self.batchsize:
+            props["batchsize"] = int(self.batchsize)
+        if self.url:
+            props["mongodb.url"] = self.url
+        if self.urlfile:
+            props["mongodb.urlfile"] = self.urlfile
+        if self.tls_ca_file:
+            props[TLS_CA_FILE_PROPERTY] = self.tls_ca_file
+        props.update(self.extra or {})
+        return "".join(f"{k}={_fmt(v)}\n" for k, v in props.items())
 
 
 def ycsb_command(

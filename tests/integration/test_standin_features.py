@@ -228,9 +228,7 @@ def _run_ycsb_load(
     os.chmod(urlfile, 0o600)
     props = tmp_path / "load.properties"
     props.write_text(
-        ycsb.workload_properties(
-            recordcount=records, urlfile=str(urlfile), fieldcount=2, extra=extra
-        )
+        ycsb.Workload(recordcount=records, urlfile=str(urlfile), fieldcount=2, extra=extra).text()
     )
     cmd = ycsb.ycsb_command(javabuild.ycsb_classpath(), "load", str(props))
     return subprocess.run(cmd, capture_output=True, text=True, timeout=180, check=False)

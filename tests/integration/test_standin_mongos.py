@@ -346,12 +346,12 @@ def test_secure_cluster_with_the_java_driver(workdir, tmp_path):
         os.chmod(urlfile, 0o600)
         props = tmp_path / "load.properties"
         props.write_text(
-            ycsb.workload_properties(
+            ycsb.Workload(
                 recordcount=50,
                 urlfile=str(urlfile),
                 fieldcount=2,
                 extra={ycsb.TLS_CA_FILE_PROPERTY: tls.ca_cert},
-            )
+            ).text()
         )
         cmd = ycsb.ycsb_command(javabuild.ycsb_classpath(), "load", str(props))
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, check=False)

@@ -23,7 +23,7 @@ TIMEOUT_S = 180
 
 
 def _props(uri: str, proc: steps.YcsbProcess, **extra) -> str:
-    return properties.workload_properties(
+    return properties.Workload(
         recordcount=proc.recordcount,
         insertstart=proc.insertstart,
         insertcount=proc.insertcount,
@@ -31,7 +31,7 @@ def _props(uri: str, proc: steps.YcsbProcess, **extra) -> str:
         threadcount=2,
         url=uri.rstrip("/") + "/ycsb",
         extra={seeding.SAMPLES_PROPERTY: 32, **extra},
-    )
+    ).text()
 
 
 def _verify(files: list[pathlib.Path]) -> dict[str, seeding.Fingerprint]:

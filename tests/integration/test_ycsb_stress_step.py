@@ -52,9 +52,9 @@ def test_mini_step_load_and_run(server_uri, tmp_path):
     urlfile = write_uri(tmp_path, server_uri.rstrip("/") + "/t_stress_step")
     load = run_ycsb(
         "load",
-        properties.workload_properties(
+        properties.Workload(
             recordcount=RECORDS, insertstart=0, insertcount=RECORDS, threadcount=2, urlfile=urlfile
-        ),
+        ).text(),
         tmp_path,
     )
     assert load.returncode == 0, output(load)[-3000:]
@@ -63,7 +63,7 @@ def test_mini_step_load_and_run(server_uri, tmp_path):
 
     run = run_ycsb(
         "run",
-        properties.workload_properties(
+        properties.Workload(
             recordcount=RECORDS,
             insertstart=0,
             insertcount=RECORDS,
@@ -75,7 +75,7 @@ def test_mini_step_load_and_run(server_uri, tmp_path):
             threadcount=2,
             maxexecutiontime=20,
             urlfile=urlfile,
-        ),
+        ).text(),
         tmp_path,
     )
     assert run.returncode == 0, output(run)[-3000:]
@@ -100,9 +100,9 @@ def test_dead_port_is_a_ycsb_error(tmp_path):
     uri = f"mongodb://127.0.0.1:{testbed.free_port()}/ycsb?serverSelectionTimeoutMS=1000"
     run = run_ycsb(
         "run",
-        properties.workload_properties(
+        properties.Workload(
             recordcount=RECORDS, operationcount=100, threadcount=2, maxexecutiontime=10, url=uri
-        ),
+        ).text(),
         tmp_path,
     )
     text = output(run)
@@ -118,12 +118,12 @@ def test_histogram_logs_per_process(server_uri, tmp_path):
     run must then fail clearly, not yield a number."""
     urlfile = write_uri(tmp_path, server_uri.rstrip("/") + "/t_stress_hist")
     base = {"recordcount": 200, "insertstart": 0, "insertcount": 200, "urlfile": urlfile}
-    load = run_ycsb("load", properties.workload_properties(**base), tmp_path)
+    load = run_ycsb("load", properties.Workload(**base).text(), tmp_path)
     assert load.returncode == 0, output(load)[-3000:]
     prefix = str(tmp_path / "p0-")
     run = run_ycsb(
         "run",
-        properties.workload_properties(**base, operationcount=400, histogram_prefix=prefix),
+        properties.Workload(**base, operationcount=400, histogram_prefix=prefix).text(),
         tmp_path,
     )
     jars = [p.name for p in javabuild.ycsb_lib_dir().glob("HdrHistogram-*.jar")]
@@ -274,9 +274,9 @@ def test_stop_file_ends_a_run_early_with_its_summary(server_uri, tmp_path):
     urlfile = write_uri(tmp_path, server_uri.rstrip("/") + "/t_stress_stop")
     load = run_ycsb(
         "load",
-        properties.workload_properties(
+        properties.Workload(
             recordcount=RECORDS, insertstart=0, insertcount=RECORDS, threadcount=2, urlfile=urlfile
-        ),
+        ).text(),
         tmp_path,
     )
     assert load.returncode == 0, output(load)[-3000:]

@@ -125,7 +125,7 @@ def test_a_certificate_for_another_address_is_refused(tmp_path):
         url = f"mongodb://127.0.0.1:{srv.port}/ycsb?tls=true&serverSelectionTimeoutMS=2000"
         rc, out = run_ycsb(
             "load",
-            properties.workload_properties(recordcount=10, url=url, tls_ca_file=material.ca_cert),
+            properties.Workload(recordcount=10, url=url, tls_ca_file=material.ca_cert).text(),
             tmp_path / "wrong-name.properties",
         )
     finally:

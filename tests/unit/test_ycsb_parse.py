@@ -217,7 +217,7 @@ def test_old_format_without_p99_is_a_clear_error():
 
 
 def test_workload_properties_defaults_and_key_range():
-    text = properties.workload_properties(
+    text = properties.Workload(
         recordcount=3000,
         insertstart=2000,
         insertcount=1000,
@@ -227,7 +227,7 @@ def test_workload_properties_defaults_and_key_range():
         urlfile="/run/uri",
         maxexecutiontime=180,
         histogram_prefix="/out/step003-i002-",
-    )
+    ).text()
     p = props_dict(text)
     assert p["workload"] == "site.ycsb.workloads.CoreWorkload"
     assert (p["recordcount"], p["insertstart"], p["insertcount"]) == ("3000", "2000", "1000")
@@ -247,7 +247,7 @@ def test_workload_properties_defaults_and_key_range():
 
 
 def test_workload_properties_unthrottled_without_optional_keys():
-    p = props_dict(properties.workload_properties(recordcount=10, target=0))
+    p = props_dict(properties.Workload(recordcount=10, target=0).text())
     assert "target" not in p and "insertstart" not in p and "maxexecutiontime" not in p
     assert p["operationcount"] == "10"
 
@@ -265,7 +265,7 @@ def test_workload_properties_unthrottled_without_optional_keys():
 )
 def test_workload_properties_rejects_bad_settings(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        properties.workload_properties(**kwargs)
+        properties.Workload(**kwargs).text()
 
 
 def test_ycsb_command():
