@@ -19,8 +19,10 @@ in the timed phase.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import random
+from dataclasses import dataclass
 
 from bson.raw_bson import RawBSONDocument
 
@@ -64,15 +66,26 @@ def _placeholder(docs: DocFactory) -> RawBSONDocument:
     return RawBSONDocument(docs.raw)
 
 
-def _writes(c: Client, buf, check, op: str, fill, field, expect=None, size=0, steps=None):
-    """The shape of the writes, one round trip an operation: per step `i` (the client's
-    operation numbers, else `steps`) `fill(buf, i)` writes the request into the buffer
-    (or returns a request of its own). The reply's `field` (1: n, 2: nModified; None: one
-    document an operation, as an unacknowledged write counts) counts the documents
+@dataclass(frozen=True)
+class Counted:
+    """How a write's reply counts: under `op`; the reply's `field` (1: n, 2: nModified;
+    None: one document an operation, as an unacknowledged write counts) is the documents
     written (`size` bytes each); with `expect` (value, message) any other count is an
     error, after its latency is recorded (as the pymongo path records it)."""
+
+    op: str
+    field: int | None = 1
+    expect: tuple[int, str] | None = None
+    size: int = 0
+
+
+def _writes(c: Client, buf, check, fill, counted: Counted, steps=None):
+    """The shape of the writes, one round trip an operation: per step `i` (the client's
+    operation numbers, else `steps`) `fill(buf, i)` writes the request into the buffer
+    (or returns a request of its own); the reply counts as `counted` says."""
     run, stats = c.run, c.stats
     record, counts = c.record, stats.ops
+    op, field, expect, size = counted.op, counted.field, counted.expect, counted.size
     for i in c.ops() if steps is None else steps:
         if run.stopped:
             return
@@ -120,7 +133,8 @@ def executor(d, db, wc):
     if isinstance(d, KeyedUpsert):
         return _upsert(d, db, wc)
     check = replies.WriteCheck(d.op)  # one per process: its memo serves every client
-    field, slots, values = (2 if d.counted == "nModified" else 1), list(d.slots), d.values
+    slots, values = list(d.slots), d.values
+    count = Counted(d.op, 2 if d.counted == "nModified" else 1, d.expect)
     shared = None if d.doc else ops.update_tmpl(db, d.coll, d.filter, d.update, slots, wc)
 
     def source(c: Client):
@@ -135,18 +149,14 @@ def executor(d, db, wc):
                 write(buf, rid, k)
                 docs.write(buf, at, 1, (k,))
 
-            return _writes(c, t.buffer(), check, d.op, fill, field, d.expect, docs.size)
+            return _writes(c, t.buffer(), check, fill, dataclasses.replace(count, size=docs.size))
         write, keys, buf = shared.write, d.keys, shared.buffer()
         if keys:  # one uniform key: the generator's method bound, no tuple per operation
             key = rng.randrange
-            return _writes(
-                c, buf, check, d.op, lambda buf, i: write(buf, rid, key(keys)), field, d.expect
-            )
+            return _writes(c, buf, check, lambda buf, i: write(buf, rid, key(keys)), count)
         if values is None:
-            return _writes(c, buf, check, d.op, lambda buf, i: write(buf, rid), field, d.expect)
-        return _writes(
-            c, buf, check, d.op, lambda buf, i: write(buf, rid, *values(rng)), field, d.expect
-        )
+            return _writes(c, buf, check, lambda buf, i: write(buf, rid), count)
+        return _writes(c, buf, check, lambda buf, i: write(buf, rid, *values(rng)), count)
 
     return source
 
@@ -256,7 +266,8 @@ def records(d: Records, db, wc):
                 ops._with_wc({**cmd, key: [make(rec)], "$db": db}, wc), c.rid
             )
 
-        return _writes(c, None, check, d.op, fill, None, steps=part(d.records, c.clients, c.index))
+        steps = part(d.records, c.clients, c.index)
+        return _writes(c, None, check, fill, Counted(d.op, None), steps)
 
     return source
 
