@@ -38,7 +38,7 @@ SINGLE_US, BULK_US_PER_KB = 20.0, 2.0
 
 def run(uri, workload, settings, clients, processes, seconds=None, total=None):
     make = functools.partial(sources.make, workload, settings, DB, {"w": 1})
-    res = procs.run(uri, make, clients, processes, total=total, duration=seconds)
+    res = procs.run(uri, make, clients, processes, procs.Phase(total=total, duration=seconds))
     if res.stats.errors:
         raise RuntimeError(f"{workload}: errors {dict(res.stats.errors)}")
     return res

@@ -37,6 +37,18 @@ START_MARGIN_S = 0.05  # from the last worker's "ready" to the common start
 READY_TIMEOUT_S = 120.0
 
 
+@dataclass(frozen=True)
+class Phase:
+    """The run options of one timed phase: `total` operations split over all clients,
+    `duration` seconds bounding it, `timeout` seconds for each reply, `interval` seconds of
+    the per-interval figures (None: none recorded)."""
+
+    total: int | None = None
+    duration: float | None = None
+    timeout: float = 30.0
+    interval: float | None = None
+
+
 @dataclass
 class Result:
     stats: ThreadStats
@@ -74,12 +86,11 @@ def _cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def _worker(
-    conn, uri, make_source, indices, clients, total, duration, stop, timeout, parent, interval
-):
+def _worker(conn, uri, make_source, indices, clients, phase: Phase, stop, parent):
     """One process: connect and set up every client (sources, documents, pools), report
     ready, wait for the start, run, send the stats."""
     interrupt.worker_defaults(parent)
+    total, duration, timeout = phase.total, phase.duration, phase.timeout
     try:
         source = make_source()
         try:
@@ -111,7 +122,7 @@ def _worker(
             stats, wall = multiplex.unreached(source, indices, clients, total, refused), 0.0
         else:
             stats, _, wall = multiplex.run_prepared(
-                loop, duration, start_at=wait_start, interval=interval, common_start=start
+                loop, duration, start_at=wait_start, interval=phase.interval, common_start=start
             )
         end = time.time()
         cpu = _cpu() - mark["cpu0"]
@@ -163,27 +174,23 @@ def run(
     make_source,
     clients: int,
     processes: int | None = None,
-    total=None,
-    duration: float | None = None,
+    phase: Phase = Phase(),
     stop=None,
-    timeout: float = 30.0,
     on_ready=None,
     indices: range | None = None,
-    interval: float | None = None,
 ) -> Result:
     """Runs `clients` virtual clients over `processes` workers (at most one per client).
 
     `make_source()` (called in each worker) returns the source (see
-    multiplex); `total` operations are split over all clients, `duration`
-    seconds bound the timed phase, `stop` (a multiprocessing Event) ends it
-    early. A worker that fails fails the run (RuntimeError with its traceback).
+    multiplex); `phase` holds the run options (Phase: total operations split over all
+    clients, duration, reply timeout, interval of the per-interval figures, which
+    Result.stats.series merges over the workers by interval start on the common clock);
+    `stop` (a multiprocessing Event) ends it early. A worker that fails fails the run (RuntimeError with its traceback).
     `on_ready()` is called once every worker is connected, just before the
     common start (the caller starts its own measurements there); when it returns
     a time (time.time()), that is the common start (several client VMs start
     together). `indices`: the clients this machine runs, of `clients` in all
-    (default: every one); none gives an empty result at the common start. `interval`:
-    seconds of the per-interval figures (Result.stats.series, merged over the workers by
-    interval start on the common clock; None: none recorded).
+    (default: every one); none gives an empty result at the common start.
     """
     indices = range(clients) if indices is None else indices
     if not len(indices):
@@ -200,19 +207,7 @@ def run(
         parent, child = ctx.Pipe()
         w = ctx.Process(
             target=_worker,
-            args=(
-                child,
-                uri,
-                make_source,
-                mine,
-                clients,
-                total,
-                duration,
-                stop,
-                timeout,
-                os.getpid(),
-                interval,
-            ),
+            args=(child, uri, make_source, mine, clients, phase, stop, os.getpid()),
             daemon=True,
         )
         w.start()

@@ -75,14 +75,16 @@ class Leader:
         # the followers' first word: they give up when it does not come (a wrong run id)
         self.coll.insert_one({"_id": "leader", "at": time.time()})
 
-    def timed(self, uri, workload, settings, database, nthreads, processes, total, duration,
-              on_ready, interval=None):  # fmt: skip
-        """The timed phase of `nthreads` clients over every VM. Returns the leader's
+    def timed(self, uri, workload, settings, database, nthreads, processes, phase, on_ready):
+        """The timed phase of `nthreads` clients over every VM, run options `phase` (a
+        procs.Phase; its reply timeout applies to the leader only: a follower takes the
+        default, as before). Returns the leader's
         procs.Result with the followers' statistics, CPU and processes merged in, the client
         cores of all VMs, and one summary per VM."""
         if self.lost:
             raise CoordinationError(f"not run: {self.lost}")
         seq, self.seq = self.seq, self.seq + 1
+        total, duration, interval = phase.total, phase.duration, phase.interval
         followers = range(1, self.vms)
         self.coll.insert_one({
             "_id": f"job-{seq}", "workload": workload, "settings": settings,
@@ -110,8 +112,8 @@ class Leader:
 
         make = functools.partial(sources.make, workload, settings, database, _wc(settings, uri))
         mine = procs.run(
-            uri, make, nthreads, processes, total=total, duration=duration, on_ready=ready,
-            indices=client_range(nthreads, self.vms, 0), interval=interval,
+            uri, make, nthreads, processes, phase, on_ready=ready,
+            indices=client_range(nthreads, self.vms, 0),
         )  # fmt: skip
         ids = [f"result-{seq}-{i}" for i in followers]
         # A follower's share takes about as long as the leader's; a lost one fails the variant.
@@ -221,11 +223,12 @@ def follow(
                 sources.make, job["workload"], job["settings"], job["database"],
                 _wc(job["settings"], uri),
             )  # fmt: skip
+            phase = procs.Phase(
+                total=job["total"], duration=job["duration"], interval=job.get("interval_s")
+            )
             res = procs.run(
-                uri, make, job["clients"], processes, total=job["total"],
-                duration=job["duration"], on_ready=ready, indices=mine,
-                interval=job.get("interval_s"),
-            )  # fmt: skip
+                uri, make, job["clients"], processes, phase, on_ready=ready, indices=mine
+            )
             doc = {
                 "stats": procs.encode_stats(res.stats), "cpu_s": res.cpu_s,
                 "wall_s": res.wall_s, "worker_wall_s": res.worker_wall_s,

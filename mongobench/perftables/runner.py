@@ -495,18 +495,19 @@ def _timed_multiplexed(uri, request, name, workload, nthreads, sampler, leader=N
         mark.update(start=time.time(), cpu0=time.process_time())
 
     vms, per_vm = 1, None
+    phase = procs.Phase(
+        total=s.get("total_ops"),
+        duration=cap or duration,
+        timeout=reply_timeout,
+        interval=interval_s,
+    )
     if leader is not None and leader.vms > 1:
         res, cores, per_vm = leader.timed(
-            uri, name, s, database, nthreads, processes, s.get("total_ops"),
-            cap or duration, on_ready, interval_s,
-        )  # fmt: skip
+            uri, name, s, database, nthreads, processes, phase, on_ready
+        )
         vms = leader.vms
     else:
-        res = procs.run(
-            uri, make, nthreads, processes, total=s.get("total_ops"),
-            duration=cap or duration, on_ready=on_ready, timeout=reply_timeout,
-            interval=interval_s,
-        )  # fmt: skip
+        res = procs.run(uri, make, nthreads, processes, phase, on_ready=on_ready)
         cores = min(res.processes, procs.default_processes())
     parent_cpu = time.process_time() - mark["cpu0"]
     return {

@@ -74,7 +74,7 @@ def run_multiplexed(client, uri, workload, settings, processes) -> procs.Result:
     wc = ops.write_concern(settings.get("write_concern"), None)
     make = functools.partial(sources.make, workload, settings, DB, wc)
     total = settings.get("total_ops")
-    return procs.run(uri, make, int(settings["threads"]), processes, total=total)
+    return procs.run(uri, make, int(settings["threads"]), processes, procs.Phase(total=total))
 
 
 QUERY = {"preload_docs": 2000, "doc_size_kb": 1, "group_size": 200, "threads": 3, "total_ops": 45}
@@ -251,7 +251,7 @@ def test_duration_ends_the_run_at_its_deadline(mongo, server_uri):
     client[DB]["perftables_meta"].delete_many({})
     WORKLOADS["read_update"](client[DB], settings, log=lambda m: None).prepare()
     make = functools.partial(sources.make, "read_update", settings, DB, None)
-    got = procs.run(server_uri, make, 4, 1, duration=0.3)
+    got = procs.run(server_uri, make, 4, 1, procs.Phase(duration=0.3))
     assert sum(got.stats.ops.values()) > 0 and not got.stats.errors
     assert 0.3 <= got.per_process[0]["wall_s"] < 0.3 + multiplex.TICK
 
@@ -403,7 +403,9 @@ def test_a_server_that_cannot_be_reached_costs_each_client_one_error(tmp_path):
     server selection failures), nothing succeeds, and the run itself does not fail."""
     settings = CASES["hot_update"][1]
     make = functools.partial(sources.make, "hot_update", settings, DB, None)
-    got = procs.run("mongodb://127.0.0.1:1/", make, 5, 2, total=settings["total_ops"], timeout=2)
+    got = procs.run(
+        "mongodb://127.0.0.1:1/", make, 5, 2, procs.Phase(total=settings["total_ops"], timeout=2)
+    )
     assert not got.stats.ops and got.stats.docs == 0
     assert dict(got.stats.errors) == {"update: ConnectionFailure": 5}
     assert "Connection refused" in got.stats.error_samples["update: ConnectionFailure"]
