@@ -346,18 +346,21 @@ def Config(server, inst, *, cache_gb=None, config_db=None, extra=None):
     """The YAML config of `inst` for the server's version (mongobench.deploy.mongod.
     instance_config): its port, bind address, role, data directory, log, WiredTiger cache,
     and net.tls (requireTLS) when the instance has a TLS PEM."""
-    return mongod.instance_config(
-        inst.index,
-        base_dir=server.instances_dir,
-        version=server.config_version,
+    options = mongod.InstanceOptions(
         cache_gb=cache_gb,
         bind_ip=inst.bind_ip,
-        port=inst.port,
         role=inst.role,
         replset=inst.replset,
         config_db=config_db,
         tls_certificate_key_file=inst.tls_pem,
         extra=extra,
+    )
+    return mongod.instance_config(
+        inst.index,
+        options,
+        base_dir=server.instances_dir,
+        version=server.config_version,
+        port=inst.port,
     )
 
 

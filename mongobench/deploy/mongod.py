@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import yaml
 
@@ -106,13 +106,9 @@ def mongod_config(
     port: int,
     dbpath: str,
     logpath: str,
-    cache_gb: float,
-    bind_ip: str,
-    replset: str | None = None,
-    cluster_role: str | None = None,
+    options: InstanceOptions,
     *,
     version: str,
-    extra: dict | None = None,
     tls: dict | None = None,
 ) -> dict:
     """The config document of mongod instance number `instance` on its host, valid for `version`.
@@ -120,8 +116,13 @@ def mongod_config(
     No processManagement.fork (the runner records the PID of the process it
     starts) and no storage.journal.* (journaling is always on; the `enabled`
     option is gone since 6.1). `tls` is a `tls_settings` result (net.tls.*).
-    `extra` is merged last and validated too.
+    `options` gives the cache (1 GB when not given), bind address, replica set, role
+    ("mongod", or "shardsvr"/"configsvr": sharding.clusterRole) and `extra`, merged last and
+    validated too (its config_db and certificate file are instance_config's business).
     """
+    cache_gb = 1.0 if options.cache_gb is None else options.cache_gb
+    bind_ip, replset, extra = options.bind_ip, options.replset, options.extra
+    cluster_role = None if options.role == "mongod" else options.role
     if cache_gb < WIREDTIGER_MIN_CACHE_GB:
         raise ValueError(
             f"instance {instance}: cache_gb must be >= {WIREDTIGER_MIN_CACHE_GB} (WiredTiger minimum)"
@@ -145,7 +146,7 @@ def mongod_config(
     if tls:
         config = _merge(config, {"net": tls})
     if extra:
-        config = _merge(config, extra)
+        config = _merge(config, dict(extra))
     validate_config(config, version)
     return config
 
@@ -198,20 +199,30 @@ def instance_paths(index: int, base_dir: str) -> InstancePaths:
     )
 
 
+@dataclass(frozen=True)
+class InstanceOptions:
+    """What a mongod or mongos config says besides its paths and port: the WiredTiger cache
+    (None: 1 GB), bind address, role ("mongod", "shardsvr", "configsvr" or "mongos"), replica
+    set, the config servers of a mongos ('cfgRS/host:port,...'), a TLS certificate-key file
+    (net.tls, requireTLS) and `extra` settings merged last."""
+
+    cache_gb: float | None = None
+    bind_ip: str = "127.0.0.1"
+    role: str = "mongod"
+    replset: str | None = None
+    config_db: str | None = None
+    tls_certificate_key_file: str | None = None
+    extra: Mapping | None = None
+
+
 def instance_config(
     index: int,
+    options: InstanceOptions = InstanceOptions(),
     *,
     base_dir: str,
     version: str,
-    cache_gb: float | None = None,
-    bind_ip: str = "127.0.0.1",
     first_port: int = FIRST_PORT,
     port: int | None = None,
-    role: str = "mongod",
-    replset: str | None = None,
-    config_db: str | None = None,
-    tls_certificate_key_file: str | None = None,
-    extra: Mapping | None = None,
 ) -> str:
     """The YAML config of instance `index` under `base_dir`, valid for `version` (no
     storage.journal.enabled, gone since 6.1; no fork, the runner tracks PIDs): port `port`
@@ -220,14 +231,15 @@ def instance_config(
 
     `role` "mongod" (plain or replica-set member with `replset`), "shardsvr"/"configsvr"
     (sharding.clusterRole; `replset` required) or "mongos" (needs `config_db`
-    'cfgRS/host:port,...'; no storage section, `extra` does not apply)."""
+    'cfgRS/host:port,...'; no storage section, `extra` does not apply): all in `options`."""
+    o = options
     paths = instance_paths(index, base_dir)
     port = instance_port(index, first_port) if port is None else int(port)
-    tls = tls_settings(tls_certificate_key_file) if tls_certificate_key_file else None
-    if role == "mongos":
-        if not config_db:
+    tls = tls_settings(o.tls_certificate_key_file) if o.tls_certificate_key_file else None
+    if o.role == "mongos":
+        if not o.config_db:
             raise ValueError("a mongos needs config_db ('cfgRS/host:port,...')")
-        config = mongos_config(port, config_db, paths.log, bind_ip, version=version)
+        config = mongos_config(port, o.config_db, paths.log, o.bind_ip, version=version)
         if tls:
             config["net"].update(tls)
             validate_config(config, version)
@@ -237,12 +249,8 @@ def instance_config(
             port,
             paths.dbpath,
             paths.log,
-            cache_gb or 1.0,
-            bind_ip,
-            replset,
-            None if role == "mongod" else role,
+            replace(o, cache_gb=o.cache_gb or 1.0),
             version=version,
-            extra=dict(extra) if extra else None,
             tls=tls,
         )
     return render_config(config, index)

@@ -242,10 +242,21 @@ def test_platform_detection_from_os_release():
         install.platform_from_os_release('ID=pop\nVERSION_ID="22.04"\n', "x86_64")
 
 
+def opts(cache_gb, bind_ip, replset=None, role="mongod", extra=None):
+    return mongod.InstanceOptions(
+        cache_gb=cache_gb, bind_ip=bind_ip, replset=replset, role=role, extra=extra
+    )
+
+
 @pytest.mark.parametrize("version", ["6.0", "7.0", "7.0.12", "8.0", "8.0.4"])
 def test_mongod_config_is_valid_for_the_version(version):
     cfg = mongod.mongod_config(
-        2, 27019, "/data/db2", "/data/log/m2.log", 1.5, "127.0.0.1,10.0.0.5", version=version
+        2,
+        27019,
+        "/data/db2",
+        "/data/log/m2.log",
+        mongod.InstanceOptions(cache_gb=1.5, bind_ip="127.0.0.1,10.0.0.5"),
+        version=version,
     )
     text = mongod.render_config(cfg, instance=2)
     assert text.startswith("# mongobench instance 2\n")
@@ -261,34 +272,43 @@ def test_mongod_config_is_valid_for_the_version(version):
 
 def test_replica_set_and_sharding_roles():
     shard = mongod.mongod_config(
-        0, 27018, "/d", "/l", 2, "0.0.0.0", "shard0", "shardsvr", version="8.0"
+        0, 27018, "/d", "/l", opts(2, "0.0.0.0", "shard0", "shardsvr"), version="8.0"
     )
     assert shard["replication"] == {"replSetName": "shard0"}
     assert shard["sharding"] == {"clusterRole": "shardsvr"}
     cfgsvr = mongod.mongod_config(
-        0, 27019, "/d", "/l", 0.25, "0.0.0.0", "cfg", "configsvr", version="7.0"
+        0, 27019, "/d", "/l", opts(0.25, "0.0.0.0", "cfg", "configsvr"), version="7.0"
     )
     assert cfgsvr["sharding"] == {"clusterRole": "configsvr"}
     with pytest.raises(ValueError, match="replica sets"):
-        mongod.mongod_config(0, 27018, "/d", "/l", 1, "0.0.0.0", None, "shardsvr", version="8.0")
+        mongod.mongod_config(
+            0, 27018, "/d", "/l", opts(1, "0.0.0.0", None, "shardsvr"), version="8.0"
+        )
     with pytest.raises(ValueError, match="configsvr or shardsvr"):
-        mongod.mongod_config(0, 27018, "/d", "/l", 1, "0.0.0.0", "rs", "arbiter", version="8.0")
+        mongod.mongod_config(
+            0, 27018, "/d", "/l", opts(1, "0.0.0.0", "rs", "arbiter"), version="8.0"
+        )
     with pytest.raises(ValueError, match="0.25"):
-        mongod.mongod_config(3, 27018, "/d", "/l", 0.1, "0.0.0.0", version="8.0")
+        mongod.mongod_config(3, 27018, "/d", "/l", opts(0.1, "0.0.0.0"), version="8.0")
 
 
 def test_removed_options_are_refused_per_version():
     journal = {"storage": {"journal": {"enabled": True}}}
     # accepted by 6.0, removed in 6.1
-    cfg = mongod.mongod_config(0, 1, "/d", "/l", 1, "h", version="6.0", extra=journal)
+    cfg = mongod.mongod_config(0, 1, "/d", "/l", opts(1, "h", extra=journal), version="6.0")
     assert cfg["storage"]["journal"] == {"enabled": True}
     assert cfg["storage"]["dbPath"] == "/d"  # extra merges, it does not replace the section
     for version in ("7.0", "8.0.4"):
         with pytest.raises(ValueError, match="removed in MongoDB 6.1"):
-            mongod.mongod_config(0, 1, "/d", "/l", 1, "h", version=version, extra=journal)
+            mongod.mongod_config(0, 1, "/d", "/l", opts(1, "h", extra=journal), version=version)
     with pytest.raises(ValueError, match="fork"):
         mongod.mongod_config(
-            0, 1, "/d", "/l", 1, "h", version="8.0", extra={"processManagement": {"fork": True}}
+            0,
+            1,
+            "/d",
+            "/l",
+            opts(1, "h", extra={"processManagement": {"fork": True}}),
+            version="8.0",
         )
     with pytest.raises(ValueError, match="serviceExecutor"):
         mongod.validate_config({"net": {"serviceExecutor": "adaptive"}}, "7.0")
@@ -297,10 +317,8 @@ def test_removed_options_are_refused_per_version():
         1,
         "/d",
         "/l",
-        1,
-        "h",
+        opts(1, "h", extra={"storage": {"journal": {"commitIntervalMs": 50}}}),
         version="8.0",
-        extra={"storage": {"journal": {"commitIntervalMs": 50}}},
     )
     assert ok["storage"]["journal"] == {"commitIntervalMs": 50}  # still a valid option
 
@@ -308,7 +326,7 @@ def test_removed_options_are_refused_per_version():
 @pytest.mark.parametrize("version", ["6.0", "7.0.12", "8.0.4"])
 def test_tls_config_uses_the_net_tls_names(version):
     tls = mongod.tls_settings("/w/tls/server.pem")
-    cfg = mongod.mongod_config(0, 27017, "/d", "/l", 1, "10.0.0.5", version=version, tls=tls)
+    cfg = mongod.mongod_config(0, 27017, "/d", "/l", opts(1, "10.0.0.5"), version=version, tls=tls)
     doc = yaml.safe_load(mongod.render_config(cfg))
     # requireTLS: plain connections are refused; no CAFile: no client certificates asked for
     assert doc["net"] == {
@@ -334,11 +352,9 @@ def test_tls_config_uses_the_net_tls_names(version):
         1,
         "/d",
         "/l",
-        1,
-        "h",
+        opts(1, "h", extra={"net": {"maxIncomingConnections": 9}}),
         version=version,
         tls=tls,
-        extra={"net": {"maxIncomingConnections": 9}},
     )
     assert cfg["net"]["tls"]["mode"] == "requireTLS" and cfg["net"]["maxIncomingConnections"] == 9
 
@@ -361,11 +377,9 @@ def test_tls_config_is_refused_where_mongod_would_refuse_it():
             1,
             "/d",
             "/l",
-            1,
-            "h",
+            opts(1, "h", extra={"net": {"ssl": {"mode": "requireSSL"}}}),
             version="8.0",
             tls=mongod.tls_settings("/p"),
-            extra={"net": {"ssl": {"mode": "requireSSL"}}},
         )
     assert mongod.tls_settings("/p", mode="disabled")["tls"]["mode"] == "disabled"
 
@@ -403,7 +417,7 @@ def test_start_and_stop_by_pid(tmp_path):
     )
     conf, pid_file, out = tmp_path / "c.yaml", tmp_path / "m.pid", tmp_path / "m.out"
     conf.write_text(
-        mongod.render_config(mongod.mongod_config(0, 1, "/d", "/l", 1, "h", version="8.0"))
+        mongod.render_config(mongod.mongod_config(0, 1, "/d", "/l", opts(1, "h"), version="8.0"))
     )
     nofile, nproc = _limits()
     cmd = processes.background_command(

@@ -189,7 +189,10 @@ def test_stress_ng_accepts_the_generated_command(tmp_path):
 @pytest.mark.parametrize("version", ["6.0.19", "7.0.14", "8.0.4"])
 def test_instance_config_valid_for_version(version):
     text = mongod.instance_config(
-        3, base_dir="/data/mb/", cache_gb=2.33, version=version, bind_ip="0.0.0.0"
+        3,
+        mongod.InstanceOptions(cache_gb=2.33, bind_ip="0.0.0.0"),
+        base_dir="/data/mb/",
+        version=version,
     )
     conf = yaml.safe_load(text)
     assert conf["net"] == {"port": 27020, "bindIp": "0.0.0.0"}
@@ -204,11 +207,13 @@ def test_instance_config_tls_and_extra():
     conf = yaml.safe_load(
         mongod.instance_config(
             0,
+            mongod.InstanceOptions(
+                cache_gb=1,
+                tls_certificate_key_file="/d/server.pem",
+                extra={"net": {"maxIncomingConnections": 2000}},
+            ),
             base_dir="/d",
-            cache_gb=1,
             version="8.0.0",
-            tls_certificate_key_file="/d/server.pem",
-            extra={"net": {"maxIncomingConnections": 2000}},
         )
     )
     assert conf["net"]["tls"] == {"mode": "requireTLS", "certificateKeyFile": "/d/server.pem"}
@@ -216,10 +221,9 @@ def test_instance_config_tls_and_extra():
     with pytest.raises(ValueError, match="removed in MongoDB 6.1"):
         mongod.instance_config(
             0,
+            mongod.InstanceOptions(cache_gb=1, extra={"storage": {"journal": {"enabled": False}}}),
             base_dir="/d",
-            cache_gb=1,
             version="7.0.2",
-            extra={"storage": {"journal": {"enabled": False}}},
         )
 
 

@@ -334,8 +334,10 @@ def test_search_samples_after_a_failure():
 
 
 def test_instance_config_roles_and_port():
-    def conf(**kw):
-        return yaml.safe_load(mongod.instance_config(2, base_dir="/w", version="8.0.4", **kw))
+    def conf(port=None, **kw):
+        options = mongod.InstanceOptions(**kw)
+        text = mongod.instance_config(2, options, base_dir="/w", version="8.0.4", port=port)
+        return yaml.safe_load(text)
 
     plain = conf()
     assert plain["net"]["port"] == 27019

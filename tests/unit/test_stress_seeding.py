@@ -19,7 +19,7 @@ COPY = steps.Copying(seeding.SOURCE)  # instance 0 loaded, the others copies
 
 def config(index, cache_gb=1.0, extra=None):
     return mongod.instance_config(
-        index, base_dir="/d", version="8.0", cache_gb=cache_gb, extra=extra
+        index, mongod.InstanceOptions(cache_gb=cache_gb, extra=extra), base_dir="/d", version="8.0"
     )
 
 

@@ -1,0 +1,106 @@
+"""Deployment functions take their options as one frozen dataclass (issue 24: no function takes
+more than 8 parameters for run options), and what they write is byte for byte what the loose
+parameters wrote: tests/data/deploy_options/ holds the outputs of the old signatures, recorded
+before the change, for the same inputs."""
+
+import dataclasses
+import inspect
+import json
+from pathlib import Path
+
+import pytest
+
+from mongobench.deploy import mongod
+
+OLD = Path(__file__).resolve().parents[1] / "data" / "deploy_options"
+
+
+def _old(name):
+    return json.loads((OLD / f"{name}.json").read_text())
+
+
+def _params(fn):
+    return [p for p in inspect.signature(fn).parameters if p != "self"]
+
+
+@pytest.mark.parametrize("fn", [mongod.mongod_config, mongod.instance_config])
+def test_at_most_eight_parameters(fn):
+    assert len(_params(fn)) <= 8, (fn.__qualname__, _params(fn))
+
+
+def test_options_are_frozen_dataclasses():
+    for cls in (mongod.InstanceOptions,):
+        assert dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen, cls
+
+
+def test_instance_config_writes_what_the_old_signature_wrote():
+    Opts = mongod.InstanceOptions
+    new = [
+        mongod.instance_config(
+            3, Opts(cache_gb=2.33, bind_ip="0.0.0.0"), base_dir="/data/mb/", version="7.0.14"
+        ),
+        mongod.instance_config(
+            0,
+            Opts(
+                cache_gb=1,
+                tls_certificate_key_file="/d/server.pem",
+                extra={"net": {"maxIncomingConnections": 2000}},
+            ),
+            base_dir="/d",
+            version="8.0.0",
+        ),
+        mongod.instance_config(
+            2,
+            Opts(role="shardsvr", replset="shard0", cache_gb=2),
+            base_dir="/w",
+            version="8.0.4",
+            port=30000,
+        ),
+        mongod.instance_config(
+            1, Opts(role="configsvr", replset="cfg"), base_dir="/w", version="6.0", first_port=28000
+        ),
+        mongod.instance_config(
+            4,
+            Opts(
+                role="mongos",
+                config_db="cfg/h:1,h:2",
+                tls_certificate_key_file="/w/s.pem",
+                bind_ip="10.0.0.1",
+            ),
+            base_dir="/w",
+            version="8.0",
+        ),
+    ]
+    assert new == _old("mongod")["instance_config"]
+
+
+def test_mongod_config_writes_what_the_old_signature_wrote():
+    Opts = mongod.InstanceOptions
+    new = [
+        mongod.mongod_config(
+            2,
+            27019,
+            "/data/db2",
+            "/data/log/m2.log",
+            Opts(cache_gb=1.5, bind_ip="127.0.0.1,10.0.0.5"),
+            version="8.0",
+        ),
+        mongod.mongod_config(
+            0,
+            27018,
+            "/d",
+            "/l",
+            Opts(cache_gb=2, bind_ip="0.0.0.0", replset="shard0", role="shardsvr"),
+            version="8.0",
+        ),
+        mongod.mongod_config(
+            0,
+            1,
+            "/d",
+            "/l",
+            Opts(cache_gb=1, bind_ip="h", extra={"net": {"maxIncomingConnections": 9}}),
+            version="8.0",
+            tls=mongod.tls_settings("/w/tls/server.pem"),
+        ),
+    ]
+    assert [mongod.render_config(c) for c in new] == _old("mongod")["mongod_config"]
