@@ -404,7 +404,9 @@ def Start(vm, server, inst, config_text, *, numactl=(), timeout_s=None, data_fil
     mongobench_ycsb.WriteRemoteFile(vm, p.config, config_text)
     if server.kind == "standin":
         argv = _StandinArgv(server, inst, data_files)
-        cmd = processes.background_command(argv, pid_file=p.pid_file, stdout=p.stdout)
+        cmd = processes.background_command(
+            argv, processes.Launch(pid_file=p.pid_file, stdout=p.stdout)
+        )
     else:
         binary = "mongos" if inst.role == "mongos" else "mongod"
         cmd = mongod.start_command(

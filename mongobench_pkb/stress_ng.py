@@ -106,7 +106,7 @@ def Start(
         # root: --vm-locked needs CAP_IPC_LOCK (or a large RLIMIT_MEMLOCK)
         stdout, _ = vm.RemoteCommand(
             processes.background_command(
-                cmd, pid_file=base + ".pid", stdout=base + ".out", sudo=True
+                cmd, processes.Launch(pid_file=base + ".pid", stdout=base + ".out", sudo=True)
             )
         )
         pids.append(int(stdout.split()[-1]))

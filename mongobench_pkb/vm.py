@@ -218,7 +218,8 @@ def StartDetached(vm, command, *, name, directory, marker=None):
     pid, rc, out, err = (base + ext for ext in (".pid", ".rc", ".out", ".err"))
     vm.RemoteCommand(
         processes.background_command(
-            ["bash", "-c", command], pid_file=pid, stdout=out, stderr=err, rc_file=rc
+            ["bash", "-c", command],
+            processes.Launch(pid_file=pid, stdout=out, stderr=err, rc_file=rc),
         )
     )
     return {"name": name, "pid": pid, "rc": rc, "err": err, "marker": marker or directory}

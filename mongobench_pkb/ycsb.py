@@ -283,10 +283,12 @@ def Start(vm, specs, *, directory=None, jvm_args=None):
         commands.append(
             processes.background_command(
                 argv,
-                pid_file=base + ".pid",
-                stdout=base + ".out",
-                stderr=base + ".err",
-                rc_file=base + ".rc",
+                processes.Launch(
+                    pid_file=base + ".pid",
+                    stdout=base + ".out",
+                    stderr=base + ".err",
+                    rc_file=base + ".rc",
+                ),
             )
         )
     stdout, _ = vm.RemoteCommand(" && ".join(commands))

@@ -271,11 +271,13 @@ def start_command(
     TCMalloc's per-CPU caches stay off on glibc >= 2.35)."""
     return processes.background_command(
         [*numactl, binary, "--config", paths.config],
-        pid_file=paths.pid_file,
-        stdout=paths.stdout,
-        sudo=True,
-        run_as=run_as,
-        nofile=64000,
-        nproc=64000,
-        env=mongod_environment(version),
+        processes.Launch(
+            pid_file=paths.pid_file,
+            stdout=paths.stdout,
+            sudo=True,
+            run_as=run_as,
+            nofile=64000,
+            nproc=64000,
+            env=mongod_environment(version),
+        ),
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from mongobench.core.units import KiB
@@ -23,21 +23,26 @@ def _sudo(sudo: bool) -> str:
 STATE_RUNNING, STATE_EXITED, STATE_GONE = "running", "exited", "gone"
 
 
-def background_command(
-    argv: Sequence[str],
-    *,
-    pid_file: str,
-    stdout: str,
-    stderr: str | None = None,
-    rc_file: str | None = None,
-    sudo: bool = False,
-    run_as: str | None = None,
-    nofile: int | None = None,
-    nproc: int | None = None,
-    env: dict[str, str] | None = None,
-    wait_s: int = 30,
-) -> str:
-    """Starts `argv` detached and returns once its PID is in `pid_file` (and prints it).
+@dataclass(frozen=True)
+class Launch:
+    """How background_command starts a process: its PID file and output files, whether
+    through sudo, as which user, with which limits, environment and PID-file wait."""
+
+    pid_file: str
+    stdout: str
+    stderr: str | None = None
+    rc_file: str | None = None
+    sudo: bool = False
+    run_as: str | None = None
+    nofile: int | None = None
+    nproc: int | None = None
+    env: Mapping[str, str] | None = None
+    wait_s: int = 30
+
+
+def background_command(argv: Sequence[str], launch: Launch) -> str:
+    """Starts `argv` detached and returns once its PID is in `pid_file` (and prints it); the
+    names below are `launch`'s fields.
 
     The process gets its own session (setsid: no terminal, survives the ssh session and sudo's
     pty), stdin from /dev/null, stdout to `stdout`, stderr to `stderr` (default: `stdout`).
@@ -49,6 +54,14 @@ def background_command(
     exit-status files are removed first. `env` adds variables to the process's environment
     (through `env`, which execs: the PID stays the process's own).
     """
+    pid_file, stdout, stderr, rc_file = (
+        launch.pid_file,
+        launch.stdout,
+        launch.stderr,
+        launch.rc_file,
+    )
+    run_as, nofile, nproc, env = launch.run_as, launch.nofile, launch.nproc, launch.env
+    sudo, wait_s = launch.sudo, launch.wait_s
     q = shlex.quote
     cmd = " ".join(q(str(a)) for a in argv)
     if env:

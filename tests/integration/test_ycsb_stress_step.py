@@ -168,10 +168,12 @@ def run_processes(procs, props, d):
         sh(
             processes.background_command(
                 argv,
-                pid_file=base + ".pid",
-                stdout=base + ".out",
-                stderr=base + ".err",
-                rc_file=base + ".rc",
+                processes.Launch(
+                    pid_file=base + ".pid",
+                    stdout=base + ".out",
+                    stderr=base + ".err",
+                    rc_file=base + ".rc",
+                ),
             )
         )
         entries.append((p.stem, base + ".pid", base + ".rc"))
@@ -204,8 +206,7 @@ def test_two_instance_step_with_background_processes(tmp_path):
             sh(
                 processes.background_command(
                     javabuild.standin_command("127.0.0.1", port),
-                    pid_file=paths.pid_file,
-                    stdout=paths.stdout,
+                    processes.Launch(pid_file=paths.pid_file, stdout=paths.stdout),
                 )
             )
             pid_files.append(paths.pid_file)

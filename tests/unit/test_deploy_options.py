@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from mongobench.deploy import mongod
+from mongobench.remote import processes
 
 OLD = Path(__file__).resolve().parents[1] / "data" / "deploy_options"
 
@@ -23,13 +24,15 @@ def _params(fn):
     return [p for p in inspect.signature(fn).parameters if p != "self"]
 
 
-@pytest.mark.parametrize("fn", [mongod.mongod_config, mongod.instance_config])
+@pytest.mark.parametrize(
+    "fn", [mongod.mongod_config, mongod.instance_config, processes.background_command]
+)
 def test_at_most_eight_parameters(fn):
     assert len(_params(fn)) <= 8, (fn.__qualname__, _params(fn))
 
 
 def test_options_are_frozen_dataclasses():
-    for cls in (mongod.InstanceOptions,):
+    for cls in (mongod.InstanceOptions, processes.Launch):
         assert dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen, cls
 
 
@@ -104,3 +107,29 @@ def test_mongod_config_writes_what_the_old_signature_wrote():
         ),
     ]
     assert [mongod.render_config(c) for c in new] == _old("mongod")["mongod_config"]
+
+
+def test_background_command_writes_what_the_old_signature_wrote():
+    Launch = processes.Launch
+    new = [
+        processes.background_command(["sleep", "60"], Launch(pid_file="/t/p", stdout="/t/o")),
+        processes.background_command(
+            ["mongod", "--config", "/x y/c"],
+            Launch(
+                pid_file="/t/p",
+                stdout="/t/o",
+                stderr="/t/e",
+                rc_file="/t/rc",
+                sudo=True,
+                run_as="mongodb",
+                nofile=64000,
+                nproc=64000,
+                env={"A": "1 2", "B": "x"},
+                wait_s=5,
+            ),
+        ),
+        processes.background_command(
+            ["a"], Launch(pid_file="/t/p", stdout="/t/o", rc_file="/t/rc", nofile=10)
+        ),
+    ]
+    assert new == _old("processes")["background_command"]

@@ -422,10 +422,7 @@ def test_start_and_stop_by_pid(tmp_path):
     nofile, nproc = _limits()
     cmd = processes.background_command(
         [f"{bin_dir}/mongod", "--config", str(conf)],
-        pid_file=str(pid_file),
-        stdout=str(out),
-        nofile=nofile,
-        nproc=nproc,
+        processes.Launch(pid_file=str(pid_file), stdout=str(out), nofile=nofile, nproc=nproc),
     )
     assert bash_syntax_ok(cmd) and cmd.startswith("bash -c ")
     subprocess.run(cmd, shell=True, check=True, timeout=10)

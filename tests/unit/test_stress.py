@@ -802,7 +802,7 @@ def test_background_process_pid_state_and_stop(tmp_path):
     d = str(tmp_path)
     pid_file, out = f"{d}/sleep.pid", f"{d}/sleep.out"
     # the marker is a path of this run: it must be on the command line of the process
-    cmd = processes.background_command(sleeper(d), pid_file=pid_file, stdout=out)
+    cmd = processes.background_command(sleeper(d), processes.Launch(pid_file=pid_file, stdout=out))
     p = sh(cmd)  # returns at once, prints the PID
     pid = int(p.stdout.strip())
     assert int(pathlib.Path(pid_file).read_text()) == pid
@@ -826,7 +826,8 @@ def test_background_limits_fall_back_to_the_hard_limit(tmp_path):
     # above fs.nr_open: not even root may set it, so the hard limit is used and said
     p = sh(
         processes.background_command(
-            sleeper(d), pid_file=pid_file, stdout=f"{d}/o", nofile=10**9, nproc=100
+            sleeper(d),
+            processes.Launch(pid_file=pid_file, stdout=f"{d}/o", nofile=10**9, nproc=100),
         )
     )
     pid = int(p.stdout.split()[-1])
@@ -849,10 +850,12 @@ def test_background_process_exit_status(tmp_path):
         sh(
             processes.background_command(
                 argv,
-                pid_file=pid_file,
-                stdout=f"{d}/{name}.out",
-                stderr=f"{d}/{name}.err",
-                rc_file=rc,
+                processes.Launch(
+                    pid_file=pid_file,
+                    stdout=f"{d}/{name}.out",
+                    stderr=f"{d}/{name}.err",
+                    rc_file=rc,
+                ),
             )
         )
         entries.append((name, pid_file, rc))
@@ -872,7 +875,11 @@ def test_background_process_exit_status(tmp_path):
 def test_stopped_process_reports_its_signal(tmp_path):
     d = str(tmp_path)
     pid_file, rc = f"{d}/s.pid", f"{d}/s.rc"
-    sh(processes.background_command(sleeper(d, 60), pid_file=pid_file, stdout=f"{d}/o", rc_file=rc))
+    sh(
+        processes.background_command(
+            sleeper(d, 60), processes.Launch(pid_file=pid_file, stdout=f"{d}/o", rc_file=rc)
+        )
+    )
     sh(processes.stop_processes_command([pid_file], marker=d, timeout_s=5))
     for _ in range(50):
         if (tmp_path / "s.rc").exists() and (tmp_path / "s.rc").read_text().strip():
@@ -886,7 +893,11 @@ def test_stop_kills_the_whole_session_only_when_asked(tmp_path):
     pid_file = f"{d}/tree.pid"
     # a parent that ignores SIGTERM and has a child: like stress-ng and its workers
     script = "trap '' TERM; sleep 60 & wait"
-    sh(processes.background_command(["bash", "-c", script, d], pid_file=pid_file, stdout=f"{d}/o"))
+    sh(
+        processes.background_command(
+            ["bash", "-c", script, d], processes.Launch(pid_file=pid_file, stdout=f"{d}/o")
+        )
+    )
     pid = int((tmp_path / "tree.pid").read_text())
     time.sleep(0.3)
     assert len(live_members(pid)) == 2
@@ -900,7 +911,7 @@ def test_wait_ready_fails_fast_when_the_server_died(tmp_path):
     pid_file = f"{d}/srv.pid"
     sh(
         processes.background_command(
-            ["bash", "-c", "exit 1", d], pid_file=pid_file, stdout=f"{d}/o"
+            ["bash", "-c", "exit 1", d], processes.Launch(pid_file=pid_file, stdout=f"{d}/o")
         )
     )
     time.sleep(0.2)
@@ -917,7 +928,11 @@ def test_wait_ready_sees_a_listening_port(tmp_path):
 
     d = str(tmp_path)
     pid_file = f"{d}/srv.pid"
-    sh(processes.background_command(sleeper(d), pid_file=pid_file, stdout=f"{d}/o"))
+    sh(
+        processes.background_command(
+            sleeper(d), processes.Launch(pid_file=pid_file, stdout=f"{d}/o")
+        )
+    )
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()
@@ -945,7 +960,7 @@ def test_stress_ng_hold_is_measured_and_stopped(tmp_path):
     hold = 32 * 1024 * 1024
     (cmd,) = placement.stress_ng_commands(hold, workers=2, yaml_path=f"{d}/h.yaml", timeout_s=60)
     pid_file = f"{d}/h.pid"
-    sh(processes.background_command(cmd, pid_file=pid_file, stdout=f"{d}/h.out"))
+    sh(processes.background_command(cmd, processes.Launch(pid_file=pid_file, stdout=f"{d}/h.out")))
     held = 0
     for _ in range(100):
         held = processes.sum_kib(sh(processes.locked_memory_command([pid_file], marker=d)).stdout)
@@ -970,7 +985,7 @@ def test_stress_ng_hold_is_resident_once_rss_anon_says_so(tmp_path):
     hold = 64 * 1024 * 1024
     (cmd,) = placement.stress_ng_commands(hold, workers=2, yaml_path=f"{d}/h.yaml", timeout_s=60)
     pid_file = f"{d}/h.pid"
-    sh(processes.background_command(cmd, pid_file=pid_file, stdout=f"{d}/h.out"))
+    sh(processes.background_command(cmd, processes.Launch(pid_file=pid_file, stdout=f"{d}/h.out")))
     try:
         resident = 0
         for _ in range(300):
@@ -1033,7 +1048,8 @@ def test_stop_with_session_waits_until_orphaned_workers_are_gone(tmp_path):
     script = "(trap '' TERM; sleep 60) & (trap '' TERM; sleep 60) & sleep 60"
     sh(
         processes.background_command(
-            ["bash", "-c", script, d], pid_file=pid_file, stdout=f"{d}/o", rc_file=f"{d}/rc"
+            ["bash", "-c", script, d],
+            processes.Launch(pid_file=pid_file, stdout=f"{d}/o", rc_file=f"{d}/rc"),
         )
     )
     pid = int((tmp_path / "engine.pid").read_text())
