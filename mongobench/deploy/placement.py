@@ -82,19 +82,28 @@ def replica_set_plan(
     return ReplicaSetPlan(instances, config)
 
 
+@dataclass(frozen=True)
+class Sharding:
+    """What a sharded cluster is besides its hosts: the database (enableSharding), the
+    collection sharded by `shard_key` (None: each collection is sharded by whoever creates
+    it), the base ports of config servers, shard members and mongos, and the replica-set
+    names of the config servers and of the shards (`shard_prefix` + shard number)."""
+
+    database: str
+    collection: str | None = None
+    shard_key: str | dict | None = None
+    config_port: int = 27019
+    shard_port: int = 27018
+    mongos_port: int = 27017
+    config_replset: str = "cfg"
+    shard_prefix: str = "shard"
+
+
 def _sharded_plan(
     config_hosts: list[tuple[str, int | None]],
     shard_hosts: list[list[tuple[str, int | None]]],
     mongos_hosts: list[tuple[str, int | None]],
-    database: str,
-    collection: str | None,
-    shard_key: str | dict | None,
-    *,
-    config_port: int,
-    shard_port: int,
-    mongos_port: int,
-    config_replset: str,
-    shard_prefix: str,
+    sharding: Sharding,
     taken: dict | None,
 ) -> ShardedPlan:
     """The one builder of sharded plans. Hosts are (address, vm position). Ports and
@@ -103,6 +112,8 @@ def _sharded_plan(
     if not config_hosts or not shard_hosts or not all(shard_hosts) or not mongos_hosts:
         raise ValueError("need config server hosts, at least one shard and at least one mongos")
     taken = {} if taken is None else taken
+    o = sharding
+    config_port, shard_port, mongos_port = o.config_port, o.shard_port, o.mongos_port
     index = 0
 
     def place(role, placed, base, skip=(), replset=None):
@@ -115,11 +126,11 @@ def _sharded_plan(
 
     shard_skip = {config_port, mongos_port} - {shard_port}
     shards = [
-        place("shardsvr", hosts, shard_port, shard_skip, f"{shard_prefix}{i}")
+        place("shardsvr", hosts, shard_port, shard_skip, f"{o.shard_prefix}{i}")
         for i, hosts in enumerate(shard_hosts)
     ]
     config = place(
-        "configsvr", config_hosts, config_port, {mongos_port} - {config_port}, config_replset
+        "configsvr", config_hosts, config_port, {mongos_port} - {config_port}, o.config_replset
     )
     mongos = place("mongos", list(dict.fromkeys(mongos_hosts)), mongos_port)
     shard_cfgs, commands = [], []
@@ -127,12 +138,14 @@ def _sharded_plan(
         name, addresses = members[0].replset, [m.address for m in members]
         shard_cfgs.append(replset_config(name, addresses))
         commands.append(add_shard_command(name, addresses, name=name))
-    commands.append(enable_sharding_command(database))
-    if collection:  # else each collection is sharded by whoever creates it
-        commands.append(shard_collection_command(f"{database}.{collection}", shard_key))
+    commands.append(enable_sharding_command(o.database))
+    if o.collection:  # else each collection is sharded by whoever creates it
+        commands.append(shard_collection_command(f"{o.database}.{o.collection}", o.shard_key))
     return ShardedPlan(
         instances=config + [m for members in shards for m in members] + mongos,
-        config_replset=replset_config(config_replset, [c.address for c in config], configsvr=True),
+        config_replset=replset_config(
+            o.config_replset, [c.address for c in config], configsvr=True
+        ),
         shard_replsets=shard_cfgs,
         admin_commands=commands,
         mongos=mongos,
@@ -143,14 +156,7 @@ def sharded_cluster_plan(
     config_hosts: list[str],
     shard_hosts: list[list[str]],
     mongos_hosts: list[str],
-    database: str,
-    collection: str | None,
-    shard_key: str | dict | None,
-    config_port: int = 27019,
-    shard_port: int = 27018,
-    mongos_port: int = 27017,
-    config_replset: str = "cfg",
-    shard_prefix: str = "shard",
+    sharding: Sharding,
     *,
     taken: dict | None = None,
 ) -> ShardedPlan:
@@ -167,15 +173,8 @@ def sharded_cluster_plan(
         [(h, None) for h in config_hosts],
         [[(h, None) for h in hosts] for hosts in shard_hosts],
         [(h, None) for h in mongos_hosts],
-        database,
-        collection,
-        shard_key,
-        config_port=config_port,
-        shard_port=shard_port,
-        mongos_port=mongos_port,
-        config_replset=config_replset,
-        shard_prefix=shard_prefix,
-        taken=taken,
+        sharding,
+        taken,
     )
 
 
@@ -206,15 +205,8 @@ def placed_sharded_plan(
         [on(j) for j in range(config_members)],
         shard_hosts,
         [(client_host, None)],
-        database,
+        Sharding(database, config_port=port, shard_port=port, mongos_port=port),
         None,
-        None,
-        config_port=port,
-        shard_port=port,
-        mongos_port=port,
-        config_replset="cfg",
-        shard_prefix="shard",
-        taken=None,
     )
 
 

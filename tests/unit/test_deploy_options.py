@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mongobench.deploy import mongod
+from mongobench.deploy import mongod, placement
 from mongobench.remote import processes
 
 OLD = Path(__file__).resolve().parents[1] / "data" / "deploy_options"
@@ -25,14 +25,21 @@ def _params(fn):
 
 
 @pytest.mark.parametrize(
-    "fn", [mongod.mongod_config, mongod.instance_config, processes.background_command]
+    "fn",
+    [
+        mongod.mongod_config,
+        mongod.instance_config,
+        processes.background_command,
+        placement.sharded_cluster_plan,
+        placement._sharded_plan,
+    ],
 )
 def test_at_most_eight_parameters(fn):
     assert len(_params(fn)) <= 8, (fn.__qualname__, _params(fn))
 
 
 def test_options_are_frozen_dataclasses():
-    for cls in (mongod.InstanceOptions, processes.Launch):
+    for cls in (mongod.InstanceOptions, processes.Launch, placement.Sharding):
         assert dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen, cls
 
 
@@ -133,3 +140,50 @@ def test_background_command_writes_what_the_old_signature_wrote():
         ),
     ]
     assert new == _old("processes")["background_command"]
+
+
+def _plain(plan):
+    return json.loads(json.dumps(dataclasses.asdict(plan), default=str))
+
+
+def test_sharded_plans_are_what_the_old_signatures_planned():
+    Sharding = placement.Sharding
+    plan = placement.sharded_cluster_plan
+    new = [
+        plan(
+            ["c1", "c2", "c3"],
+            [["s1"], ["s2", "s3"]],
+            ["m1", "m1", "m2"],
+            Sharding("db", "coll", "k"),
+        ),
+        plan(
+            ["h"],
+            [["h"], ["h"]],
+            ["h"],
+            Sharding("ycsb", None, None, 30000, 30000, 30000, "conf", "sh"),
+            taken={"h": {30000}},
+        ),
+        plan(
+            ["a"],
+            [["a", "b"]],
+            ["c"],
+            Sharding("db", "usertable", {"_id": "hashed"}, 27119, 27118, 27117),
+        ),
+    ]
+    old = _old("placement")
+    assert [_plain(p) for p in new] == old["sharded_cluster_plan"]
+    placed = [
+        placement.placed_sharded_plan(
+            ["h1", "h2", "h3"],
+            "cl",
+            shards=2,
+            shard_members=3,
+            config_members=3,
+            port=27017,
+            database="ycsb",
+        ),
+        placement.placed_sharded_plan(
+            ["h1"], "cl", shards=3, shard_members=1, config_members=1, port=28000, database="db"
+        ),
+    ]
+    assert [_plain(p) for p in placed] == old["placed_sharded_plan"]

@@ -228,9 +228,7 @@ def test_sharded_cluster_plan():
         config_hosts=["s0", "s1", "s2"],
         shard_hosts=[["s0", "s1", "s2"], ["s1", "s2", "s0"], ["s2"]],
         mongos_hosts=["c0", "c1", "c0"],
-        database="bench",
-        collection="usertable",
-        shard_key="_id:hashed",
+        sharding=placement.Sharding("bench", "usertable", "_id:hashed"),
     )
     assert plan.config_replset["configsvr"] is True
     assert [m["host"] for m in plan.config_replset["members"]] == [
