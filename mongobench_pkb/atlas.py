@@ -224,16 +224,18 @@ def NewDeployment(run_uri, client_vms):
     return atlas_deployment.AtlasDeployment(
         api.AtlasClient.from_env(base_url=_API_BASE.value),
         _Spec(name),
-        reuse=_REUSE.value,
-        keep=_KEEP.value,
-        username=f"pkb-{run_uri}",
-        access_list=[vm.ip_address for vm in client_vms] if _ACCESS_LIST.value else [],
-        comment=f"PKB run {run_uri}",
-        srv=_CONNECTION.value == "srv",
-        timeout=_TIMEOUT.value,
-        poll=_POLL.value,
-        temporary_s=_TEMPORARY_H.value * 3600,
-        apply_timeout=_APPLY_TIMEOUT.value,
+        atlas_deployment.DeploymentOptions(
+            reuse=_REUSE.value,
+            keep=_KEEP.value,
+            username=f"pkb-{run_uri}",
+            access_list=[vm.ip_address for vm in client_vms] if _ACCESS_LIST.value else [],
+            comment=f"PKB run {run_uri}",
+            srv=_CONNECTION.value == "srv",
+            timeout=_TIMEOUT.value,
+            poll=_POLL.value,
+            temporary_s=_TEMPORARY_H.value * 3600,
+            apply_timeout=_APPLY_TIMEOUT.value,
+        ),
     )
 
 

@@ -488,7 +488,8 @@ def test_with_credentials_encodes_and_adds_auth_source():
 
 def deployment(fake, spec=SPEC, **kw):
     kw.setdefault("username", "pkb-run1")
-    return atlas_deployment.AtlasDeployment(client(fake), spec, poll=1, sleep=no_sleep, **kw)
+    options = atlas_deployment.DeploymentOptions(poll=1, **kw)
+    return atlas_deployment.AtlasDeployment(client(fake), spec, options, sleep=no_sleep)
 
 
 def test_deployment_creates_resizes_and_removes_everything(fake):
@@ -609,7 +610,10 @@ def test_pickled_client_holds_no_secret_and_reads_the_environment_again(fake, mo
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     d = atlas_deployment.AtlasDeployment(
-        api.AtlasClient.from_env(base_url=fake.base), SPEC, username="u", poll=1, sleep=no_sleep
+        api.AtlasClient.from_env(base_url=fake.base),
+        SPEC,
+        atlas_deployment.DeploymentOptions(username="u", poll=1),
+        sleep=no_sleep,
     )
     d.provision()
     blob = pickle.dumps(d)
@@ -778,7 +782,11 @@ def test_provision_returns_only_once_the_user_and_entries_are_applied():
     with serve(apply_delay_s=1.0) as fake:
         fake.on_user = lambda action, user, password: reached.append((action, user))
         d = atlas_deployment.AtlasDeployment(
-            client(fake), SPEC, username="pkb-run1", access_list=["203.0.113.7"], poll=0.05
+            client(fake),
+            SPEC,
+            atlas_deployment.DeploymentOptions(
+                username="pkb-run1", access_list=["203.0.113.7"], poll=0.05
+            ),
         )
         d.provision()
         # a client connecting now authenticates: the cluster knows the user
@@ -866,7 +874,9 @@ def test_an_interrupt_during_create_still_leaves_the_cluster_to_teardown(fake, m
         return out
 
     monkeypatch.setattr(c, "_send", send)
-    d = atlas_deployment.AtlasDeployment(c, SPEC, username="pkb-run1", poll=1, sleep=no_sleep)
+    d = atlas_deployment.AtlasDeployment(
+        c, SPEC, atlas_deployment.DeploymentOptions(username="pkb-run1", poll=1), sleep=no_sleep
+    )
     with pytest.raises(KeyboardInterrupt):
         d.provision()
     assert "bench-m30" in fake.clusters and d.leftovers() == ["cluster bench-m30"]

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from mongobench.deploy import mongod, placement
+from mongobench.deploy.atlas import api, cluster
+from mongobench.deploy.atlas import deployment as atlas_deployment
 from mongobench.remote import processes
 
 OLD = Path(__file__).resolve().parents[1] / "data" / "deploy_options"
@@ -32,6 +34,7 @@ def _params(fn):
         processes.background_command,
         placement.sharded_cluster_plan,
         placement._sharded_plan,
+        atlas_deployment.AtlasDeployment.__init__,
     ],
 )
 def test_at_most_eight_parameters(fn):
@@ -39,7 +42,12 @@ def test_at_most_eight_parameters(fn):
 
 
 def test_options_are_frozen_dataclasses():
-    for cls in (mongod.InstanceOptions, processes.Launch, placement.Sharding):
+    for cls in (
+        mongod.InstanceOptions,
+        processes.Launch,
+        placement.Sharding,
+        atlas_deployment.DeploymentOptions,
+    ):
         assert dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen, cls
 
 
@@ -187,3 +195,32 @@ def test_sharded_plans_are_what_the_old_signatures_planned():
         ),
     ]
     assert [_plain(p) for p in placed] == old["placed_sharded_plan"]
+
+
+def test_an_atlas_deployment_holds_what_the_old_signature_held():
+    # its state decides every request it sends (and PKB pickles it between stages)
+    client = api.AtlasClient("0123456789abcdef01234567", "pub", "priv", base_url="http://x")
+    spec = cluster.ClusterSpec("bench-m30", "M30")
+    Options = atlas_deployment.DeploymentOptions
+    new = [
+        atlas_deployment.AtlasDeployment(client, spec, Options(username="pkb-run1")),
+        atlas_deployment.AtlasDeployment(
+            client,
+            spec,
+            Options(
+                reuse=True,
+                keep=True,
+                username="u",
+                access_list=["1.2.3.4", "5.6.7.0/24", "1.2.3.4"],
+                comment="PKB run x",
+                srv=False,
+                timeout=10,
+                poll=1,
+                temporary_s=6 * 3600,
+                apply_timeout=5,
+            ),
+        ),
+    ]
+    skip = ("client", "spec", "sleep", "clock")
+    state = [{k: v for k, v in vars(d).items() if k not in skip} for d in new]
+    assert state == _old("atlas")["AtlasDeployment"]

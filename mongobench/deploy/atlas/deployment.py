@@ -9,6 +9,8 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from mongobench.deploy.atlas.api import (
     AtlasClient,
@@ -59,8 +61,28 @@ def with_credentials(uri: str, username: str, password: str, auth_source: str = 
     )
 
 
+@dataclass(frozen=True)
+class DeploymentOptions:
+    """How an AtlasDeployment treats its cluster: `reuse` an existing one, `keep` it after
+    the run, the database user's name, the client addresses for the access list, the
+    comment on what it creates, an SRV (or standard) connection string, how long to wait
+    for the cluster (`timeout`, polling every `poll` seconds) and for Atlas to apply the
+    user and entries (`apply_timeout`), and how long those stay (`temporary_s`)."""
+
+    username: str
+    reuse: bool = False
+    keep: bool = False
+    access_list: Sequence[str] = ()
+    comment: str = "mongobench"
+    srv: bool = True
+    timeout: float = 3600
+    poll: float = 30
+    temporary_s: float = 48 * 3600
+    apply_timeout: float = 900
+
+
 class AtlasDeployment:
-    """The target of one benchmark run on Atlas.
+    """The target of one benchmark run on Atlas (`options`: a DeploymentOptions).
 
     provision(): creates the cluster (or checks an existing one when `reuse`), waits
     for IDLE, adds the client addresses to the project's access list, creates a
@@ -86,28 +108,20 @@ class AtlasDeployment:
         self,
         client: AtlasClient,
         spec: ClusterSpec,
+        options: DeploymentOptions,
         *,
-        reuse: bool = False,
-        keep: bool = False,
-        username: str,
-        access_list: list[str] = (),
-        comment: str = "mongobench",
-        srv: bool = True,
-        timeout: float = 3600,
-        poll: float = 30,
         sleep=time.sleep,
-        temporary_s: float = 48 * 3600,
-        apply_timeout: float = 900,
         clock=time.time,
     ):
+        o = options
         self.client, self.spec = client, spec
-        self.temporary_s, self.apply_timeout, self.clock = temporary_s, apply_timeout, clock
-        delete_after_date(temporary_s, 0)  # ValueError now, not after the cluster exists
+        self.temporary_s, self.apply_timeout, self.clock = o.temporary_s, o.apply_timeout, clock
+        delete_after_date(o.temporary_s, 0)  # ValueError now, not after the cluster exists
         self.entries_preexisting: list[str] = []
-        self.reuse, self.keep = reuse, keep
-        self.username, self.comment, self.srv = username, comment, srv
-        self.access_list = list(dict.fromkeys(access_list))
-        self.timeout, self.poll, self.sleep = timeout, poll, sleep
+        self.reuse, self.keep = o.reuse, o.keep
+        self.username, self.comment, self.srv = o.username, o.comment, o.srv
+        self.access_list = list(dict.fromkeys(o.access_list))
+        self.timeout, self.poll, self.sleep = o.timeout, o.poll, sleep
         self.created = False
         self.user_created = False
         self.entries_added: list[str] = []
