@@ -24,7 +24,16 @@ def fake():
 
 def client(fake, **kw):
     kw.setdefault("sleep", no_sleep)  # retries do not wait in tests
-    return api.AtlasClient(PROJECT, PUBLIC, PRIVATE, base_url=fake.base, **kw)
+    retry = {
+        k: kw.pop(k) for k in ("max_attempts", "backoff", "max_backoff", "retry_budget") if k in kw
+    }
+    return api.AtlasClient(
+        PROJECT,
+        api.Credentials(PUBLIC, PRIVATE),
+        base_url=fake.base,
+        retry=api.Retry(**retry),
+        **kw,
+    )
 
 
 def no_sleep(_):
@@ -188,7 +197,7 @@ def test_stale_nonce_is_answered_once(fake):
 
 
 def test_wrong_key_duplicate_name_bad_version(fake):
-    bad = api.AtlasClient(PROJECT, PUBLIC, "wrong-" + PRIVATE, base_url=fake.base)
+    bad = api.AtlasClient(PROJECT, api.Credentials(PUBLIC, "wrong-" + PRIVATE), base_url=fake.base)
     with pytest.raises(api.AtlasAuthError) as exc:
         bad.get_cluster("x")
     assert exc.value.status == 401
@@ -225,7 +234,8 @@ def test_network_errors_are_reported_without_secrets():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again: nothing listens there
     c = api.AtlasClient(
-        PROJECT, PUBLIC, PRIVATE, base_url=f"http://127.0.0.1:{port}/api/atlas/v2", timeout=2,
+        PROJECT, api.Credentials(PUBLIC, PRIVATE),
+        base_url=f"http://127.0.0.1:{port}/api/atlas/v2", timeout=2,
         sleep=no_sleep,
     )  # fmt: skip
     with pytest.raises(api.AtlasError, match="network error.*gave up after 5 attempts") as exc:
@@ -244,9 +254,9 @@ def test_private_key_never_in_logs_errors_or_repr(fake, caplog):
     for call in (
         lambda: c.create_cluster(SPEC),
         lambda: c.get_cluster("nope"),
-        lambda: api.AtlasClient(PROJECT, PUBLIC, PRIVATE + "x", base_url=fake.base).get_cluster(
-            "x"
-        ),
+        lambda: api.AtlasClient(
+            PROJECT, api.Credentials(PUBLIC, PRIVATE + "x"), base_url=fake.base
+        ).get_cluster("x"),
         lambda: client(fake, api_version="1999-01-01").get_cluster("x"),
     ):
         with pytest.raises(api.AtlasError) as exc:
@@ -264,7 +274,9 @@ def test_private_key_never_in_logs_errors_or_repr(fake, caplog):
 
 def test_service_account_token_flow(fake):
     c = api.AtlasClient(
-        PROJECT, client_id=CLIENT_ID, client_secret=CLIENT_SECRET, base_url=fake.base
+        PROJECT,
+        api.Credentials(client_id=CLIENT_ID, client_secret=CLIENT_SECRET),
+        base_url=fake.base,
     )
     c.create_cluster(SPEC)
     c.get_cluster("bench-m30")
@@ -278,7 +290,9 @@ def test_service_account_token_flow(fake):
     fake.tokens.clear()  # revoked / expired server-side: one refresh
     assert c.get_cluster("bench-m30")["name"] == "bench-m30"
     assert CLIENT_SECRET not in repr(c)
-    bad = api.AtlasClient(PROJECT, client_id=CLIENT_ID, client_secret="nope", base_url=fake.base)
+    bad = api.AtlasClient(
+        PROJECT, api.Credentials(client_id=CLIENT_ID, client_secret="nope"), base_url=fake.base
+    )
     with pytest.raises(api.AtlasAuthError, match="token request refused"):
         bad.get_cluster("x")
 
@@ -297,7 +311,7 @@ def test_from_env():
     )
     assert "service-account" in repr(sa)
     with pytest.raises(ValueError, match="24 hexadecimal"):
-        api.AtlasClient("not-a-project", PUBLIC, PRIVATE)
+        api.AtlasClient("not-a-project", api.Credentials(PUBLIC, PRIVATE))
 
 
 def test_connection_string_never_carries_credentials():
@@ -621,7 +635,9 @@ def test_pickled_client_holds_no_secret_and_reads_the_environment_again(fake, mo
     restored = pickle.loads(blob)  # e.g. PKB's --run_stage=cleanup in a later process
     assert restored.teardown() == [] and fake.clusters == {}
     sa = api.AtlasClient(
-        PROJECT, client_id=CLIENT_ID, client_secret=CLIENT_SECRET, base_url=fake.base
+        PROJECT,
+        api.Credentials(client_id=CLIENT_ID, client_secret=CLIENT_SECRET),
+        base_url=fake.base,
     )
     blob = pickle.dumps(sa)
     assert CLIENT_SECRET.encode() not in blob

@@ -22,7 +22,9 @@ def fake():
 
 def make_client(fake, sleeps=None, **kw):
     sleep = sleeps.append if sleeps is not None else (lambda _: None)
-    return api.AtlasClient(PROJECT, PUBLIC, PRIVATE, base_url=fake.base, sleep=sleep, **kw)
+    retry = api.Retry(**kw)
+    credentials = api.Credentials(PUBLIC, PRIVATE)
+    return api.AtlasClient(PROJECT, credentials, base_url=fake.base, sleep=sleep, retry=retry)
 
 
 def idle_cluster(fake, client):

@@ -15,6 +15,7 @@ from mongobench.deploy.atlas import api, cluster
 from mongobench.deploy.atlas import deployment as atlas_deployment
 from mongobench.remote import processes
 
+PROJECT = "0123456789abcdef01234567"
 OLD = Path(__file__).resolve().parents[1] / "data" / "deploy_options"
 
 
@@ -35,6 +36,7 @@ def _params(fn):
         placement.sharded_cluster_plan,
         placement._sharded_plan,
         atlas_deployment.AtlasDeployment.__init__,
+        api.AtlasClient.__init__,
     ],
 )
 def test_at_most_eight_parameters(fn):
@@ -47,6 +49,8 @@ def test_options_are_frozen_dataclasses():
         processes.Launch,
         placement.Sharding,
         atlas_deployment.DeploymentOptions,
+        api.Credentials,
+        api.Retry,
     ):
         assert dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen, cls
 
@@ -199,7 +203,7 @@ def test_sharded_plans_are_what_the_old_signatures_planned():
 
 def test_an_atlas_deployment_holds_what_the_old_signature_held():
     # its state decides every request it sends (and PKB pickles it between stages)
-    client = api.AtlasClient("0123456789abcdef01234567", "pub", "priv", base_url="http://x")
+    client = api.AtlasClient(PROJECT, api.Credentials("pub", "priv"), base_url="http://x")
     spec = cluster.ClusterSpec("bench-m30", "M30")
     Options = atlas_deployment.DeploymentOptions
     new = [
@@ -224,3 +228,32 @@ def test_an_atlas_deployment_holds_what_the_old_signature_held():
     skip = ("client", "spec", "sleep", "clock")
     state = [{k: v for k, v in vars(d).items() if k not in skip} for d in new]
     assert state == _old("atlas")["AtlasDeployment"]
+
+
+def _client_state(c):
+    skip = ("_sleep", "_clock", "_secret", "_client_secret")
+    state = {k: v for k, v in vars(c).items() if k not in skip}
+    state["_secret"] = [c._secret.reveal(), c._secret._env]
+    state["_client_secret"] = [c._client_secret.reveal(), c._client_secret._env]
+    return {**state, "repr": repr(c)}
+
+
+def test_an_atlas_client_holds_what_the_old_signature_held():
+    # its state decides every request it sends: URL, version header, credentials, retries
+    Credentials = api.Credentials
+    new = [
+        api.AtlasClient(PROJECT, Credentials("pub", "priv")),
+        api.AtlasClient(
+            PROJECT,
+            Credentials(client_id="cid", client_secret="csec", client_secret_env="E2"),
+            base_url="http://x/",
+            api_version="2019-01-01",
+            timeout=5,
+            retry=api.Retry(max_attempts=3, backoff=1, max_backoff=30, retry_budget=10),
+        ),
+        api.AtlasClient(PROJECT, Credentials("pub", "priv", "cid", "csec", secret_env="E1")),
+    ]
+    assert [_client_state(c) for c in new] == _old("atlas")["AtlasClient"]
+    # the secrets never show in a repr of the credentials either
+    shown = repr(Credentials("pub", "priv", "cid", "csec"))
+    assert "priv" not in shown and "csec" not in shown

@@ -16,6 +16,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from dataclasses import dataclass, field
 
 from mongobench.core.poll import PollTimeout, poll_until
 from mongobench.deploy.atlas.cluster import (
@@ -154,51 +155,70 @@ class _Secret:
         return "<secret>" if self._value else "<unset>"
 
 
+@dataclass(frozen=True)
+class Credentials:
+    """An API key pair (digest) or a service account (client id and secret). The secrets
+    never show in a repr; `secret_env`/`client_secret_env` name the environment variables
+    they came from (a pickled client keeps only those names)."""
+
+    public_key: str | None = None
+    private_key: str | None = field(default=None, repr=False)
+    client_id: str | None = None
+    client_secret: str | None = field(default=None, repr=False)
+    secret_env: str | None = None
+    client_secret_env: str | None = None
+
+
+@dataclass(frozen=True)
+class Retry:
+    """At most `max_attempts` tries, exponential backoff from `backoff` seconds (with jitter,
+    capped at `max_backoff`, which also caps Retry-After), and no retry that would end later
+    than `retry_budget` seconds after the first try."""
+
+    max_attempts: int = 5
+    backoff: float = 2.0
+    max_backoff: float = 60.0
+    retry_budget: float = 300.0
+
+
 class AtlasClient:
     """Clusters of one Atlas project. Credentials: API key pair (digest) or service account."""
 
     def __init__(
         self,
         project_id: str,
-        public_key: str | None = None,
-        private_key: str | None = None,
-        client_id: str | None = None,
-        client_secret: str | None = None,
+        credentials: Credentials,
+        *,
         base_url: str = API_BASE,
         api_version: str = API_VERSION,
         timeout: float = 60.0,
-        secret_env: str | None = None,
-        client_secret_env: str | None = None,
-        max_attempts: int = 5,
-        backoff: float = 2.0,
-        max_backoff: float = 60.0,
-        retry_budget: float = 300.0,
+        retry: Retry = Retry(),
         sleep=time.sleep,
         clock=time.monotonic,
     ):
+        cred = credentials
         if not re.fullmatch(r"[0-9a-fA-F]{24}", project_id or ""):
             raise ValueError("project id must be 24 hexadecimal digits")
-        if not ((public_key and private_key) or (client_id and client_secret)):
+        if not ((cred.public_key and cred.private_key) or (cred.client_id and cred.client_secret)):
             raise ValueError("need an API key pair or a service account (client id and secret)")
         self.project_id = project_id
         self.base_url = base_url.rstrip("/")
         self.api_version = api_version
         self.timeout = timeout
-        self._user = public_key
-        self._secret = _Secret(private_key, secret_env)
-        self._client_id = client_id
-        self._client_secret = _Secret(client_secret, client_secret_env)
+        self._user = cred.public_key
+        self._secret = _Secret(cred.private_key, cred.secret_env)
+        self._client_id = cred.client_id
+        self._client_secret = _Secret(cred.client_secret, cred.client_secret_env)
         self._challenge: dict | None = None
         self._nc = 0
         self._token: str | None = None
         self._token_expiry = 0.0
-        # Retries: at most max_attempts tries, exponential backoff from `backoff` seconds
-        # (with jitter, capped at max_backoff, which also caps Retry-After), and no retry
-        # that would end later than retry_budget seconds after the first try.
-        if max_attempts < 1:
+        # Retries: see Retry
+        if retry.max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
-        self.max_attempts = max_attempts
-        self.backoff, self.max_backoff, self.retry_budget = backoff, max_backoff, retry_budget
+        self.max_attempts = retry.max_attempts
+        self.backoff, self.max_backoff = retry.backoff, retry.max_backoff
+        self.retry_budget = retry.retry_budget
         self._sleep, self._clock = sleep, clock
 
     def __repr__(self) -> str:
@@ -223,10 +243,11 @@ class AtlasClient:
                 f"set {ENV_PUBLIC_KEY} and {ENV_PRIVATE_KEY} (API key) or"
                 f" {ENV_CLIENT_ID} and {ENV_CLIENT_SECRET} (service account)"
             )
-        return cls(
-            project, pub or None, priv or None, cid or None, csec or None,
-            secret_env=ENV_PRIVATE_KEY, client_secret_env=ENV_CLIENT_SECRET, **kwargs,
+        credentials = Credentials(
+            pub or None, priv or None, cid or None, csec or None,
+            secret_env=ENV_PRIVATE_KEY, client_secret_env=ENV_CLIENT_SECRET,
         )  # fmt: skip
+        return cls(project, credentials, **kwargs)
 
     # -- transport --
 
