@@ -26,7 +26,6 @@ from mongobench.deploy import topology
 from mongobench.perftables import checks, coordination, progress, runner
 from mongobench.perftables import estimate as estimate_mod
 from mongobench.perftables import experiments as exp_mod
-from mongobench.perftables import request as request_mod
 from mongobench.perftables.request import PerftablesRun
 from mongobench.remote import javabuild, provenance
 from mongobench.reports import caption, loader, report, results, sections
@@ -280,23 +279,29 @@ _RUN_FLAGS = {
 }
 
 
+def _request_file(args, flags: dict[str, str], request_cls):
+    """The request in --request FILE (request_cls.read), refused beside any run-option flag
+    given on the command line (`flags`: field -> argparse dest): the file holds them all."""
+    defaults = args.run_flag_defaults
+    given = [
+        request_cls.default_name(field)
+        for field, dest in flags.items()
+        if getattr(args, dest) != defaults[dest]
+    ]
+    if given:
+        raise ValueError(
+            f"--request {args.request} holds every run option; leave out"
+            f" {', '.join(given)} (or leave out --request)"
+        )
+    return request_cls.read(args.request)
+
+
 def _run_request(args) -> PerftablesRun:
     """The run's request, validated: from --request FILE, else built from the flags (one
     line naming the option and the value, never a traceback)."""
     try:
         if args.request:
-            defaults = args.run_flag_defaults
-            given = [
-                request_mod.cli_flag(field)
-                for field, dest in _RUN_FLAGS.items()
-                if getattr(args, dest) != defaults[dest]
-            ]
-            if given:
-                raise ValueError(
-                    f"--request {args.request} holds every run option; leave out"
-                    f" {', '.join(given)} (or leave out --request)"
-                )
-            return PerftablesRun.read(args.request)
+            return _request_file(args, _RUN_FLAGS, PerftablesRun)
         return PerftablesRun(
             experiments=exp_mod.split_list(args.experiments, "--experiments"),
             scale=args.scale,
@@ -725,18 +730,7 @@ def _sweep_request(args) -> SweepRun:
     line naming the option and the value, never a traceback)."""
     try:
         if args.request:
-            defaults = args.run_flag_defaults
-            given = [
-                sweep_request.cli_flag(field)
-                for field, dest in _SWEEP_FLAGS.items()
-                if getattr(args, dest) != defaults[dest]
-            ]
-            if given:
-                raise ValueError(
-                    f"--request {args.request} holds every run option; leave out"
-                    f" {', '.join(given)} (or leave out --request)"
-                )
-            return SweepRun.read(args.request)
+            return _request_file(args, _SWEEP_FLAGS, SweepRun)
         metadata = parse_pairs(args.metadata, "--metadata", form="key=value", require_value=False)
         return SweepRun(
             sizes_mb=sweep_request.sizes_option(args.sizes, "--sizes"),

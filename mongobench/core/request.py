@@ -91,3 +91,29 @@ def read_text(path: str, error: type[RequestError]) -> str:
 
 def to_json(request) -> str:
     return json.dumps(dataclasses.asdict(request), indent=1, sort_keys=True) + "\n"
+
+
+class Named:
+    """A request that remembers how its options were named when it was validated (the CLI's
+    flags, PKB's, a request file's keys), so its copies and its later errors name them the
+    same way. A request class sets `default_name`, its CLI's naming."""
+
+    default_name: Callable[[str], str]
+
+    def _named(self, name: Callable[[str], str]) -> None:
+        object.__setattr__(self, "_names", name)
+
+    @property
+    def validated(self) -> bool:
+        return hasattr(self, "_names")
+
+    def replace(self, **changes):
+        """A copy with `changes`, naming its options as this one does (not validated again:
+        e.g. PKB's benchmark sets a client VM's paths, which the CLI there validates)."""
+        new = dataclasses.replace(self, **changes)
+        if self.validated:
+            object.__setattr__(new, "_names", self._names)
+        return new
+
+    def _name(self, key: str) -> str:
+        return getattr(self, "_names", type(self).default_name)(key)

@@ -55,9 +55,11 @@ class RequestError(core_request.RequestError, exp_mod.ExperimentError):
 
 
 @dataclass(frozen=True)
-class PerftablesRun:
+class PerftablesRun(core_request.Named):
     """Everything one `perftables run` is asked to do (not the target, not the estimate's
     rate table, not the terminal's progress bar)."""
+
+    default_name = staticmethod(cli_flag)  # the CLI's flags, until validated
 
     experiments: list[str] | None = None  # names; None: all
     scale: str = "smoke"  # exp_mod.SCALES or a factor in (0, 1]
@@ -172,7 +174,7 @@ class PerftablesRun:
                 f"{name('client_vms')} {self.client_vms}: several client VMs need"
                 f" {name('client_path')} multiplexed and {name('run_id')}"
             )
-        object.__setattr__(self, "_names", name)  # plans names the options the same way
+        self._named(name)  # plans names the options the same way
         return self
 
     # -- what runs -----------------------------------------------------------------
@@ -221,21 +223,6 @@ class PerftablesRun:
         object.__setattr__(new, "_target", uri)
         return new
 
-    @property
-    def validated(self) -> bool:
-        return hasattr(self, "_names")
-
     def planned_runs(self) -> int:
         """Results a complete run writes: every planned variant, `runs` times."""
         return sum(len(vs) for _, vs in self.plans) * self.runs
-
-    def replace(self, **changes) -> PerftablesRun:
-        """A copy with `changes`, naming its options as this one does (not validated again:
-        e.g. PKB's benchmark sets the client VM's paths, which its CLI validates there)."""
-        new = dataclasses.replace(self, **changes)
-        if self.validated:
-            object.__setattr__(new, "_names", self._names)
-        return new
-
-    def _name(self, key: str) -> str:
-        return getattr(self, "_names", cli_flag)(key)

@@ -14,7 +14,6 @@ The target is not in the request: its connection string stays in its file.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -53,9 +52,11 @@ def _default_sizes() -> list[float]:
 
 
 @dataclass(frozen=True)
-class SweepRun:
+class SweepRun(core_request.Named):
     """Everything one sweep is asked to do (not the target, not the estimate's rate table,
     not the terminal's confirmation)."""
+
+    default_name = staticmethod(cli_flag)  # the CLI's flags, until validated
 
     sizes_mb: list[float] = field(default_factory=_default_sizes)  # MB of 1 KB records
     phases: list[str] | None = None  # plan.PHASES names; None: all
@@ -150,12 +151,8 @@ class SweepRun:
                 files.check_output_dir(self.raw_dir, name("raw_dir"))
         except ValueError as e:  # names, files (OutputError)
             raise RequestError(str(e)) from None
-        object.__setattr__(self, "_names", name)
+        self._named(name)
         return self
-
-    @property
-    def validated(self) -> bool:
-        return hasattr(self, "_names")
 
     # -- what runs -----------------------------------------------------------------
 
@@ -187,16 +184,6 @@ class SweepRun:
         if self.phase_timeout:
             return self.phase_timeout
         return self.max_seconds + LOCAL_GRACE_S if self.max_seconds else None
-
-    def replace(self, **changes) -> SweepRun:
-        """A copy with `changes`, naming its options as this one does."""
-        new = dataclasses.replace(self, **changes)
-        if self.validated:
-            object.__setattr__(new, "_names", self._names)
-        return new
-
-    def _name(self, key: str) -> str:
-        return getattr(self, "_names", cli_flag)(key)
 
 
 def sizes_option(value, option: str) -> list[float]:
