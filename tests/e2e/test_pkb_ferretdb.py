@@ -17,27 +17,19 @@ pytestmark = pytest.mark.e2e
 
 # Not $group: 48 clients' aggregations kept FerretDB/SQLite from answering any of them within
 # 20 s at smoke scale (noted in docs/compatible-servers.md).
-# The issue's six kinds: indexes, document size, queries, aggregation, concurrency, shell.
-EXPERIMENTS = "insert_nindexes,insert_docsize,query_full,aggregation,concurrency,shell_findone_rate"
-VARIANTS = ";".join(
-    [
-        "0",
-        "16",
-        "32",
-        "256",
-        "1 document by key, cached",
-        "$lookup of 400 documents",
-        "10, False",
-        "findOne by _id, _id only",
-    ]
-)
+EXPERIMENTS = "insert_nindexes,aggregation,concurrency"
+VARIANTS = "0;16;$lookup of 400 documents;10, False"
+# The issue's other kinds (document size, queries, shell) in a run of their own: the index
+# comparison above, two ~3 s smoke variants, runs as it always has (nothing before it).
+MORE_EXPERIMENTS = "insert_docsize,query_full,shell_findone_rate"
+MORE_VARIANTS = "32;256;1 document by key, cached;findOne by _id, _id only"
 
 
 def _label(s, key):
     return s["labels"].split(f"|{key}:", 1)[1].split("|", 1)[0]
 
 
-def _run(pkb_python, tmp_path, pkb_temp, server):
+def _run(pkb_python, tmp_path, pkb_temp, server, experiments=EXPERIMENTS, variants=VARIANTS):
     state = testbed.up(str(tmp_path / "tb"), server=server)
     try:
         cfg = yaml.safe_load(open(state["configs"]["mongodb_perftables"]))
@@ -45,8 +37,8 @@ def _run(pkb_python, tmp_path, pkb_temp, server):
         assert "mongodb_perftables_skip" not in flags or server == "standin"
         flags.pop("mongodb_perftables_skip", None)  # the probe makes them n/a
         flags.update(
-            mongodb_perftables_experiments=EXPERIMENTS,
-            mongodb_perftables_variants=VARIANTS,
+            mongodb_perftables_experiments=experiments,
+            mongodb_perftables_variants=variants,
         )
         path = tmp_path / "ferret.yaml"
         path.write_text(yaml.safe_dump(cfg))
@@ -81,15 +73,17 @@ def test_perftables_against_ferretdb(pkb_python, tmp_path, pkb_temp):
     assert _label(na, "na_reason") == "server lacks $lookup"
     tput = _throughput(samples, "insert_nindexes")
     assert tput["16"] < tput["0"], tput  # a real engine pays for its indexes
-    sizes = _throughput(samples, "insert_docsize")
-    assert 0 < sizes["256"] < sizes["32"], sizes  # and for its documents' bytes
-    _measured(samples)
     hot = [s for s in ours if "|experiment:concurrency|" in s["labels"]]
     assert hot and all(int(_label(s, "lost_writes")) > 0 for s in hot)
 
 
-def _measured(samples):
-    """The query and the shell loop measured something (no variant of them failed or n/a)."""
+def test_document_size_queries_and_shell_against_ferretdb(pkb_python, tmp_path, pkb_temp):
+    if not ferretdb.available():
+        pytest.skip("no Go toolchain: FerretDB cannot be built here")
+    samples = _run(pkb_python, tmp_path, pkb_temp, "ferretdb", MORE_EXPERIMENTS, MORE_VARIANTS)
+    assert not [s for s in samples if s["metric"] in ("Variant Failed", "Variant Not Applicable")]
+    sizes = _throughput(samples, "insert_docsize")
+    assert 0 < sizes["256"] < sizes["32"], sizes  # a real engine pays for its documents' bytes
     ops = "Operation Throughput"
     assert _throughput(samples, "query_full", ops)["1 document by key, cached"] > 0
     assert _throughput(samples, "shell_findone_rate", ops)["findOne by _id, _id only"] > 0
@@ -97,7 +91,6 @@ def _measured(samples):
 
 def test_perftables_against_the_standin_loses_nothing(pkb_python, tmp_path, pkb_temp):
     samples = _run(pkb_python, tmp_path, pkb_temp, "standin")
-    _measured(samples)
     hot = [s for s in samples if "|experiment:concurrency|" in s["labels"]]
     assert hot and all(_label(s, "lost_writes") == "0" for s in hot)
     assert all(_label(s, "server_product") == "stand-in (mongo-java-server)" for s in hot)
