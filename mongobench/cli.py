@@ -53,7 +53,8 @@ def _overrides(pairs: list[str] | None) -> dict:
         raise SystemExit(f"mongobench: {e}") from None
 
 
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
+    """argparse type: a whole number >= 1 (the test bed's command line uses it too)."""
     try:
         value = int(text)
     except ValueError:
@@ -121,7 +122,7 @@ In a checkout, mongobench is .venv/bin/mongobench (scripts/setup makes it).
 def _add_processes(parser, default: int | None = None) -> None:
     parser.add_argument(
         "--processes",
-        type=_positive_int,
+        type=positive_int,
         default=default,
         help="worker processes of the multiplexed path (default: this machine's CPUs)",
     )
@@ -545,7 +546,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_processes(run)
     run.add_argument(
         "--client-vms",
-        type=_positive_int,
+        type=positive_int,
         default=_RUN_DEFAULTS.client_vms,
         help="client VMs sharing each timed phase: this one (the leader) and K-1 running"
         " 'perftables follow' with the same --run-id (multiplexed path only)",
@@ -553,7 +554,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--run-id", help="names the run for its followers (with --client-vms)")
     run.add_argument(
         "--repeats",
-        type=_positive_int,
+        type=positive_int,
         default=_RUN_DEFAULTS.repeats,
         help="run each variant N times, interleaved across variants (rounds alternate"
         " direction); samples carry the mean, stdev and 95%% interval (t-distribution)",
@@ -592,7 +593,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_target(fol, with_uri=True)
     fol.add_argument("--run-id", required=True, help="the leader's --run-id")
     fol.add_argument(
-        "--client-index", type=_positive_int, required=True, help="this VM's index, 1..K-1"
+        "--client-index", type=positive_int, required=True, help="this VM's index, 1..K-1"
     )
     _add_processes(fol, os.cpu_count() or 1)
     fol.add_argument(
@@ -911,14 +912,14 @@ def _add_sweep(subparsers) -> argparse.ArgumentParser:
     run.add_argument("--run-uri", help="run id written into the results (default: random)")
     run.add_argument(
         "--repeats",
-        type=_positive_int,
+        type=positive_int,
         default=_SWEEP_DEFAULTS.repeats,
         help="run each size's run phases N times, interleaved (the load once); samples"
         " carry the mean, stdev and 95%% interval",
     )
     run.add_argument(
         "--status-interval-s",
-        type=_positive_int,
+        type=positive_int,
         default=_SWEEP_DEFAULTS.status_interval_s,
         help="seconds between YCSB's status lines (status.interval), the interval of each"
         " phase's time series (default %(default)s)",

@@ -11,17 +11,8 @@ import json
 import sys
 from collections.abc import Sequence
 
+from mongobench.cli import positive_int
 from testbed import bed, ferretdb, fresh
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, not {text!r}")
-    return value
 
 
 def parser() -> argparse.ArgumentParser:
@@ -52,7 +43,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--client-vms",
-        type=_positive_int,
+        type=positive_int,
         default=1,
         help="static client VMs in the perftables config (this host, separate work dirs)",
     )
