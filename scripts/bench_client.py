@@ -39,7 +39,9 @@ Against a test-bed server it starts (issue 12, item 4):
    Targets, as ratios of this run: every single-operation variant <= 2.0 x its C floor,
    their median <= 1.5 x; bulk inserts <= 1.5 x the floor per KB; latency added at one
    client <= the floor's round trip + 10 us. With --replay, these targets set the exit
-   status.
+   status. The bare loop of 4. also runs against a replay server (of YCSB's reads),
+   beside native_floor.c on the same find: what a loop in Python costs over C before
+   any source or check.
 
 Targets (without --replay): every single-operation variant <= 0.5 x YCSB's mean us/op
 (read and update), bulk inserts <= 2 us per 1 KB document. The server shares this
@@ -54,7 +56,8 @@ Exits 1 when a target is missed. `--json FILE` writes
 --replay each experiment adds {"replay_us_per_op": x, "floor_us_per_op": f,
 "ops_per_core_s": c, "added_latency_us": l, ...} (bulk inserts also
 "replay_us_per_kb" and "floor_us_per_kb"), and the document "ycsb_replay_us_per_op"
-and "replay_targets".
+"replay_targets" and
+"replay_python_floor" (the bare loop and C on the same find, against the replay server).
 
     .venv/bin/python scripts/bench_client.py [--rounds 2] [--replay] [--json out.json]
 """
@@ -463,6 +466,36 @@ def bare_loop_us(uri: str, key: str, clients: int, n_ops: int) -> float:
     return (r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime) * 1e6 / done
 
 
+def python_floor(rep: dict, pairs: str, key: str) -> dict:
+    """The least any Python client pays against the replay server, beside C: the bare loop
+    (bare_loop_us) and native_floor.c sending the same pre-encoded find by key over the
+    same connections, the replay server on YCSB's recorded reads (by shape). Their ratio
+    is what a loop in Python costs before any source or check: a target below it needs
+    the loop compiled (issue 26, item 2)."""
+    tmpl = ops.find_tmpl("ycsb", "usertable", {"_id": key}, [], ops.FIND_ONE)
+    req = tmpl.buffer()
+    tmpl.write(req, 1)
+    out = {}
+    server = replay.Server(rep["binary"], pairs, rep["server_cpu"])
+    try:
+        with replay.pinned(rep["client_cpus"]):
+            for n in BARE_LOOP_CLIENTS:
+                py = bare_loop_us(server.uri, key, n, BARE_LOOP_OPS)
+                c = native_floor.replay(rep["native"], server.uri, [bytes(req)] * BARE_LOOP_OPS, n)
+                out[str(n)] = {"python_us": py, "c_us": c["cpu_us"], "ratio": py / c["cpu_us"]}
+    finally:
+        counts = server.stop()
+    print(
+        "replay: a bare Python loop (the floor above) against the replay server costs "
+        + ", ".join(
+            f"{e['python_us']:.1f} us/op with {n} clients ({e['ratio']:.2f} x C's {e['c_us']:.1f})"
+            for n, e in out.items()
+        )
+        + f"; replay server: {counts}"
+    )
+    return out
+
+
 def scaling(client, uri: str, clients: int, seconds: float, processes: int) -> dict:
     """50/50 reads and updates by key over `processes` processes: cores used, ops/s."""
     e = exp_mod.load()["kv_read_update"]
@@ -634,6 +667,7 @@ def main() -> int:
         with MongoClient(srv.uri) as c:
             key = c["ycsb"]["usertable"].find_one()["_id"]
         floor = {str(n): bare_loop_us(srv.uri, key, n, BARE_LOOP_OPS) for n in BARE_LOOP_CLIENTS}
+        py_floor = python_floor(rep, os.path.join(work, "ycsb-read.pairs"), key) if rep else None
         print(
             "floor: a bare loop (pre-encoded finds by key, replies read, nothing checked or"
             " counted) with "
@@ -669,7 +703,11 @@ def main() -> int:
                         "native_floor_above_target": floor_above_target,
                         "bare_loop_us_per_op": floor,
                         **(
-                            {"ycsb_replay_us_per_op": ycsb_replay_us, "replay_targets": targets}
+                            {
+                                "ycsb_replay_us_per_op": ycsb_replay_us,
+                                "replay_targets": targets,
+                                "replay_python_floor": py_floor,
+                            }
                             if rep
                             else {}
                         ),
