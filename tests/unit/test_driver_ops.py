@@ -232,6 +232,56 @@ def test_cursor_check_counts_documents_and_reads_the_cursor_id(order):
     assert more(msg, len(msg)) == (None, 3, 0, None)
 
 
+def test_one_layout_serves_replies_of_every_length(monkeypatch):
+    """A find by key returns documents of varying sizes: after the first reply, replies
+    of other lengths and batch sizes are checked from the layout, never walked."""
+    check = replies.CursorCheck("find")
+    first = cursor_reply([{"_id": 0, "v": "a"}], cid=0)
+    assert check(first, len(first)) == (None, 1, 0, None)
+    monkeypatch.setattr(replies, "fields", None)  # from here on: no walking ...
+    monkeypatch.setattr(replies.Check, "decoded", None)  # ... and no decoding
+    rng = random.Random(5)
+    for i in range(50):
+        n = rng.choice((0, 1, 1, 2, 7, 101))
+        docs = [{"_id": j, "v": "x" * rng.randrange(300)} for j in range(n)]
+        msg = cursor_reply(docs, cid=i * 1000)
+        assert check(msg, len(msg)) == (None, n, i * 1000, None)
+    assert len(check.shapes) == 1
+    # Replica-set fields vary in length too: one more layout, then no walking.
+    monkeypatch.undo()
+    rs = cursor_reply([{"_id": 1}], extra=replica_set_fields(0))
+    assert check(rs, len(rs)) == (None, 1, 0, None)
+    monkeypatch.setattr(replies, "fields", None)
+    for i in range(1, 20):
+        extra = replica_set_fields(i)
+        extra["$clusterTime"]["signature"]["hash"] = bson.Binary(b"h" * (i % 5 + 18))
+        msg = cursor_reply([{"_id": i, "v": "y" * i}] * (i % 3), cid=i, extra=extra)
+        assert check(msg, len(msg)) == (None, i % 3, i, None)
+    assert len(check.shapes) == 2
+
+
+def test_a_layout_does_not_hide_another_reply():
+    """Replies that share a remembered layout's bytes in part are walked or decoded."""
+    check = replies.CursorCheck("find")
+    ok = cursor_reply([{"_id": 0}], cid=0)
+    assert check(ok, len(ok)) == (None, 1, 0, None)
+    bad = bytearray(cursor_reply([{"_id": 1, "v": "long"}], cid=0))
+    at = bad.index(b"\x01ok\x00") + 4
+    bad[at : at + 8] = struct.pack("<d", 0.0)
+    assert check(bad, len(bad))[0] == "OperationFailure"
+    wce = cursor_reply([{"_id": 2}], cid=0, extra={"writeConcernError": {"code": 64}})
+    assert check(wce, len(wce))[0] == "InvalidOperation"  # decoded, as before
+    other_ns = message({"cursor": {"firstBatch": [{"_id": 3}], "id": bson.Int64(9),
+                                   "ns": "d.other"}, "ok": 1.0})  # fmt: skip
+    assert check(other_ns, len(other_ns)) == (None, 1, 9, None)  # walked: a second layout
+    assert len(check.shapes) == 2
+    # A batch length that does not add up with the cursor's is not taken from the layout.
+    broken = bytearray(cursor_reply([{"_id": 4}, {"_id": 5}], cid=0))
+    a = broken.index(b"firstBatch\x00") + len(b"firstBatch\x00")
+    struct.pack_into("<i", broken, a, struct.unpack_from("<i", broken, a)[0] - 1)
+    assert check(broken, len(broken))[0] == "InvalidBSON"
+
+
 def array_at(docs) -> tuple[bytes, int, int]:
     """An encoded array of `docs` inside a document: (bytes, its start, its end)."""
     raw = bson.encode({"a": docs})
