@@ -63,3 +63,12 @@ def test_replay_json_keeps_the_earlier_schema_and_adds_the_replay_figures(tmp_pa
     targets = doc["replay_targets"]
     assert targets["variants"] == 3 and not targets["failed"] and isinstance(targets["met"], bool)
     assert (run.returncode == 0) == targets["met"]
+    # the bare Python loop and C on the same find against the replay server, every reply
+    # answered from YCSB's recorded reads
+    floor = doc["replay_python_floor"]
+    assert set(floor) == {"4", "32"}
+    for e in floor.values():
+        assert e["python_us"] > 0 and e["c_us"] > 0
+        assert e["ratio"] == pytest.approx(e["python_us"] / e["c_us"])
+    [line] = [ln for ln in run.stdout.splitlines() if "a bare Python loop" in ln]
+    assert "'missed': 0" in line, line
