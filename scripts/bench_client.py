@@ -55,9 +55,9 @@ Exits 1 when a target is missed. `--json FILE` writes
 "native_floor_above_target" (the variants whose target is below their floor). With
 --replay each experiment adds {"replay_us_per_op": x, "floor_us_per_op": f,
 "ops_per_core_s": c, "added_latency_us": l, ...} (bulk inserts also
-"replay_us_per_kb" and "floor_us_per_kb"), and the document "ycsb_replay_us_per_op"
-"replay_targets" and
-"replay_python_floor" (the bare loop and C on the same find, against the replay server).
+"replay_us_per_kb" and "floor_us_per_kb"), and the document "ycsb_replay_us_per_op",
+"replay_targets" and "replay_python_floor" (the bare loop and C on the same find, against
+the replay server).
 
     .venv/bin/python scripts/bench_client.py [--rounds 2] [--replay] [--json out.json]
 """
@@ -288,6 +288,11 @@ def replay_figures(rep: dict, experiment, v, more, rec: str, pairs: str, recorde
     return out
 
 
+def ycsb_pairs(work: str, name: str) -> str:
+    """Where ycsb_replay keeps the recorded requests and replies of YCSB's `name` mix."""
+    return os.path.join(work, f"ycsb-{name}.pairs")
+
+
 def ycsb_replay(rep, srv_uri, work, args) -> dict:
     """YCSB's client CPU per operation (read, update) against the replay server: each
     mix recorded through the proxy first (a short run), then replayed."""
@@ -304,7 +309,7 @@ def ycsb_replay(rep, srv_uri, work, args) -> dict:
             for sock in multiplex.open_sockets(recorder.uri, 1):
                 sock.close()
         finally:
-            pairs = os.path.join(work, f"ycsb-{name}.pairs")
+            pairs = ycsb_pairs(work, name)
             recorder.write(pairs)
             recorder.close()
         server = replay.Server(rep["binary"], pairs, rep["server_cpu"])
@@ -428,18 +433,23 @@ def wake_cost_us(idle_s: float, wakes: int) -> float:
     return cpu * 1e6 / max(1, n)
 
 
+def find_by_key(key: str, rid: int) -> bytes:
+    """The bare loop's request: a pre-encoded find of one YCSB record by `key`."""
+    tmpl = ops.find_tmpl("ycsb", "usertable", {"_id": key}, [], ops.FIND_ONE)
+    req = tmpl.buffer()
+    tmpl.write(req, rid)
+    return bytes(req)
+
+
 def bare_loop_us(uri: str, key: str, clients: int, n_ops: int) -> float:
     """Client CPU per operation of the least a multiplexed client does: `clients`
     connections in one process, each sending a pre-encoded find of one YCSB record by
     `key` and reading the reply, with no check and no accounting. The floor under every
     variant's figure on this machine."""
     socks = multiplex.open_sockets(uri, clients)
-    tmpl = ops.find_tmpl("ycsb", "usertable", {"_id": key}, [], ops.FIND_ONE)
     ep, conns = select.epoll(), {}
     for i, sock in enumerate(socks):
-        req = tmpl.buffer()
-        tmpl.write(req, i + 1)
-        conns[sock.fileno()] = [sock, bytes(req), bytearray(1 << 16), 0]
+        conns[sock.fileno()] = [sock, find_by_key(key, i + 1), bytearray(1 << 16), 0]
         ep.register(sock.fileno(), select.EPOLLIN)
     r0, done = resource.getrusage(resource.RUSAGE_SELF), 0
     try:
@@ -472,21 +482,19 @@ def python_floor(rep: dict, pairs: str, key: str) -> dict:
     same connections, the replay server on YCSB's recorded reads (by shape). Their ratio
     is what a loop in Python costs before any source or check: a target below it needs
     the loop compiled (issue 26, item 2)."""
-    tmpl = ops.find_tmpl("ycsb", "usertable", {"_id": key}, [], ops.FIND_ONE)
-    req = tmpl.buffer()
-    tmpl.write(req, 1)
+    requests = [find_by_key(key, 1)] * BARE_LOOP_OPS
     out = {}
     server = replay.Server(rep["binary"], pairs, rep["server_cpu"])
     try:
         with replay.pinned(rep["client_cpus"]):
             for n in BARE_LOOP_CLIENTS:
                 py = bare_loop_us(server.uri, key, n, BARE_LOOP_OPS)
-                c = native_floor.replay(rep["native"], server.uri, [bytes(req)] * BARE_LOOP_OPS, n)
+                c = native_floor.replay(rep["native"], server.uri, requests, n)
                 out[str(n)] = {"python_us": py, "c_us": c["cpu_us"], "ratio": py / c["cpu_us"]}
     finally:
         counts = server.stop()
     print(
-        "replay: a bare Python loop (the floor above) against the replay server costs "
+        "replay: a bare Python loop (the floor below) against the replay server costs "
         + ", ".join(
             f"{e['python_us']:.1f} us/op with {n} clients ({e['ratio']:.2f} x C's {e['c_us']:.1f})"
             for n, e in out.items()
@@ -667,7 +675,7 @@ def main() -> int:
         with MongoClient(srv.uri) as c:
             key = c["ycsb"]["usertable"].find_one()["_id"]
         floor = {str(n): bare_loop_us(srv.uri, key, n, BARE_LOOP_OPS) for n in BARE_LOOP_CLIENTS}
-        py_floor = python_floor(rep, os.path.join(work, "ycsb-read.pairs"), key) if rep else None
+        py_floor = python_floor(rep, ycsb_pairs(work, "read"), key) if rep else None
         print(
             "floor: a bare loop (pre-encoded finds by key, replies read, nothing checked or"
             " counted) with "

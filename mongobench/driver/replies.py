@@ -317,9 +317,8 @@ class CursorCheck(Check):
     success, checked by a few byte comparisons: one layout serves replies of every
     length (a find by key returns documents of varying sizes: remembered by length, as
     before, such replies were walked, 5.7 us per check of a YCSB record's find against
-    2.1 us now). Other replies are
-    walked element by element (arrays up to MEMO_BYTES remembered by their bytes); a
-    reply that is not ok: 1 with a cursor is decoded.
+    2.1 us now). Other replies are walked element by element (arrays up to MEMO_BYTES
+    remembered by their bytes); a reply that is not ok: 1 with a cursor is decoded.
     """
 
     MAX_SHAPES = 16
