@@ -29,7 +29,9 @@ def _label(s, key):
     return s["labels"].split(f"|{key}:", 1)[1].split("|", 1)[0]
 
 
-def _run(pkb_python, tmp_path, pkb_temp, server, experiments=EXPERIMENTS, variants=VARIANTS):
+def _run(
+    pkb_python, tmp_path, pkb_temp, server, experiments=EXPERIMENTS, variants=VARIANTS, repeats=1
+):
     state = testbed.up(str(tmp_path / "tb"), server=server)
     try:
         cfg = yaml.safe_load(open(state["configs"]["mongodb_perftables"]))
@@ -39,6 +41,7 @@ def _run(pkb_python, tmp_path, pkb_temp, server, experiments=EXPERIMENTS, varian
         flags.update(
             mongodb_perftables_experiments=experiments,
             mongodb_perftables_variants=variants,
+            mongodb_perftables_repeats=repeats,
         )
         path = tmp_path / "ferret.yaml"
         path.write_text(yaml.safe_dump(cfg))
@@ -61,16 +64,22 @@ def _throughput(samples, experiment, metric="Document Throughput"):
 def test_perftables_against_ferretdb(pkb_python, tmp_path, pkb_temp):
     if not ferretdb.available():
         pytest.skip("no Go toolchain: FerretDB cannot be built here")
-    samples = _run(pkb_python, tmp_path, pkb_temp, "ferretdb")
+    # 3 interleaved repeats: two ~3 s smoke variants alone came out 939 vs 1,014 docs/s (16
+    # vs 0 indexes) in 2 of ~6 runs on a loaded host; their means do not flip
+    samples = _run(pkb_python, tmp_path, pkb_temp, "ferretdb", repeats=3)
     ours = [s for s in samples if "|experiment:" in s["labels"]]
     assert ours
     for s in ours:
         assert _label(s, "server_product") == "FerretDB", s["labels"]
         assert _label(s, "server_product_version") == ferretdb.VERSION
     assert not [s for s in samples if s["metric"] == "Variant Failed"]
-    [na] = [s for s in samples if s["metric"] == "Variant Not Applicable"]
-    assert _label(na, "variant") == "$lookup of 400 documents"
-    assert _label(na, "na_reason") == "server lacks $lookup"
+    na = [s for s in samples if s["metric"] == "Variant Not Applicable"]
+    assert na  # one per repeat
+    assert {(_label(s, "variant"), _label(s, "na_reason")) for s in na} == {
+        ("$lookup of 400 documents", "server lacks $lookup")
+    }
+    docs = [s for s in ours if s["metric"] == "Document Throughput"]
+    assert len(docs) == len({_label(s, "variant") for s in docs})  # the mean of the repeats
     tput = _throughput(samples, "insert_nindexes")
     assert tput["16"] < tput["0"], tput  # a real engine pays for its indexes
     hot = [s for s in ours if "|experiment:concurrency|" in s["labels"]]
