@@ -1,6 +1,7 @@
 """PKB package module: what the `mongobench` engine needs on a VM before
-`mongobench_pkb.engine.Deploy` ships it (python3 and venv; a C compiler and Python's headers
-where hdrhistogram has no wheel, e.g. aarch64; python3.11 where the OS's python3 is too old),
+`mongobench_pkb.engine.Deploy` ships it (python3 and venv; a C compiler and Python's headers for
+the driver's compiled loop and, where hdrhistogram has no wheel (aarch64), for it; python3.11
+where the OS's python3 is too old),
 through the OS package manager. `vm.Install("mongobench_client")`; PKB skips it on VMs with
 install_packages: false.
 """
@@ -20,5 +21,5 @@ def YumInstall(vm):
     python = platforms.PKB_OS_TYPES.get(getattr(vm, "OS_TYPE", None))
     package = platforms.client_python_package(*python) if python else None
     if package and package != "python3":
-        packages += [package, f"{package}-pip"]
+        packages += [package, f"{package}-pip", f"{package}-devel"]  # its headers
     vm.InstallPackages(" ".join(packages))

@@ -20,7 +20,8 @@ ensure_setup() {
   root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
   stamp="$root/.venv/.setup-done"
   if [ -x "$root/.venv/bin/python" ] && [ -f "$stamp" ]; then
-    for f in setup.py pyproject.toml mongobench/client-requirements.txt requirements/dev.lock; do
+    for f in setup.py pyproject.toml mongobench/client-requirements.txt requirements/dev.lock \
+      mongobench/driver/_loop.c; do
       [ "$root/$f" -nt "$stamp" ] && { "$root/scripts/setup"; return; }
     done
     return 0

@@ -50,7 +50,7 @@ import time
 from collections.abc import Callable, Generator
 
 from mongobench.core.split import share
-from mongobench.driver import connection, protocol
+from mongobench.driver import connection, native, protocol
 from mongobench.driver.base import ThreadStats
 
 BUF_BYTES = 16 << 10  # per-client receive buffer; grows for a larger reply
@@ -240,7 +240,8 @@ class Loop:
 
     `deadline` (perf_counter seconds) and `stop` (anything with is_set()) set
     `run.stopped`; `timeout` is how long the loop waits with no reply at all
-    before it fails the clients still waiting.
+    before it fails the clients still waiting. The inner loop runs in C where it is built
+    and the run allows it (driver.native: plain sockets, closed loop); `kind` says which.
     """
 
     def __init__(
@@ -263,6 +264,10 @@ class Loop:
             c = _Conn(sock, client, source(client))
             self.conns[c.fd] = c
             self.ep.register(c.fd, select.EPOLLIN)
+        tls = any(isinstance(s, ssl.SSLSocket) for s in socks)
+        paced = any(c.schedule is not None for c in clients)  # their sources set it
+        self.native = native.module(tls, paced)
+        self.kind = native.NATIVE if self.native is not None else native.PYTHON
 
     # -- failures and the slow paths (partial sends and replies)
     def _fail(self, c: _Conn, kind: str, message) -> None:
@@ -295,8 +300,12 @@ class Loop:
             self._fail(c, "AutoReconnect", f"send: {e}")
             return
         if n != len(data):
-            c.pending = memoryview(data)[n:]
-            self.ep.modify(c.fd, select.EPOLLIN | select.EPOLLOUT)
+            self._pend(c, data, n)
+
+    def _pend(self, c: _Conn, data, n: int) -> None:
+        """Keeps what the socket did not take of a request, to send on EPOLLOUT."""
+        c.pending = memoryview(data)[n:]
+        self.ep.modify(c.fd, select.EPOLLIN | select.EPOLLOUT)
 
     def _flush(self, c: _Conn) -> None:
         try:
@@ -389,12 +398,48 @@ class Loop:
 
     # -- the loop
     def run_all(self) -> None:
-        run, conns, clock, timers = self.run, self.conns, time.perf_counter, self.timers
+        run, conns, clock = self.run, self.conns, time.perf_counter
         run.now = run.epoch = clock()
         if self.deadline is not None and run.now >= self.deadline:
             run.stopped = True
         for c in list(conns.values()):
             self._next(c, None)
+        try:
+            if self.native is not None:
+                self._run_native()
+            else:
+                self._run_python()
+        finally:
+            for c in list(conns.values()):
+                self._drop(c)
+            self.ep.close()
+
+    def _run_native(self) -> None:
+        """The compiled loop serves the replies until the next tick, cut or deadline; what
+        comes then is the Python loop's own (below)."""
+        run, conns, clock, serve = self.run, self.conns, time.perf_counter, self.native.run
+        fd, most = self.ep.fileno(), protocol.MAX_MESSAGE
+        next_tick = last_reply = clock()
+        series = self.stats.series
+        cut_at = series.next_cut if series is not None else float("inf")
+        deadline = self.deadline if self.deadline is not None else float("inf")
+        while conns:
+            until = next_tick if run.stopped else min(next_tick, cut_at, deadline)
+            now, seen = serve(fd, conns, until, self, run, most)
+            run.now = now
+            if seen is not None:
+                last_reply = seen
+            if now >= cut_at:
+                series.cut(now)
+                cut_at = series.next_cut
+            if now >= deadline:
+                run.stopped = True
+            if now >= next_tick:
+                next_tick = now + TICK
+                self._check_time(now, now - last_reply)
+
+    def _run_python(self) -> None:
+        run, conns, clock, timers = self.run, self.conns, time.perf_counter, self.timers
         poll, unpack = self.ep.poll, _HDR.unpack_from
         next_tick = last_reply = clock()
         # the per-interval recorder (core.series): cut at the first wake-up past a boundary
@@ -402,83 +447,78 @@ class Loop:
         cut_at = series.next_cut if series is not None else float("inf")
         epollout = select.EPOLLOUT
         deadline = self.deadline if self.deadline is not None else float("inf")
-        try:
-            while conns:
-                wait = TICK if run.stopped else min(TICK, max(0.001, deadline - run.now))
-                if timers:  # an open loop's next held send
-                    ahead = timers[0][0] - run.now
-                    if ahead < 0.001:  # epoll waits whole (rounded up) milliseconds: the
-                        # last one in short sleeps, so a send is µs late, not up to 1 ms
-                        if ahead > 0:
-                            time.sleep(min(ahead, FINE_S))
-                        wait = 0.0
-                    else:  # wakes before the send is due, at most 1 ms before
-                        wait = min(wait, ahead - 0.001)
-                events = poll(wait)
-                now = run.now = clock()
-                if now >= cut_at:
-                    series.cut(now)
-                    cut_at = series.next_cut
-                if events:
+        while conns:
+            wait = TICK if run.stopped else min(TICK, max(0.001, deadline - run.now))
+            if timers:  # an open loop's next held send
+                ahead = timers[0][0] - run.now
+                if ahead < 0.001:  # epoll waits whole (rounded up) milliseconds: the
+                    # last one in short sleeps, so a send is µs late, not up to 1 ms
+                    if ahead > 0:
+                        time.sleep(min(ahead, FINE_S))
+                    wait = 0.0
+                else:  # wakes before the send is due, at most 1 ms before
+                    wait = min(wait, ahead - 0.001)
+            events = poll(wait)
+            now = run.now = clock()
+            if now >= cut_at:
+                series.cut(now)
+                cut_at = series.next_cut
+            if events:
+                last_reply = now
+            if now >= deadline:
+                run.stopped = True
+            if now >= next_tick:
+                next_tick = now + TICK
+                if len(timers) >= len(conns):  # none in flight: no reply is awaited
                     last_reply = now
-                if now >= deadline:
-                    run.stopped = True
-                if now >= next_tick:
-                    next_tick = now + TICK
-                    if len(timers) >= len(conns):  # none in flight: no reply is awaited
-                        last_reply = now
-                    self._check_time(now, now - last_reply)
-                if timers:
-                    self._fire(now)
-                for fd, ev in events:
-                    c = conns.get(fd)
-                    if c is None:
+                self._check_time(now, now - last_reply)
+            if timers:
+                self._fire(now)
+            for fd, ev in events:
+                c = conns.get(fd)
+                if c is None:
+                    continue
+                if ev & epollout and c.pending is not None:
+                    self._flush(c)
+                    if c.pending is not None or not ev & ~epollout:
                         continue
-                    if ev & epollout and c.pending is not None:
-                        self._flush(c)
-                        if c.pending is not None or not ev & ~epollout:
-                            continue
-                    buf = c.buf
-                    try:
-                        n = c.recv_into(c.view[c.got :] if c.got else buf)
-                    except _WOULD_BLOCK:
+                buf = c.buf
+                try:
+                    n = c.recv_into(c.view[c.got :] if c.got else buf)
+                except _WOULD_BLOCK:
+                    continue
+                except OSError as e:
+                    self._fail(c, "AutoReconnect", f"receive: {e}")
+                    continue
+                if not n:
+                    self._fail(c, "AutoReconnect", "connection closed by the server")
+                    continue
+                got = c.got + n
+                if got >= 16:
+                    length, _, response_to = unpack(buf)
+                else:
+                    length = 1 << 62
+                if got < length:
+                    length = self._read_rest(c, got)
+                    if length <= 0:
                         continue
-                    except OSError as e:
-                        self._fail(c, "AutoReconnect", f"receive: {e}")
-                        continue
-                    if not n:
-                        self._fail(c, "AutoReconnect", "connection closed by the server")
-                        continue
-                    got = c.got + n
-                    if got >= 16:
-                        length, _, response_to = unpack(buf)
-                    else:
-                        length = 1 << 62
-                    if got < length:
-                        length = self._read_rest(c, got)
-                        if length <= 0:
-                            continue
-                        buf, got = c.buf, c.got
-                        _, _, response_to = unpack(buf)
-                    c.got = 0
-                    if got != length or response_to != c.rid:
-                        self._fail(
-                            c, "ProtocolError", f"unexpected reply (to {response_to}, {got} bytes)"
-                        )
-                        continue
-                    try:
-                        data, c.check = c.gen.send(c.check(buf, length))
-                    except StopIteration:
-                        c.check = None
-                        self._drop(c, owing=run.stopped)
-                        continue
-                    if c.client.due is not None and self._hold(c, data, now):
-                        continue
-                    self._send(c, data)
-        finally:
-            for c in list(conns.values()):
-                self._drop(c)
-            self.ep.close()
+                    buf, got = c.buf, c.got
+                    _, _, response_to = unpack(buf)
+                c.got = 0
+                if got != length or response_to != c.rid:
+                    self._fail(
+                        c, "ProtocolError", f"unexpected reply (to {response_to}, {got} bytes)"
+                    )
+                    continue
+                try:
+                    data, c.check = c.gen.send(c.check(buf, length))
+                except StopIteration:
+                    c.check = None
+                    self._drop(c, owing=run.stopped)
+                    continue
+                if c.client.due is not None and self._hold(c, data, now):
+                    continue
+                self._send(c, data)
 
 
 def prepare_clients(

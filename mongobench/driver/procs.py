@@ -56,12 +56,21 @@ class Result:
     wall_s: float  # from the common start to the last worker's end (the timed window)
     processes: int
     start: float = 0.0  # time.time() of the common start
-    per_process: list[dict] = field(default_factory=list)  # ops, cpu_s, wall_s of each
+    per_process: list[dict] = field(default_factory=list)  # ops, cpu_s, wall_s, loop of each
     worker_wall_s: float = 0.0  # the slowest worker's own timed wall time
 
     def __post_init__(self):
         if self.per_process and not self.worker_wall_s:
             self.worker_wall_s = max(p["wall_s"] for p in self.per_process)
+
+
+def loops(parts) -> str | None:
+    """The loops of workers (or client VMs) `parts`: "native" (compiled), "python", or
+    "native,python" when they differ; None when none ran (driver.native)."""
+    kinds = set()
+    for p in parts or ():
+        kinds.update((p.get("loop") or "").split(","))
+    return ",".join(sorted(kinds - {""})) or None
 
 
 def default_processes() -> int:
@@ -127,6 +136,7 @@ def _worker(conn, uri, make_source, indices, clients, phase: Phase, stop, parent
         end = time.time()
         cpu = _cpu() - mark["cpu0"]
         part = dict(encode_stats(stats), cpu_s=cpu, wall_s=wall, end=end, clients=len(indices))
+        part["loop"] = loop.kind if loop is not None else None  # compiled or Python
         conn.send(("done", part))
     except BaseException:  # noqa: BLE001 - reported to the parent, which fails the run
         try:
@@ -274,6 +284,7 @@ def run(
                 "cpu_s": p["cpu_s"],
                 "wall_s": p["wall_s"],
                 "clients": p["clients"],
+                "loop": p.get("loop"),
             }
             for p in parts
         ],  # fmt: skip

@@ -54,6 +54,7 @@ class VariantResult:
     client_per_vm: object = ABSENT  # several client VMs only
     threads: int | _Absent = ABSENT
     client_path: str | _Absent = ABSENT
+    client_loop: str | _Absent = ABSENT  # multiplexed path: "native" or "python"
     ops: dict | _Absent = ABSENT
     docs: int | _Absent = ABSENT
     bytes: int | _Absent = ABSENT

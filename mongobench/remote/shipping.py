@@ -24,24 +24,23 @@ def requirements() -> list[str]:
     return [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
 
 
-# What the engine's virtualenv needs from the OS, per package manager. hdrhistogram (the
-# latency histograms) publishes Linux wheels for x86_64 only: on other architectures
-# (aarch64: Graviton, Axion, Cobalt) pip builds it from its sdist, which needs a C compiler
-# and Python's headers.
+# What the engine's virtualenv needs from the OS, per package manager: Python with venv and
+# pip, and a C compiler with Python's headers, which build the driver's compiled loop
+# (driver.native) on every architecture and hdrhistogram (the latency histograms) where it
+# has no wheel (Linux: x86_64 only; aarch64 VMs build it from its sdist).
 _SYSTEM_PACKAGES = {
     "apt": ["python3", "python3-venv", "python3-pip"],
     "yum": ["python3", "python3-pip"],
 }
 _BUILD_PACKAGES = {"apt": ["gcc", "libc6-dev", "python3-dev"], "yum": ["gcc", "python3-devel"]}
-WHEEL_ARCHES = ("x86_64",)
 
 
 def system_packages(package_manager: str, arch: str) -> list[str]:
-    """The OS packages a VM of `arch` (uname -m) needs for the engine's virtualenv."""
+    """The OS packages a VM of `arch` (uname -m) needs for the engine's virtualenv (the
+    same on every architecture now; `arch` stays for the callers' sake)."""
     if package_manager not in _SYSTEM_PACKAGES:
         raise ValueError(f"unknown package manager {package_manager!r} (apt, yum)")
-    build = [] if arch in WHEEL_ARCHES else _BUILD_PACKAGES[package_manager]
-    return _SYSTEM_PACKAGES[package_manager] + build
+    return _SYSTEM_PACKAGES[package_manager] + _BUILD_PACKAGES[package_manager]
 
 
 def archive_bytes() -> bytes:
@@ -56,8 +55,8 @@ def archive_bytes() -> bytes:
     ):
         for path in sorted(PACKAGE_DIR.rglob("*")):
             rel = path.relative_to(PACKAGE_DIR.parent)
-            if "__pycache__" in rel.parts or path.suffix == ".pyc" or path.is_dir():
-                continue
+            if "__pycache__" in rel.parts or path.suffix in (".pyc", ".so") or path.is_dir():
+                continue  # .so: built here for this host; the VM builds its own
             if path == PACKAGE_DIR / info_name:
                 continue  # written below, from build_info (which reads this file first)
             info = tar.gettarinfo(str(path), arcname=str(rel))
@@ -90,6 +89,9 @@ def python_probe_command() -> str:
     return "sh -c " + shlex.quote(loop)
 
 
+BUILD_FAILED = "mongobench: the driver's compiled loop did not build; the Python loop runs"
+
+
 def setup_commands(workdir: str, archive: str, python: str = "python3") -> list[str]:
     """Commands that (re)create the client in `workdir` from `archive`.
 
@@ -104,6 +106,10 @@ def setup_commands(workdir: str, archive: str, python: str = "python3") -> list[
         f"test -x {q(venv)}/bin/python || {q(python)} -m venv {q(venv)}",
         f"{q(venv)}/bin/python -m pip install --quiet --disable-pip-version-check {reqs}",
         f"rm -rf {q(workdir)}/mongobench && tar -xzf {q(archive)} -C {q(workdir)}",
+        # the compiled loop; without it the Python loop runs and the results say so
+        # (client_loop: python), so a failed build warns and does not stop the run
+        f"cd {q(workdir)} && {{ {q(venv)}/bin/python -m mongobench.driver.native build >/dev/null"
+        f" || echo {q(BUILD_FAILED)} >&2; }}",
         f"cd {q(workdir)} && {q(venv)}/bin/python -c 'import mongobench.perftables.runner'",
     ]
 

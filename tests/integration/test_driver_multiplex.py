@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import multiprocessing
+import os
 import re
 import shutil
 import threading
@@ -17,7 +18,16 @@ from pymongo import MongoClient, monitoring
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 from standin_helpers import built_workdir, write_users_file
 
-from mongobench.driver import cursor_sources, multiplex, ops, procs, replies, sources
+from mongobench.driver import (
+    connection,
+    cursor_sources,
+    multiplex,
+    native,
+    ops,
+    procs,
+    replies,
+    sources,
+)
 from mongobench.driver.base import ThreadStats
 from mongobench.driver.catalog import WORKLOADS
 from mongobench.remote import tlscerts
@@ -40,6 +50,16 @@ class GetMores(monitoring.CommandListener):
 
     def failed(self, event):
         pass
+
+
+@pytest.fixture(autouse=True, params=[native.NATIVE, native.PYTHON])
+def loop_kind(request, monkeypatch):
+    """Every test runs on the compiled loop and on the Python one, the reference (both must
+    give what pymongo gives); the worker processes inherit the choice."""
+    if request.param == native.NATIVE and native.module() is None:
+        pytest.fail("the compiled loop is not built here (scripts/setup builds it)")
+    monkeypatch.setenv(native.ENV, request.param)
+    return request.param
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +94,11 @@ def run_multiplexed(client, uri, workload, settings, processes) -> procs.Result:
     wc = ops.write_concern(settings.get("write_concern"), None)
     make = functools.partial(sources.make, workload, settings, DB, wc)
     total = settings.get("total_ops")
-    return procs.run(uri, make, int(settings["threads"]), processes, procs.Phase(total=total))
+    res = procs.run(uri, make, int(settings["threads"]), processes, procs.Phase(total=total))
+    # the loop asked for ran (the Python one over TLS: the compiled one reads plain sockets)
+    tls = connection.options(uri).tls
+    assert procs.loops(res.per_process) == (native.PYTHON if tls else os.environ[native.ENV])
+    return res
 
 
 QUERY = {"preload_docs": 2000, "doc_size_kb": 1, "group_size": 200, "threads": 3, "total_ops": 45}

@@ -4,6 +4,7 @@ the same counts, and results that say which client ran them and on what."""
 import pytest
 from pymongo import MongoClient
 
+from mongobench.driver import native
 from mongobench.perftables import runner as perftables
 from mongobench.perftables.request import PerftablesRun
 from mongobench.reports import results
@@ -68,6 +69,7 @@ def test_both_paths_count_the_same(server_uri, tmp_path):
     )
     assert md["client_path"] == "multiplexed" and md["client_vms"] == 1
     assert md["client_processes"] == 2
+    assert md["client_loop"] == native.kind()  # the compiled loop where it is built
 
 
 def test_max_seconds_stops_a_multiplexed_phase_early(server_uri, tmp_path):

@@ -19,7 +19,7 @@ class FakeVm:
         self.os_release = os_release
         self.cpu_arch = arch
         self.package_manager = "yum" if "rhel" in os_release else "apt"
-        self.answers = dict(answers or {})  # command substring -> (stdout, rc)
+        self.answers = dict(answers or {})  # command substring -> (stdout, rc[, stderr])
         self.calls = []
         self.installed = set()
         self.install_packages = True
@@ -44,23 +44,23 @@ class FakeVm:
 
     def _answer(self, command):
         if command.startswith("cat /etc/os-release"):
-            return f"{self.os_release}---\n{self.cpu_arch}\n", 0
+            return f"{self.os_release}---\n{self.cpu_arch}\n", 0, ""
         for key, answer in self.answers.items():
             if key in command:
-                return answer
-        return "", 0
+                return (*answer, "")[:3]
+        return "", 0, ""
 
     def RemoteCommand(self, command, **kwargs):
         self.calls.append(("RemoteCommand", command))
-        out, rc = self._answer(command)
+        out, rc, err = self._answer(command)
         if rc and not kwargs.get("ignore_failure"):
             raise RuntimeError(f"{command}: exit status {rc}")
-        return out, ""
+        return out, err
 
     def RemoteCommandWithReturnCode(self, command, **kwargs):
         self.calls.append(("RemoteCommand", command))
-        out, rc = self._answer(command)
-        return out, "", rc
+        out, rc, err = self._answer(command)
+        return out, err, rc
 
     def PushFile(self, local, remote):
         self.calls.append(("PushFile", remote))

@@ -1,6 +1,7 @@
 """What the plugin installs on a VM, through PKB's package mechanism (issue 20): the engine's
 prerequisites on every VM the engine is deployed to, servers included (defect 1); a C
-compiler and Python's headers where hdrhistogram has no wheel (defect 3, aarch64); MongoDB's
+compiler and Python's headers on every VM: the driver's compiled loop (issue 26), and
+hdrhistogram where it has no wheel (defect 3, aarch64); MongoDB's
 repository and packages with PKB's InstallPackages and AptUpdate, which retry, and no
 hand-written apt-get or dnf (defect 7)."""
 
@@ -12,6 +13,7 @@ pytest.importorskip("perfkitbenchmarker.pkb", reason=NEEDS_PKB)
 from perfkitbenchmarker import vm_util
 from perfkitbenchmarker.linux_packages import mongobench_mongod
 
+from mongobench.remote import shipping
 from mongobench_pkb import engine
 
 
@@ -23,7 +25,7 @@ def pkb_temp(tmp_path, monkeypatch):
 def test_a_server_vm_gets_the_engines_packages_before_the_engine(pkb_flags, pkb_temp):
     server = FakeVm("server0")
     engine.Deploy(server)
-    packages = server.calls.index(("InstallPackages", "python3 python3-venv python3-pip"))
+    packages = server.calls.index(("InstallPackages", APT))
     venv_check = server.calls.index(("RemoteCommand", engine.VENV_CHECK))
     assert packages < venv_check
     # PKB's Install runs a package module once per VM: a second Deploy installs nothing more
@@ -31,19 +33,33 @@ def test_a_server_vm_gets_the_engines_packages_before_the_engine(pkb_flags, pkb_
     assert [c for c in server.calls if c[0] == "InstallPackages"] == [server.calls[packages]]
 
 
+APT = "python3 python3-venv python3-pip gcc libc6-dev python3-dev"
+YUM = "python3 python3-pip gcc python3-devel"
+
+
 @pytest.mark.parametrize(
     "os_release,arch,packages",
     [
-        (None, "x86_64", "python3 python3-venv python3-pip"),
-        (None, "aarch64", "python3 python3-venv python3-pip gcc libc6-dev python3-dev"),
-        (RHEL_9, "x86_64", "python3 python3-pip"),
-        (RHEL_9, "aarch64", "python3 python3-pip gcc python3-devel"),
+        (None, "x86_64", APT),
+        (None, "aarch64", APT),
+        (RHEL_9, "x86_64", YUM),
+        (RHEL_9, "aarch64", YUM),
     ],
 )
-def test_arm_vms_get_what_building_hdrhistogram_needs(pkb_flags, os_release, arch, packages):
+def test_every_vm_gets_a_compiler_and_pythons_headers(pkb_flags, os_release, arch, packages):
     vm = FakeVm("client0", arch=arch, **({"os_release": os_release} if os_release else {}))
     vm.Install("mongobench_client")
     assert ("InstallPackages", packages) in vm.calls
+
+
+def test_a_compiled_loop_that_does_not_build_is_a_warning(pkb_flags, pkb_temp, caplog):
+    # e.g. a static host without install_packages and without gcc: the Python loop runs
+    vm = FakeVm("client0", answers={"driver.native build": ("", 0, shipping.BUILD_FAILED)})
+    engine.Deploy(vm)
+    assert any(
+        r.levelname == "WARNING" and "client0" in r.message and "client_loop: python" in r.message
+        for r in caplog.records
+    )
 
 
 def test_mongodb_comes_from_pkbs_package_mechanism_on_apt(pkb_flags):

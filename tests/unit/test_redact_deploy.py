@@ -45,6 +45,9 @@ def test_archive_holds_the_engine_and_no_caches():
     assert "mongobench/experiments/perftables.yaml" in names
     assert "mongobench/client-requirements.txt" in names
     assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
+    # the compiled loop's source; never a module built here (another host's arch or Python)
+    assert "mongobench/driver/_loop.c" in names
+    assert not any(n.endswith(".so") for n in names)
     assert deploy.archive_bytes() == deploy.archive_bytes()  # reproducible
 
 
@@ -83,3 +86,9 @@ def test_setup_commands_build_a_working_client(tmp_path):
     for c in cmds:
         subprocess.run(c, shell=True, check=True)
     assert (workdir / "mongobench" / "driver" / "base.py").exists()
+    # the compiled loop was built there, from the shipped source, and is the one a run uses
+    probe = "from mongobench.driver import native; print(native.kind(), native._MODULE.__file__)"
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=workdir, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out[0] == "native" and out[1].startswith(str(workdir)), out

@@ -1,0 +1,179 @@
+"""The multiplexed loop's framing on both loops, the compiled one (driver.native) and the
+Python reference: replies in pieces, larger than the buffer, out of protocol or cut off,
+requests larger than the socket takes at once. A peer thread plays the server over a
+socketpair with scripted bytes (the loop reads frames; what they mean is the checks' part,
+tested against the stand-in in tests/integration/test_driver_multiplex.py)."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from mongobench.driver import multiplex, native
+from mongobench.remote import shipping
+
+KINDS = [native.NATIVE, native.PYTHON]
+
+
+@pytest.fixture(params=KINDS)
+def kind(request, monkeypatch):
+    if request.param == native.NATIVE and native.module() is None:
+        pytest.fail("the compiled loop is not built here (scripts/setup builds it)")
+    monkeypatch.setenv(native.ENV, request.param)
+    return request.param
+
+
+class Echo:
+    """A check that returns the reply's bytes."""
+
+    op = "read"
+
+    def __call__(self, buf, length):
+        return bytes(buf[:length])
+
+
+def frame(rid: int, payload: bytes, response_to: int = 0) -> bytes:
+    return struct.pack("<iiii", 16 + len(payload), rid, response_to, 2013) + payload
+
+
+def read_frame(sock) -> bytes:
+    head = b""
+    while len(head) < 16:
+        head += sock.recv(16 - len(head))
+    (length,) = struct.unpack_from("<i", head)
+    body = b""
+    while len(body) < length - 16:
+        body += sock.recv(length - 16 - len(body))
+    return head + body
+
+
+def run(kind, requests, serve, timeout=5.0):
+    """Runs one client sending `requests` (payloads) while `serve(peer)` plays the server;
+    returns (the check outcomes, the client's stats, the loop)."""
+    mine, peer = socket.socketpair()
+    mine.setblocking(False)
+    outcomes = []
+
+    def source(c):
+        for payload in requests:
+            outcomes.append((yield frame(c.rid, payload), Echo()))
+
+    server = threading.Thread(target=serve, args=(peer,), daemon=True)
+    server.start()
+    loop = multiplex.prepare_clients(None, source, range(1), 1, timeout=timeout, socks=[mine])
+    assert loop.kind == kind
+    stats, _, _ = multiplex.run_prepared(loop)
+    server.join(5)
+    peer.close()
+    return outcomes, stats, loop
+
+
+def test_replies_in_pieces_and_larger_than_the_buffer(kind):
+    big = bytes(range(256)) * 400  # 100 KB: more than the 16 KB buffer
+
+    def serve(peer):
+        for payload in (b"x" * 10, big):
+            req = read_frame(peer)
+            reply = frame(9, payload, response_to=struct.unpack_from("<i", req, 4)[0])
+            for i in range(0, len(reply), 7000):  # pieces, each its own wake-up
+                peer.sendall(reply[i : i + 7000] if i else reply[:5])
+                time.sleep(0.005)
+                if not i:
+                    peer.sendall(reply[5:7000])
+
+    outcomes, stats, loop = run(kind, [b"a", b"b"], serve)
+    assert [o[16:] for o in outcomes] == [b"x" * 10, big]
+    assert not stats.errors
+
+
+def test_a_request_larger_than_the_socket_takes_is_sent_whole(kind):
+    payload = b"q" * (8 << 20)  # a socketpair takes a few hundred KB at once
+
+    def serve(peer):
+        req = read_frame(peer)
+        peer.sendall(frame(5, struct.pack("<q", len(req)), response_to=1))
+
+    outcomes, stats, _ = run(kind, [payload], serve)
+    assert not stats.errors
+    assert struct.unpack_from("<q", outcomes[0], 16)[0] == 16 + len(payload)
+
+
+@pytest.mark.parametrize(
+    ("reply", "error", "message"),
+    [
+        (
+            frame(9, b"ok", response_to=77),
+            "read: ProtocolError",
+            "unexpected reply (to 77, 18 bytes)",
+        ),
+        (
+            struct.pack("<iiii", 5, 9, 1, 2013),
+            "read: ProtocolError",
+            "unexpected reply (to 1, 16 bytes)",
+        ),
+        (
+            struct.pack("<iiii", 100 << 20, 9, 1, 2013),
+            "read: ProtocolError",
+            "malformed reply (length 104857600)",
+        ),
+        (b"", "read: AutoReconnect", "connection closed by the server"),
+    ],
+)
+def test_a_reply_out_of_protocol_fails_its_client(kind, reply, error, message):
+    def serve(peer):
+        read_frame(peer)
+        peer.sendall(reply)
+        peer.shutdown(socket.SHUT_WR)
+
+    outcomes, stats, _ = run(kind, [b"a", b"b"], serve)
+    assert outcomes == []
+    assert dict(stats.errors) == {error: 1}
+    assert stats.error_samples[error] == message
+
+
+def test_no_reply_at_all_times_the_client_out(kind, monkeypatch):
+    monkeypatch.setattr(multiplex, "TICK", 0.05)
+    started = time.perf_counter()
+    _, stats, _ = run(kind, [b"a"], lambda peer: read_frame(peer), timeout=0.3)
+    assert dict(stats.errors) == {"read: NetworkTimeout": 1}
+    assert time.perf_counter() - started < 3
+
+
+def test_the_compiled_loop_is_not_used_where_it_cannot_serve(monkeypatch):
+    if native.module() is None:
+        pytest.fail("the compiled loop is not built here (scripts/setup builds it)")
+    assert native.kind() == native.NATIVE
+    assert native.kind(tls=True) == native.PYTHON  # it reads plain sockets only
+    assert native.kind(paced=True) == native.PYTHON  # an open loop's held sends
+    monkeypatch.setenv(native.ENV, native.PYTHON)
+    assert native.kind() == native.PYTHON
+
+
+def test_a_stale_build_is_not_loaded(monkeypatch):
+    module = native.module()
+    if module is None:
+        pytest.fail("the compiled loop is not built here (scripts/setup builds it)")
+    assert module.SOURCE_HASH == native.source_hash()
+    monkeypatch.setattr(native, "source_hash", lambda: "another source")
+    with pytest.warns(UserWarning, match="stale"):
+        assert native._load() is None
+
+
+def test_a_failed_build_says_why_and_a_client_vms_setup_goes_on(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("CC", "false")  # a compiler that fails
+    assert native.main(["build"]) == 1
+    assert "building _loop.c failed" in capsys.readouterr().err
+    [cmd] = [c for c in shipping.setup_commands(str(tmp_path), "a.tgz") if "native build" in c]
+    (tmp_path / "venv" / "bin").mkdir(parents=True)
+    (tmp_path / "venv" / "bin" / "python").symlink_to(sys.executable)
+    env = dict(os.environ, PYTHONPATH=str(pathlib.Path(native.__file__).parents[2]))
+    p = subprocess.run(cmd, shell=True, capture_output=True, text=True, env=env, check=False)
+    assert p.returncode == 0 and shipping.BUILD_FAILED in p.stderr  # the Python loop runs
