@@ -103,4 +103,6 @@ def test_perftables_against_the_standin_loses_nothing(pkb_python, tmp_path, pkb_
     hot = [s for s in samples if "|experiment:concurrency|" in s["labels"]]
     assert hot and all(_label(s, "lost_writes") == "0" for s in hot)
     assert all(_label(s, "server_product") == "stand-in (mongo-java-server)" for s in hot)
+    # the client VM's setup built the compiled loop, and the timed phases ran on it
+    assert all(_label(s, "client_loop") == "native" for s in hot)
     assert not [s for s in samples if s["metric"] in ("Variant Failed", "Variant Not Applicable")]
