@@ -310,9 +310,10 @@ class CursorCheck(Check):
     element headers, never decoded) and the cursor id.
 
     A success reply's layout is remembered (up to MAX_SHAPES): its bytes before the
-    cursor document, the cursor's elements before the batch, those between the batch
-    and the cursor id, and the rest after the id, with the lengths of the reply, the
-    cursor and the batch read from the reply itself. A later reply whose bytes equal
+    cursor document, the cursor's elements before the batch and the id (in mongod's
+    order, batch first, or the stand-in's, id first: it was walked every time until
+    then), those between the two, and the rest after them, with the lengths of the
+    reply, the cursor and the batch read from the reply itself. A later reply whose bytes equal
     these around a batch of any size (and whose lengths add up) is the same kind of
     success, checked by a few byte comparisons: one layout serves replies of every
     length (a find by key returns documents of varying sizes: remembered by length, as
@@ -351,9 +352,8 @@ class CursorCheck(Check):
     def _shaped(self, buf, length: int) -> tuple | None:
         """(documents, cursor id) of a reply of a remembered layout, else None."""
         unpack = _I32.unpack_from
-        for head, pre, inner, mid, tail, gap, cursor_rest, varying in self.shapes:
+        for head, pre, inner, mid, tail, gap, cursor_rest, varying, id_first in self.shapes:
             cl = 25 + len(pre)  # the cursor document
-            a = cl + 4 + len(inner)  # the batch
             if not (
                 buf.startswith(head, 16)
                 and buf.startswith(pre, 25)
@@ -361,41 +361,56 @@ class CursorCheck(Check):
                 and unpack(buf, 21)[0] == length - 21 - gap
             ):
                 continue
-            e = a + unpack(buf, a)[0]
-            c = e + len(mid)  # the cursor id
-            t = c + 8 + len(tail)
+            if id_first:  # {id, ns, batch}: the stand-in's order
+                c = cl + 4 + len(inner)  # the cursor id
+                a = c + 8 + len(mid)  # the batch
+                if a + 4 > length or not buf.startswith(mid, c + 8):
+                    continue
+                e = a + unpack(buf, a)[0]
+                after = e  # where the tail starts
+            else:  # {batch, id, ns}: mongod's
+                a = cl + 4 + len(inner)
+                e = a + unpack(buf, a)[0]
+                c = e + len(mid)
+                after = c + 8
+                if not (e <= length - 8 and buf.startswith(mid, e)):
+                    continue
+            t = after + len(tail)
             if (
-                a < e <= length - 8
-                and buf.startswith(mid, e)
-                and buf.startswith(tail, c + 8)
-                and cl + unpack(buf, cl)[0] == c + 8 + cursor_rest
+                a < e <= length
+                and buf.startswith(tail, after)
+                and cl + unpack(buf, cl)[0] == after + cursor_rest
                 and (t == length if not varying else _only_varying(buf, t, length - 1))
             ):
                 return self._count(buf, a, e), _I64.unpack_from(buf, c)[0]
         return None
 
     def _learn(self, buf, length: int, top: dict, cur, a: int, e: int, cid: int) -> None:
-        """Remembers the layout of a success reply whose cursor id follows its batch.
-        The tail is compared up to the first varying field (an element's start: its
-        value's, less the type byte, name and NUL); every element from there on must be
-        a varying field."""
+        """Remembers the layout of a success reply: its cursor id before or after its batch.
+        The tail (from the later of the two) is compared up to the first varying field (an
+        element's start: its value's, less the type byte, name and NUL); every element from
+        there on must be a varying field."""
+        id_first = cid < a
+        after = e if id_first else cid + 8
         starts = {k: v[1] - len(k) - 2 for k, v in top.items()}
         rest = min((at for k, at in starts.items() if k in VARYING_FIELDS), default=None)
         if rest is not None and (
-            rest < cid + 8 or not all(k in VARYING_FIELDS for k, at in starts.items() if at >= rest)
+            rest < after or not all(k in VARYING_FIELDS for k, at in starts.items() if at >= rest)
         ):
             return
         cl = cur[1]
+        first = cid if id_first else a  # the cursor's elements before it are constant
         self.shapes.append(
             (
                 bytes(buf[16:21]),  # flag bits and the kind-0 section
                 bytes(buf[25:cl]),  # the top-level elements before the cursor's
-                bytes(buf[cl + 4 : a]),  # the cursor's elements before the batch
-                bytes(buf[e:cid]),  # from the batch's end to the id's value
-                bytes(buf[cid + 8 : length if rest is None else rest]),
+                bytes(buf[cl + 4 : first]),  # the cursor's elements before the first
+                bytes(buf[cid + 8 : a] if id_first else buf[e:cid]),  # between the two
+                bytes(buf[after : length if rest is None else rest]),
                 length - 21 - _I32.unpack_from(buf, 21)[0],  # bytes after the document
-                cur[2] - (cid + 8),  # the cursor's bytes after the id
+                cur[2] - after,  # the cursor's bytes after the later of the two
                 rest is not None,
+                id_first,
             )
         )
 
@@ -420,7 +435,7 @@ class CursorCheck(Check):
                 cid = inner.get(b"id")
                 if arr is not None and arr[0] == 4 and cid is not None and cid[0] == 18:
                     a, e = arr[1], arr[2]
-                    if cid[1] > e and len(self.shapes) < self.MAX_SHAPES:
+                    if len(self.shapes) < self.MAX_SHAPES:
                         self._learn(buf, length, top, cur, a, e, cid[1])
                     return (None, self._count(buf, a, e), _I64.unpack_from(buf, cid[1])[0], None)
         except (ValueError, IndexError, struct.error):

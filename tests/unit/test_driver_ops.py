@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import random
 import socket
 import struct
@@ -203,11 +204,11 @@ def test_write_errors_named_as_pymongo_raises_them(reply, bulk, kind, write_erro
     assert out[4]
 
 
-def cursor_reply(docs, cid=0, batch="firstBatch", order="mongod", extra=None) -> bytearray:
+def cursor_reply(docs, cid=0, batch="firstBatch", order="mongod", extra=None, ns="d.c"):
     if order == "mongod":
-        cursor = {batch: docs, "id": bson.Int64(cid), "ns": "d.c"}
+        cursor = {batch: docs, "id": bson.Int64(cid), "ns": ns}
     else:
-        cursor = {"id": bson.Int64(cid), "ns": "d.c", batch: docs}
+        cursor = {"id": bson.Int64(cid), "ns": ns, batch: docs}
     return message({"cursor": cursor, "ok": 1.0, **(extra or {})})
 
 
@@ -232,9 +233,12 @@ def test_cursor_check_counts_documents_and_reads_the_cursor_id(order):
     assert more(msg, len(msg)) == (None, 3, 0, None)
 
 
-def test_one_layout_serves_replies_of_every_length(monkeypatch):
+@pytest.mark.parametrize("order", ["mongod", "id first"])
+def test_one_layout_serves_replies_of_every_length(monkeypatch, order):
     """A find by key returns documents of varying sizes: after the first reply, replies
-    of other lengths and batch sizes are checked from the layout, never walked."""
+    of other lengths and batch sizes are checked from the layout, never walked (in both
+    orders of the cursor's fields: mongod's, and the stand-in's, id first)."""
+    cursor_reply = functools.partial(globals()["cursor_reply"], order=order)
     check = replies.CursorCheck("find")
     first = cursor_reply([{"_id": 0, "v": "a"}], cid=0)
     assert check(first, len(first)) == (None, 1, 0, None)
@@ -260,8 +264,10 @@ def test_one_layout_serves_replies_of_every_length(monkeypatch):
     assert len(check.shapes) == 2
 
 
-def test_a_layout_does_not_hide_another_reply():
+@pytest.mark.parametrize("order", ["mongod", "id first"])
+def test_a_layout_does_not_hide_another_reply(order):
     """Replies that share a remembered layout's bytes in part are walked or decoded."""
+    cursor_reply = functools.partial(globals()["cursor_reply"], order=order)
     check = replies.CursorCheck("find")
     ok = cursor_reply([{"_id": 0}], cid=0)
     assert check(ok, len(ok)) == (None, 1, 0, None)
@@ -271,8 +277,7 @@ def test_a_layout_does_not_hide_another_reply():
     assert check(bad, len(bad))[0] == "OperationFailure"
     wce = cursor_reply([{"_id": 2}], cid=0, extra={"writeConcernError": {"code": 64}})
     assert check(wce, len(wce))[0] == "InvalidOperation"  # decoded, as before
-    other_ns = message({"cursor": {"firstBatch": [{"_id": 3}], "id": bson.Int64(9),
-                                   "ns": "d.other"}, "ok": 1.0})  # fmt: skip
+    other_ns = cursor_reply([{"_id": 3}], cid=9, ns="d.other")
     assert check(other_ns, len(other_ns)) == (None, 1, 9, None)  # walked: a second layout
     assert len(check.shapes) == 2
     # A batch length that does not add up with the cursor's is not taken from the layout.
