@@ -1,4 +1,5 @@
-/* The multiplexed driver's event loop in C (multiplex.Loop.run_all's inner loop).
+/* The multiplexed driver's event loop in C (multiplex.Loop.run_all's inner loop), and the
+ * reply checks' element count (replies.count_elements).
  *
  * Per reply it does what the Python loop does: read it whole into the client's buffer, check
  * its header (length, responseTo), call the client's check, hand the outcome to its source
@@ -321,7 +322,86 @@ static PyObject *run_loop(PyObject *self, PyObject *a) {
     return Py_BuildValue("(dd)", now, seen);
 }
 
+/* count_elements(buf, start) -> the elements of the BSON array (or document) at `start`,
+ * walking their headers as replies.count_elements does (its reference); ValueError where
+ * that raises (an unknown type, a name or value past the buffer) and where it would loop
+ * (a length that does not advance). */
+static PyObject *count_elements(PyObject *self, PyObject *a) {
+    Py_buffer view;
+    Py_ssize_t start;
+    if (!PyArg_ParseTuple(a, "y*n", &view, &start)) return NULL;
+    const unsigned char *b = view.buf;
+    Py_ssize_t size = view.len, n = 0;
+    const char *bad = NULL;
+    if (start < 0 || start + 4 > size) {
+        bad = "array header past the buffer";
+        goto out;
+    }
+    Py_ssize_t end = start + le32((const char *)b + start) - 1, p = start + 4;
+    while (p < end) {
+        if (p >= size) {
+            bad = "element past the buffer";
+            break;
+        }
+        int t = b[p];
+        const unsigned char *z = memchr(b + p + 1, 0, (size_t)(size - p - 1));
+        if (z == NULL) {
+            bad = "element name without its NUL";
+            break;
+        }
+        Py_ssize_t v = z - b + 1, q; /* the value's start, its end */
+        int32_t len = 0;
+        if (t == 1 || t == 9 || t == 17 || t == 18 || t == 3 || t == 4 || t == 2 || t == 13 ||
+            t == 14 || t == 5 || t == 15 || t == 12 || t == 16) {
+            if (t != 1 && t != 9 && t != 17 && t != 18) {
+                if (v + 4 > size) {
+                    bad = "value length past the buffer";
+                    break;
+                }
+                len = le32((const char *)b + v);
+            }
+        }
+        switch (t) {
+        case 1: case 9: case 17: case 18: q = v + 8; break;
+        case 16: q = v + 4; break;
+        case 3: case 4: case 15: q = v + len; break;
+        case 2: case 13: case 14: q = v + 4 + len; break;
+        case 8: q = v + 1; break;
+        case 6: case 10: case 127: case 255: q = v; break;
+        case 7: q = v + 12; break;
+        case 5: q = v + 5 + len; break;
+        case 19: q = v + 16; break;
+        case 12: q = v + 4 + len + 12; break;
+        case 11: {
+            const unsigned char *r = memchr(b + v, 0, (size_t)(size - v));
+            const unsigned char *o = r ? memchr(r + 1, 0, (size_t)(size - (r + 1 - b))) : NULL;
+            if (o == NULL) {
+                bad = "regex without its NULs";
+                goto out;
+            }
+            q = o - b + 1;
+            break;
+        }
+        default:
+            PyBuffer_Release(&view);
+            return PyErr_Format(PyExc_ValueError, "unknown BSON type %d", t);
+        }
+        if (q <= p) {
+            bad = "a length that does not advance";
+            break;
+        }
+        p = q;
+        n++;
+    }
+out:
+    PyBuffer_Release(&view);
+    if (bad) return PyErr_Format(PyExc_ValueError, "malformed BSON: %s", bad);
+    return PyLong_FromSsize_t(n);
+}
+
 static PyMethodDef methods[] = {
+    {"count_elements", count_elements, METH_VARARGS,
+     "count_elements(buf, start) -> the elements of the BSON array at start"},
     {"run", run_loop, METH_VARARGS,
      "run(epfd, conns, until, loop, run, max_message) -> (now, last wake-up with events)"},
     {NULL, NULL, 0, NULL},

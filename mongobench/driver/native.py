@@ -1,4 +1,5 @@
 """The driver's compiled event loop (`_loop.c`): its build and whether a run uses it.
+It also holds the reply checks' element count (`helper`).
 
 `multiplex.Loop` runs its inner loop in C where the module is built for this Python and
 matches its source (a compiled hash), the sockets are plain (not TLS) and the loop is
@@ -87,6 +88,12 @@ def module(tls: bool = False, paced: bool = False):
     if _MODULE is None or tls or paced or os.environ.get(ENV, NATIVE) == PYTHON:
         return None
     return _MODULE
+
+
+def helper(name: str):
+    """A compiled helper of the reply checks (e.g. count_elements), None where the module is
+    not built; used by either loop (each has its Python reference, which the tests compare)."""
+    return getattr(_MODULE, name, None)
 
 
 def kind(tls: bool = False, paced: bool = False) -> str:

@@ -21,6 +21,8 @@ import struct
 
 import bson
 
+from mongobench.driver import native
+
 try:  # the codes pymongo turns into NotPrimaryError
     from pymongo.helpers_shared import _NOT_PRIMARY_CODES as NOT_PRIMARY_CODES
 except ImportError:  # pragma: no cover - older pymongo
@@ -97,6 +99,12 @@ def count_elements(buf, start: int) -> int:
         p = value_end(buf, t, index(0, p + 1) + 1)
         n += 1
     return n
+
+
+# The compiled count where it is built (driver.native): the same count without Python per
+# element, and cheaper than the memo's hash of the array's bytes (20 YCSB records: 0.2 us
+# against ~7 us for the memo, ~10 us for the Python walk)
+_compiled_count = native.helper("count_elements")
 
 
 def _key_chars(n: int) -> int:
@@ -328,7 +336,7 @@ class CursorCheck(Check):
         super().__init__(op)
         self.batch = batch
         self.memo: dict[bytes, int] = {}
-        # (head, pre, inner, mid, tail, gap, cursor_rest, varying): see _learn
+        # (head, pre, inner, mid, tail, gap, cursor_rest, varying, id_first): see _learn
         self.shapes: list[tuple] = []
 
     def _count(self, buf, a: int, e: int) -> int:
@@ -339,6 +347,8 @@ class CursorCheck(Check):
         n = equal_size_count(buf, a, e)
         if n:
             return n
+        if _compiled_count is not None:
+            return _compiled_count(buf, a)
         if e - a <= MEMO_BYTES:
             key = bytes(buf[a:e])
             n = self.memo.get(key)

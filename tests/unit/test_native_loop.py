@@ -6,6 +6,7 @@ tested against the stand-in in tests/integration/test_driver_multiplex.py)."""
 
 from __future__ import annotations
 
+import datetime
 import os
 import pathlib
 import socket
@@ -15,9 +16,10 @@ import sys
 import threading
 import time
 
+import bson
 import pytest
 
-from mongobench.driver import multiplex, native
+from mongobench.driver import multiplex, native, replies
 from mongobench.remote import shipping
 
 KINDS = [native.NATIVE, native.PYTHON]
@@ -177,3 +179,47 @@ def test_a_failed_build_says_why_and_a_client_vms_setup_goes_on(tmp_path, monkey
     env = dict(os.environ, PYTHONPATH=str(pathlib.Path(native.__file__).parents[2]))
     p = subprocess.run(cmd, shell=True, capture_output=True, text=True, env=env, check=False)
     assert p.returncode == 0 and shipping.BUILD_FAILED in p.stderr  # the Python loop runs
+
+
+def _every_type(i: int) -> dict:
+    """A document with a value of every BSON type (sizes vary with i)."""
+    return {
+        "d": 1.5, "s": "x" * (i % 9), "o": {"a": i}, "a": [i] * (i % 4),
+        "b": bson.Binary(b"y" * (i % 5)), "u": bson.Binary(b"z" * 16, 4), "id": bson.ObjectId(),
+        "t": True, "dt": datetime.datetime(2026, 1, 1), "n": None,
+        "re": bson.Regex("^a" + "b" * (i % 3), "i"), "js": bson.Code("f()"),
+        "jsw": bson.Code("g()", {"v": i}), "i32": i, "ts": bson.Timestamp(i, 1),
+        "i64": bson.Int64(i), "dec": bson.Decimal128("1.5"), "min": bson.MinKey(),
+        "max": bson.MaxKey(),
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 11, 100])
+def test_the_compiled_count_is_the_python_count(n):
+    count = native.helper("count_elements")
+    if count is None:
+        pytest.fail("the compiled loop is not built here (scripts/setup builds it)")
+    raw = bson.encode({"a": [_every_type(i) for i in range(n)] + list(range(n))})
+    for buf in (raw, bytearray(raw), memoryview(raw)):
+        assert count(buf, 7) == replies.count_elements(raw, 7) == 2 * n
+    doc = _every_type(n)
+    assert count(bson.encode(doc), 0) == replies.count_elements(bson.encode(doc), 0) == len(doc)
+
+
+def test_the_compiled_count_refuses_what_python_refuses():
+    count = native.helper("count_elements")
+    if count is None:
+        pytest.fail("the compiled loop is not built here (scripts/setup builds it)")
+    raw = bytearray(bson.encode({"a": [{"x": 1}, "s"]}))
+    unknown = bytearray(raw)
+    unknown[7 + 4] = 0x42  # the first element's type
+    cut = raw[:14]  # inside the first element's name
+    for bad in (unknown, cut):
+        with pytest.raises((ValueError, IndexError, struct.error)):
+            replies.count_elements(bad, 7)
+        with pytest.raises(ValueError):
+            count(bad, 7)
+    stuck = bytearray(raw)
+    struct.pack_into("<i", stuck, 7 + 4 + 3, -10)  # a negative length: Python loops on it
+    with pytest.raises(ValueError, match="does not advance"):
+        count(stuck, 7)
