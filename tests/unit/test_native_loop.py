@@ -18,6 +18,7 @@ import time
 
 import bson
 import pytest
+from native_helpers import compiled
 
 from mongobench.driver import multiplex, native, replies
 from mongobench.remote import shipping
@@ -27,8 +28,8 @@ KINDS = [native.NATIVE, native.PYTHON]
 
 @pytest.fixture(params=KINDS)
 def kind(request, monkeypatch):
-    if request.param == native.NATIVE and native.module() is None:
-        pytest.fail("the compiled loop is not built here (scripts/setup builds it)")
+    if request.param == native.NATIVE:
+        compiled()
     monkeypatch.setenv(native.ENV, request.param)
     return request.param
 
@@ -150,8 +151,7 @@ def test_no_reply_at_all_times_the_client_out(kind, monkeypatch):
 
 
 def test_the_compiled_loop_is_not_used_where_it_cannot_serve(monkeypatch):
-    if native.module() is None:
-        pytest.fail("the compiled loop is not built here (scripts/setup builds it)")
+    compiled()
     assert native.kind() == native.NATIVE
     assert native.kind(tls=True) == native.PYTHON  # it reads plain sockets only
     assert native.kind(paced=True) == native.PYTHON  # an open loop's held sends
@@ -160,9 +160,7 @@ def test_the_compiled_loop_is_not_used_where_it_cannot_serve(monkeypatch):
 
 
 def test_a_stale_build_is_not_loaded(monkeypatch):
-    module = native.module()
-    if module is None:
-        pytest.fail("the compiled loop is not built here (scripts/setup builds it)")
+    module = compiled()
     assert module.SOURCE_HASH == native.source_hash()
     monkeypatch.setattr(native, "source_hash", lambda: "another source")
     with pytest.warns(UserWarning, match="stale"):
@@ -196,9 +194,7 @@ def _every_type(i: int) -> dict:
 
 @pytest.mark.parametrize("n", [0, 1, 2, 11, 100])
 def test_the_compiled_count_is_the_python_count(n):
-    count = native.helper("count_elements")
-    if count is None:
-        pytest.fail("the compiled loop is not built here (scripts/setup builds it)")
+    count = compiled().count_elements
     raw = bson.encode({"a": [_every_type(i) for i in range(n)] + list(range(n))})
     for buf in (raw, bytearray(raw), memoryview(raw)):
         assert count(buf, 7) == replies.count_elements(raw, 7) == 2 * n
@@ -207,9 +203,7 @@ def test_the_compiled_count_is_the_python_count(n):
 
 
 def test_the_compiled_count_refuses_what_python_refuses():
-    count = native.helper("count_elements")
-    if count is None:
-        pytest.fail("the compiled loop is not built here (scripts/setup builds it)")
+    count = compiled().count_elements
     raw = bytearray(bson.encode({"a": [{"x": 1}, "s"]}))
     unknown = bytearray(raw)
     unknown[7 + 4] = 0x42  # the first element's type
