@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 import select
 import ssl
 import struct
@@ -235,6 +236,40 @@ class _Conn:
         self.pending = None  # the unsent rest of a request
 
 
+class _Wakes:
+    """What either loop (compiled or Python) does at each wake-up, between the replies it
+    serves: the per-interval cut (core.series: at the first wake-up past a boundary), the
+    deadline, and every TICK the stop flag and the reply timeout (Loop._check_time)."""
+
+    __slots__ = ("loop", "series", "cut_at", "deadline", "next_tick", "last_reply")
+
+    def __init__(self, loop: Loop, now: float):
+        self.loop, self.series = loop, loop.stats.series
+        self.cut_at = self.series.next_cut if self.series is not None else math.inf
+        self.deadline = loop.deadline if loop.deadline is not None else math.inf
+        self.next_tick = self.last_reply = now
+
+    def until(self) -> float:
+        """The next time a wake-up has work of its own."""
+        return min(self.next_tick, self.cut_at, self.deadline)
+
+    def woke(self, now: float, replied: float | None) -> None:
+        """A wake-up at `now`; `replied`: when the last reply came in it (None: none)."""
+        if now >= self.cut_at:
+            self.series.cut(now)
+            self.cut_at = self.series.next_cut
+        if replied is not None:
+            self.last_reply = replied
+        loop = self.loop
+        if now >= self.deadline:
+            loop.run.stopped = True
+        if now >= self.next_tick:
+            self.next_tick = now + TICK
+            if len(loop.timers) >= len(loop.conns):  # none in flight: no reply is awaited
+                self.last_reply = now
+            loop._check_time(now, now - self.last_reply)
+
+
 class Loop:
     """Runs one source per socket until every source is done (or has failed).
 
@@ -416,37 +451,21 @@ class Loop:
 
     def _run_native(self) -> None:
         """The compiled loop serves the replies until the next tick, cut or deadline; what
-        comes then is the Python loop's own (below)."""
-        run, conns, clock, serve = self.run, self.conns, time.perf_counter, self.native.run
+        comes then is the Python loop's own (_Wakes)."""
+        run, conns, serve = self.run, self.conns, self.native.run
         fd, most = self.ep.fileno(), protocol.MAX_MESSAGE
-        next_tick = last_reply = clock()
-        series = self.stats.series
-        cut_at = series.next_cut if series is not None else float("inf")
-        deadline = self.deadline if self.deadline is not None else float("inf")
+        wakes = _Wakes(self, time.perf_counter())
         while conns:
-            until = next_tick if run.stopped else min(next_tick, cut_at, deadline)
+            until = wakes.next_tick if run.stopped else wakes.until()
             now, seen = serve(fd, conns, until, self, run, most)
             run.now = now
-            if seen is not None:
-                last_reply = seen
-            if now >= cut_at:
-                series.cut(now)
-                cut_at = series.next_cut
-            if now >= deadline:
-                run.stopped = True
-            if now >= next_tick:
-                next_tick = now + TICK
-                self._check_time(now, now - last_reply)
+            wakes.woke(now, seen)
 
     def _run_python(self) -> None:
         run, conns, clock, timers = self.run, self.conns, time.perf_counter, self.timers
         poll, unpack = self.ep.poll, _HDR.unpack_from
-        next_tick = last_reply = clock()
-        # the per-interval recorder (core.series): cut at the first wake-up past a boundary
-        series = self.stats.series
-        cut_at = series.next_cut if series is not None else float("inf")
-        epollout = select.EPOLLOUT
-        deadline = self.deadline if self.deadline is not None else float("inf")
+        wakes = _Wakes(self, clock())
+        epollout, deadline = select.EPOLLOUT, wakes.deadline
         while conns:
             wait = TICK if run.stopped else min(TICK, max(0.001, deadline - run.now))
             if timers:  # an open loop's next held send
@@ -460,18 +479,7 @@ class Loop:
                     wait = min(wait, ahead - 0.001)
             events = poll(wait)
             now = run.now = clock()
-            if now >= cut_at:
-                series.cut(now)
-                cut_at = series.next_cut
-            if events:
-                last_reply = now
-            if now >= deadline:
-                run.stopped = True
-            if now >= next_tick:
-                next_tick = now + TICK
-                if len(timers) >= len(conns):  # none in flight: no reply is awaited
-                    last_reply = now
-                self._check_time(now, now - last_reply)
+            wakes.woke(now, now if events else None)
             if timers:
                 self._fire(now)
             for fd, ev in events:
