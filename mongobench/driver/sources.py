@@ -380,16 +380,19 @@ SOURCES = {
 }
 
 
-# Workloads whose clients stop when their share of the data is done; the others
-# loop until total_ops or duration_s (endless without either).
-DATA_BOUNDED = frozenset(("insert", "delete", "bucket"))
+def data_bounded(d) -> bool:
+    """Whether the clients of declaration `d` stop when their share of the data is done
+    (inserts of a total, records, deletes); the others loop until total_ops or duration_s
+    (endless without either)."""
+    if isinstance(d, Split):
+        return data_bounded(d.head) and data_bounded(d.rest)
+    return isinstance(d, (Records, KeyedDelete)) or (isinstance(d, Inserts) and d.total is not None)
 
 
-def check_bounds(workload: str, settings: dict) -> None:
-    """Raises ValueError (as the pymongo path's loop does) for a variant that would never end."""
-    if workload not in DATA_BOUNDED and not (
-        settings.get("total_ops") or settings.get("duration_s")
-    ):
+def check_bounds(workload: str, d, settings: dict) -> None:
+    """Raises ValueError (as the pymongo path's loop does) for a variant of `workload`
+    (declaration `d`) that would never end."""
+    if not data_bounded(d) and not (settings.get("total_ops") or settings.get("duration_s")):
         raise ValueError(f"workload {workload} needs total_ops or duration_s")
 
 

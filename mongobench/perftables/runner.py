@@ -482,7 +482,7 @@ def _timed_multiplexed(uri, request, name, workload, nthreads, sampler, leader=N
     reply_timeout = request.reply_timeout or checks.DEFAULT_REPLY_TIMEOUT_S
     interval_s = request.interval_s or None
     s = workload.s
-    sources.check_bounds(name, s)
+    sources.check_bounds(name, workload.declare(), s)
     wc = ops.write_concern(s.get("write_concern"), connection.options(uri).write_concern)
     make = functools.partial(sources.make, name, s, database, wc)
     duration = float(s["duration_s"]) if s.get("duration_s") else None

@@ -1,5 +1,6 @@
 """Which client runs a timed phase, and how its capacity enters the results."""
 
+import dataclasses
 import json
 
 import pytest
@@ -7,6 +8,9 @@ from test_results_report import RUN, raw_result
 
 from mongobench import cli
 from mongobench.driver import sources
+from mongobench.driver.catalog import WORKLOADS
+from mongobench.driver.workload import CursorRead, KeyedDelete, Split
+from mongobench.driver.writes import Inserts, Records
 from mongobench.perftables import checks
 from mongobench.perftables import experiments as exp_mod
 from mongobench.perftables.request import PerftablesRun
@@ -32,10 +36,34 @@ def test_every_declared_workload_has_a_source():
 
 
 def test_loops_without_an_end_are_refused():
+    read = CursorRead("find", "c", {"_id": 1})
     with pytest.raises(ValueError, match="workload query needs total_ops or duration_s"):
-        sources.check_bounds("query", {"total_ops": None, "duration_s": None})
-    sources.check_bounds("query", {"duration_s": 1})
-    sources.check_bounds("delete", {})  # ends with its data
+        sources.check_bounds("query", read, {"total_ops": None, "duration_s": None})
+    sources.check_bounds("query", read, {"duration_s": 1})
+    sources.check_bounds("delete", KeyedDelete("c", 10), {})  # ends with its data
+    endless = Inserts("c", doc=None)  # one batch an operation, as many as asked
+    with pytest.raises(ValueError, match="workload insert needs"):
+        sources.check_bounds("insert", endless, {})
+    sources.check_bounds("insert", dataclasses.replace(endless, total=10), {})
+    # a split ends with its data only when both sides do
+    with pytest.raises(ValueError, match="workload mixed needs"):
+        sources.check_bounds("mixed", Split(1, dataclasses.replace(endless, total=10), read), {})
+    sources.check_bounds(
+        "mixed", Split(1, KeyedDelete("c", 10), Records("w", "c", 5, "insert", dict)), {}
+    )
+
+
+def test_the_catalog_data_bounded_workloads():
+    """Which experiments end with their data follows from their declarations: inserts of a
+    total, seed 004's bucket records, deletes."""
+    bounded = set()
+    for e in exp_mod.load().values():
+        for _, variants in exp_mod.plan(exp_mod.load(), [e.name], "smoke", None):
+            for v in variants:
+                d = WORKLOADS[e.workload](None, v.settings).declare()
+                if sources.data_bounded(d):
+                    bounded.add(e.workload)
+    assert bounded == {"insert", "delete", "bucket"}
 
 
 def _sample(samples, metric):
