@@ -209,6 +209,347 @@ done:
     return r;
 }
 
+/* ------------------------------------------------------------------------- keyed writes
+ * KeyedWrites: sources._writes for a keyed write without a document (sources.executor: a
+ * KeyedWrite whose only value is one uniform key, or none), in C, so the compiled loop
+ * serves its clients with no bytecode per operation. It is the Python source's twin:
+ *   - the same requests: the template with the client's request id, each operation's key
+ *     drawn as random.Random(index + 1).randrange(keys) draws it (the generator's state
+ *     copied, MT19937 and getrandbits as CPython's _randommodule.c);
+ *   - the same accounting, on the same objects: latency (LatencyRecorder._pending, in whole
+ *     microseconds from the request's fill to the wake-up that read its reply), stats.ops,
+ *     docs, bytes, and errors through multiplex.count_error;
+ *   - the same protocol: iterating it yields (request, check), send(outcome) takes the
+ *     check's outcome (so the Python loop can run it too: the tests compare both).
+ * The compiled loop calls the check itself (keyed_serve), skipping it for a reply whose
+ * bytes equal the last success's (the check is a function of those bytes). */
+
+#define MT_N 624
+#define MT_M 397
+#define LAST_MAX 256
+
+static PyObject *s_latency, *s_tick, *s_pending_lat, *s_docs, *s_bytes, *k_runtime;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *req; /* bytearray: the request; its key is patched in place */
+    Py_ssize_t key_at; /* offset of the key's int64 in the request; -1: no key */
+    uint32_t keys;
+    int bits;
+    uint32_t mt[MT_N];
+    int mti;
+    PyObject *check, *op, *expect_msg, *run, *stats, *latency, *counts, *count_error,
+        *record;
+    int field; /* the outcome's field of the documents written (1: n, 2: nModified) */
+    int has_expect;
+    long long expect, size, i, quota; /* quota -1: endless */
+    double t0;
+    char last[LAST_MAX]; /* the last success reply's bytes after the header, its outcome */
+    Py_ssize_t last_len;
+    PyObject *last_out;
+} KeyedWrites;
+
+/* genrand_uint32 of CPython's _randommodule.c */
+static uint32_t mt_next(KeyedWrites *s) {
+    static const uint32_t mag01[2] = {0x0U, 0x9908b0dfU};
+    uint32_t y, *mt = s->mt;
+    if (s->mti >= MT_N) {
+        int kk;
+        for (kk = 0; kk < MT_N - MT_M; kk++) {
+            y = (mt[kk] & 0x80000000U) | (mt[kk + 1] & 0x7fffffffU);
+            mt[kk] = mt[kk + MT_M] ^ (y >> 1) ^ mag01[y & 0x1U];
+        }
+        for (; kk < MT_N - 1; kk++) {
+            y = (mt[kk] & 0x80000000U) | (mt[kk + 1] & 0x7fffffffU);
+            mt[kk] = mt[kk + (MT_M - MT_N)] ^ (y >> 1) ^ mag01[y & 0x1U];
+        }
+        y = (mt[MT_N - 1] & 0x80000000U) | (mt[0] & 0x7fffffffU);
+        mt[MT_N - 1] = mt[MT_M - 1] ^ (y >> 1) ^ mag01[y & 0x1U];
+        s->mti = 0;
+    }
+    y = mt[s->mti++];
+    y ^= (y >> 11);
+    y ^= (y << 7) & 0x9d2c5680U;
+    y ^= (y << 15) & 0xefc60000U;
+    y ^= (y >> 18);
+    return y;
+}
+
+/* Random.randrange(keys) for 0 < keys < 2**32 (_randbelow_with_getrandbits) */
+static uint32_t mt_below(KeyedWrites *s) {
+    uint32_t r;
+    do {
+        r = mt_next(s) >> (32 - s->bits);
+    } while (r >= s->keys);
+    return r;
+}
+
+/* The next operation's request filled: 1, 0 when the source is done (the run stopped, the
+ * quota reached), -1 with an exception set. */
+static int keyed_fill(KeyedWrites *s) {
+    PyObject *stopped = PyObject_GetAttr(s->run, s_stopped);
+    if (stopped == NULL) return -1;
+    int stop = PyObject_IsTrue(stopped);
+    Py_DECREF(stopped);
+    if (stop != 0) return stop < 0 ? -1 : 0;
+    if (s->quota >= 0 && s->i >= s->quota) return 0;
+    s->i++;
+    if (s->key_at >= 0) {
+        int64_t key = (int64_t)mt_below(s);
+        memcpy(PyByteArray_AS_STRING(s->req) + s->key_at, &key, 8); /* little-endian */
+    }
+    s->t0 = clock_now();
+    return 1;
+}
+
+/* d[key] += by (a Counter's item, missing as 0) */
+static int incr_item(PyObject *d, PyObject *key, long long by) {
+    PyObject *v = PyDict_GetItemWithError(d, key);
+    if (v == NULL && PyErr_Occurred()) return -1;
+    long long x = v == NULL ? 0 : PyLong_AsLongLong(v);
+    if (x == -1 && PyErr_Occurred()) return -1;
+    PyObject *nv = PyLong_FromLongLong(x + by);
+    if (nv == NULL) return -1;
+    int r = PyDict_SetItem(d, key, nv);
+    Py_DECREF(nv);
+    return r;
+}
+
+static int incr_attr(PyObject *o, PyObject *name, long long by) {
+    PyObject *v = PyObject_GetAttr(o, name);
+    if (v == NULL) return -1;
+    long long x = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    if (x == -1 && PyErr_Occurred()) return -1;
+    PyObject *nv = PyLong_FromLongLong(x + by);
+    if (nv == NULL) return -1;
+    int r = PyObject_SetAttr(o, name, nv);
+    Py_DECREF(nv);
+    return r;
+}
+
+static int call_count_error(KeyedWrites *s, PyObject *kind, PyObject *message) {
+    PyObject *r = PyObject_CallFunctionObjArgs(s->count_error, s->stats, s->op, kind, message,
+                                               NULL);
+    Py_XDECREF(r);
+    return r == NULL ? -1 : 0;
+}
+
+/* LatencyRecorder.record(op, micros): the pending Counter's item, in C when the recorder
+ * has no tick and a Counter for op (else its own method, which makes them) */
+static int record_latency(KeyedWrites *s, double micros) {
+    PyObject *tick = PyObject_GetAttr(s->latency, s_tick);
+    if (tick == NULL) return -1;
+    int plain = tick == Py_None;
+    Py_DECREF(tick);
+    PyObject *pending = plain ? PyObject_GetAttr(s->latency, s_pending_lat) : NULL;
+    if (plain && pending == NULL) return -1;
+    PyObject *counter = plain ? PyDict_GetItemWithError(pending, s->op) : NULL;
+    Py_XDECREF(pending); /* the recorder holds it, and the counter */
+    if (counter == NULL) {
+        if (PyErr_Occurred()) return -1;
+        PyObject *m = PyFloat_FromDouble(micros);
+        if (m == NULL) return -1;
+        PyObject *r = PyObject_CallFunctionObjArgs(s->record, s->op, m, NULL);
+        Py_DECREF(m);
+        Py_XDECREF(r);
+        return r == NULL ? -1 : 0;
+    }
+    PyObject *key = PyLong_FromLongLong((long long)micros); /* int(): toward zero */
+    if (key == NULL) return -1;
+    int r = incr_item(counter, key, 1);
+    Py_DECREF(key);
+    return r;
+}
+
+/* What sources._writes does with an outcome: 0, or -1 with an exception set */
+static int keyed_account(KeyedWrites *s, PyObject *out) {
+    if (!PyTuple_Check(out) || PyTuple_GET_SIZE(out) < 5) {
+        PyErr_SetString(PyExc_TypeError, "a write check's outcome is a tuple of 6");
+        return -1;
+    }
+    PyObject *kind = PyTuple_GET_ITEM(out, 0);
+    if (kind != Py_None) return call_count_error(s, kind, PyTuple_GET_ITEM(out, 4));
+    PyObject *now = PyObject_GetAttr(s->run, s_now);
+    if (now == NULL) return -1;
+    double at = PyFloat_AsDouble(now);
+    Py_DECREF(now);
+    if (at == -1.0 && PyErr_Occurred()) return -1;
+    if (record_latency(s, (at - s->t0) * 1e6) < 0) return -1;
+    long long n = 1;
+    if (s->field) {
+        n = PyLong_AsLongLong(PyTuple_GET_ITEM(out, s->field));
+        if (n == -1 && PyErr_Occurred()) return -1;
+    }
+    if (s->has_expect && n != s->expect) return call_count_error(s, k_runtime, s->expect_msg);
+    if (incr_item(s->counts, s->op, 1) < 0 || incr_attr(s->stats, s_docs, n) < 0) return -1;
+    return incr_attr(s->stats, s_bytes, s->size * n);
+}
+
+/* (request, check), or NULL: done (no exception) or an exception */
+static PyObject *keyed_yield(KeyedWrites *s) {
+    int r = keyed_fill(s);
+    if (r <= 0) return NULL;
+    return PyTuple_Pack(2, s->req, s->check);
+}
+
+static PyObject *keyed_iternext(PyObject *self) { return keyed_yield((KeyedWrites *)self); }
+
+static PyObject *keyed_send(PyObject *self, PyObject *out) {
+    KeyedWrites *s = (KeyedWrites *)self;
+    if (keyed_account(s, out) < 0) return NULL;
+    PyObject *next = keyed_yield(s);
+    if (next == NULL && !PyErr_Occurred()) PyErr_SetNone(PyExc_StopIteration);
+    return next;
+}
+
+static PyObject *keyed_close(PyObject *self, PyObject *unused) { Py_RETURN_NONE; }
+
+/* The compiled loop's step for a reply in buf: the check (or the last success's outcome,
+ * for the same bytes), the accounting, the next request (*req, borrowed). 1: send it, 0: the
+ * source is done, -1: an exception. */
+static int keyed_serve(KeyedWrites *s, PyObject *buf, Py_ssize_t length, PyObject **req) {
+    const char *body = PyByteArray_AS_STRING(buf) + 16;
+    Py_ssize_t n = length - 16;
+    PyObject *out;
+    if (s->last_out != NULL && n == s->last_len && memcmp(body, s->last, (size_t)n) == 0) {
+        out = s->last_out;
+        Py_INCREF(out);
+    } else {
+        PyObject *len_obj = PyLong_FromSsize_t(length);
+        if (len_obj == NULL) return -1;
+        PyObject *args[2] = {buf, len_obj};
+        out = PyObject_Vectorcall(s->check, args, 2, NULL);
+        Py_DECREF(len_obj);
+        if (out == NULL) return -1;
+        if (n <= LAST_MAX && PyTuple_Check(out) && PyTuple_GET_SIZE(out) > 0 &&
+            PyTuple_GET_ITEM(out, 0) == Py_None) {
+            memcpy(s->last, body, (size_t)n);
+            s->last_len = n;
+            Py_INCREF(out);
+            Py_XSETREF(s->last_out, out);
+        }
+    }
+    int r = keyed_account(s, out);
+    Py_DECREF(out);
+    if (r < 0) return -1;
+    r = keyed_fill(s);
+    *req = s->req;
+    return r;
+}
+
+static int keyed_init(PyObject *self, PyObject *a, PyObject *kw) {
+    KeyedWrites *s = (KeyedWrites *)self;
+    static char *names[] = {"template", "rid", "key_at", "keys", "state", "check", "op",
+                            "field", "expect", "expect_msg", "size", "quota", "run", "stats",
+                            "count_error", "record", NULL};
+    Py_buffer tmpl;
+    int rid;
+    Py_ssize_t key_at;
+    unsigned long long keys;
+    long long expect, size, quota;
+    PyObject *state, *check, *op, *expect_msg, *run, *stats, *count_error, *record;
+    if (!PyArg_ParseTupleAndKeywords(a, kw, "y*inKO!OUiLOLLOOOO", names, &tmpl, &rid, &key_at,
+                                     &keys, &PyTuple_Type, &state, &check, &op, &s->field,
+                                     &expect, &expect_msg, &size, &quota, &run, &stats,
+                                     &count_error, &record))
+        return -1;
+    int bad = key_at >= 0 && (keys == 0 || keys > 0xffffffffULL || key_at < 16 ||
+                              key_at + 8 > tmpl.len);
+    bad = bad || tmpl.len < 16 || s->field < 0 || s->field > 4 ||
+          PyTuple_GET_SIZE(state) != MT_N + 1;
+    if (bad) {
+        PyBuffer_Release(&tmpl);
+        PyErr_SetString(PyExc_ValueError, "KeyedWrites: a key slot past the template, keys"
+                                          " outside (0, 2**32), or not a generator's state");
+        return -1;
+    }
+    PyObject *req = PyByteArray_FromStringAndSize(tmpl.buf, tmpl.len);
+    PyBuffer_Release(&tmpl);
+    if (req == NULL) return -1;
+    memcpy(PyByteArray_AS_STRING(req) + 4, &rid, 4);
+    for (int k = 0; k <= MT_N; k++) {
+        unsigned long v = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(state, k));
+        if (v == (unsigned long)-1 && PyErr_Occurred()) {
+            Py_DECREF(req);
+            return -1;
+        }
+        if (k < MT_N) s->mt[k] = (uint32_t)v;
+        else s->mti = (int)v;
+    }
+    PyObject *latency = PyObject_GetAttr(stats, s_latency);
+    PyObject *counts = latency ? PyObject_GetAttrString(stats, "ops") : NULL;
+    if (counts == NULL || !PyDict_Check(counts)) {
+        Py_XDECREF(latency);
+        Py_XDECREF(counts);
+        Py_DECREF(req);
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "stats.ops must be a dict");
+        return -1;
+    }
+    Py_XSETREF(s->req, req);
+    Py_XSETREF(s->latency, latency);
+    Py_XSETREF(s->counts, counts);
+#define KEEP(field) Py_INCREF(field); Py_XSETREF(s->field, field);
+    KEEP(check) KEEP(op) KEEP(expect_msg) KEEP(run) KEEP(stats) KEEP(count_error) KEEP(record)
+#undef KEEP
+    s->key_at = key_at;
+    s->keys = (uint32_t)keys;
+    s->bits = 0;
+    for (unsigned long long k = keys; k; k >>= 1) s->bits++; /* keys.bit_length() */
+    s->has_expect = expect_msg != Py_None;
+    s->expect = expect;
+    s->size = size;
+    s->quota = quota;
+    s->i = 0;
+    s->last_len = 0;
+    Py_CLEAR(s->last_out);
+    return 0;
+}
+
+static int keyed_traverse(PyObject *self, visitproc visit, void *arg) {
+    KeyedWrites *s = (KeyedWrites *)self;
+    Py_VISIT(s->req); Py_VISIT(s->check); Py_VISIT(s->op); Py_VISIT(s->expect_msg);
+    Py_VISIT(s->run); Py_VISIT(s->stats); Py_VISIT(s->latency); Py_VISIT(s->counts);
+    Py_VISIT(s->count_error); Py_VISIT(s->record); Py_VISIT(s->last_out);
+    return 0;
+}
+
+static int keyed_clear(PyObject *self) {
+    KeyedWrites *s = (KeyedWrites *)self;
+    Py_CLEAR(s->req); Py_CLEAR(s->check); Py_CLEAR(s->op); Py_CLEAR(s->expect_msg);
+    Py_CLEAR(s->run); Py_CLEAR(s->stats); Py_CLEAR(s->latency); Py_CLEAR(s->counts);
+    Py_CLEAR(s->count_error); Py_CLEAR(s->record); Py_CLEAR(s->last_out);
+    return 0;
+}
+
+static void keyed_dealloc(PyObject *self) {
+    PyObject_GC_UnTrack(self);
+    keyed_clear(self);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyMethodDef keyed_methods[] = {
+    {"send", keyed_send, METH_O, "send(outcome) -> the next (request, check)"},
+    {"close", keyed_close, METH_NOARGS, "nothing to release"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject KeyedWritesType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "mongobench.driver._loop.KeyedWrites",
+    .tp_basicsize = sizeof(KeyedWrites),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "sources._writes of a keyed write without a document, in C",
+    .tp_new = PyType_GenericNew,
+    .tp_init = keyed_init,
+    .tp_dealloc = keyed_dealloc,
+    .tp_traverse = keyed_traverse,
+    .tp_clear = keyed_clear,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = keyed_iternext,
+    .tp_methods = keyed_methods,
+};
+
 /* One event of client c (fd): its reply read and served. 0, or -1 with an exception set. */
 static int serve(PyObject *loop, PyObject *run, PyObject *c, int fd, uint32_t ev,
                  Py_ssize_t max_message) {
@@ -231,26 +572,46 @@ static int serve(PyObject *loop, PyObject *run, PyObject *c, int fd, uint32_t ev
     Py_ssize_t length = 0;
     int got = read_reply(loop, c, fd, max_message, &buf, &length);
     if (got <= 0) return got;
-    PyObject *check = PyObject_GetAttr(c, s_check);
-    PyObject *len_obj = PyLong_FromSsize_t(length);
-    PyObject *outcome = NULL;
-    if (check != NULL && len_obj != NULL) {
-        PyObject *args[2] = {buf, len_obj};
-        outcome = PyObject_Vectorcall(check, args, 2, NULL);
-    }
-    Py_XDECREF(check);
-    Py_XDECREF(len_obj);
-    Py_DECREF(buf);
-    if (outcome == NULL) return -1;
     PyObject *gen = PyObject_GetAttr(c, s_gen);
     if (gen == NULL) {
-        Py_DECREF(outcome);
+        Py_DECREF(buf);
         return -1;
     }
     PyObject *yielded = NULL;
-    PySendResult sent = PyIter_Send(gen, outcome, &yielded);
-    Py_DECREF(gen);
-    Py_DECREF(outcome);
+    PySendResult sent;
+    if (Py_IS_TYPE(gen, &KeyedWritesType)) { /* a source in C: no call out per reply */
+        PyObject *req;
+        int r = keyed_serve((KeyedWrites *)gen, buf, length, &req);
+        Py_DECREF(buf);
+        if (r == 1) {
+            r = send_request(loop, c, fd, req);
+            Py_DECREF(gen);
+            return r;
+        }
+        Py_DECREF(gen);
+        if (r < 0) return -1;
+        Py_INCREF(Py_None); /* done: as a generator's return */
+        yielded = Py_None;
+        sent = PYGEN_RETURN;
+    } else {
+        PyObject *check = PyObject_GetAttr(c, s_check);
+        PyObject *len_obj = PyLong_FromSsize_t(length);
+        PyObject *outcome = NULL;
+        if (check != NULL && len_obj != NULL) {
+            PyObject *args[2] = {buf, len_obj};
+            outcome = PyObject_Vectorcall(check, args, 2, NULL);
+        }
+        Py_XDECREF(check);
+        Py_XDECREF(len_obj);
+        Py_DECREF(buf);
+        if (outcome == NULL) {
+            Py_DECREF(gen);
+            return -1;
+        }
+        sent = PyIter_Send(gen, outcome, &yielded);
+        Py_DECREF(gen);
+        Py_DECREF(outcome);
+    }
     if (sent == PYGEN_ERROR) return -1;
     if (sent == PYGEN_RETURN) { /* its work is done, or it saw the stop */
         Py_DECREF(yielded);
@@ -427,8 +788,19 @@ PyMODINIT_FUNC PyInit__loop(void) {
     INTERN(s_flush, "_flush");
     INTERN(k_reconnect, "AutoReconnect");
     INTERN(k_protocol, "ProtocolError");
+    INTERN(s_latency, "latency");
+    INTERN(s_tick, "tick");
+    INTERN(s_pending_lat, "_pending");
+    INTERN(s_docs, "docs");
+    INTERN(s_bytes, "bytes");
+    INTERN(k_runtime, "RuntimeError");
+    if (PyType_Ready(&KeyedWritesType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
-    if (m != NULL && PyModule_AddStringConstant(m, "SOURCE_HASH", LOOP_SOURCE_HASH) < 0) {
+    if (m == NULL) return NULL;
+    Py_INCREF(&KeyedWritesType);
+    if (PyModule_AddStringConstant(m, "SOURCE_HASH", LOOP_SOURCE_HASH) < 0 ||
+        PyModule_AddObject(m, "KeyedWrites", (PyObject *)&KeyedWritesType) < 0) {
+        Py_DECREF(&KeyedWritesType);
         Py_DECREF(m);
         return NULL;
     }

@@ -295,11 +295,16 @@ class Loop:
         self.conns = {}
         self.timers = []  # open loop: (due, fd, request) held until due (a heap)
         self.ep = select.epoll()
+        tls = any(isinstance(s, ssl.SSLSocket) for s in socks)
+        # a source with a compiled twin (never an open loop's: paced() hides it) runs it
+        # where the compiled loop runs
+        compiled = getattr(source, "compiled", None)
+        module = native.module(tls, False) if compiled is not None else None
         for sock, client in zip(socks, clients, strict=True):
-            c = _Conn(sock, client, source(client))
+            gen = compiled(client, module) if module is not None else source(client)
+            c = _Conn(sock, client, gen)
             self.conns[c.fd] = c
             self.ep.register(c.fd, select.EPOLLIN)
-        tls = any(isinstance(s, ssl.SSLSocket) for s in socks)
         paced = any(c.schedule is not None for c in clients)  # their sources set it
         self.native = native.module(tls, paced)
         self.kind = native.NATIVE if self.native is not None else native.PYTHON

@@ -91,6 +91,9 @@ class Tmpl:
         self.size = len(raw)
         self.raw = raw
         self.args = args
+        # each slot's offset and format, in the order write takes them (a compiled source
+        # patches the template itself: sources._compiled_writes)
+        self.slots = {k: (off, f) for off, _, f, k in found}
         pack, p = self.struct.pack_into, args
         if not found:
             self.write = lambda buf, rid: pack(buf, 0, p[0], rid, p[2])

@@ -158,7 +158,30 @@ def executor(d, db, wc):
             return _writes(c, buf, check, lambda buf, i: write(buf, rid), count)
         return _writes(c, buf, check, lambda buf, i: write(buf, rid, *values(rng)), count)
 
+    if d.doc is None and values is None:
+        source.compiled = _compiled_writes(shared, d.keys, check, count)
     return source
+
+
+def _compiled_writes(t: ops.Tmpl, keys: int, check, count: Counted):
+    """The executor's source for a keyed write without a document (one uniform key, or
+    none) as the compiled loop's own (driver._loop.KeyedWrites: the same requests, keys
+    and accounting, with no bytecode per operation): `compiled(c, module)`, or None where
+    it cannot stand in (keys beyond 32 bits)."""
+    if keys and (keys >= 1 << 32 or t.slots[0][1] != "q"):
+        return None
+    at = t.slots[0][0] if keys else -1
+    expect, message = count.expect if count.expect is not None else (0, None)
+
+    def compiled(c: Client, module):
+        state = random.Random(c.index + 1).getstate()[1]
+        return module.KeyedWrites(
+            t.raw, c.rid, at, keys, state, check, count.op, count.field or 0, expect,
+            message, count.size, c.quota if c.quota is not None else -1, c.run, c.stats,
+            count_error, c.record,
+        )  # fmt: skip
+
+    return compiled
 
 
 def _deletes(d: KeyedDelete, db, wc):

@@ -1,0 +1,213 @@
+"""The keyed writes' compiled source (driver._loop.KeyedWrites) against its Python twin
+(sources._writes): the same requests byte for byte (the keys random.Random draws), the same
+accounting of every outcome, the same end; and run by the compiled loop over a socketpair
+against scripted replies, where it skips the check for a reply equal to the last success."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import socket
+import struct
+import threading
+import time
+
+import bson
+import pytest
+from native_helpers import compiled
+
+from mongobench.driver import multiplex, native, ops, sources
+from mongobench.driver.base import ThreadStats
+from mongobench.driver.catalog import WORKLOADS
+
+OK = (None, 1, 1, 0, None, 0)
+NOT_MODIFIED = (None, 1, 0, 0, None, 0)
+FAILED = ("WriteError", 0, 0, 0, "E11000 duplicate key", 0)
+SCRIPT = [OK, OK, NOT_MODIFIED, OK, FAILED, OK, (None, 3, 3, 0, None, 0), OK, OK, OK]
+
+# keyed writes without a document: one uniform key (update_fields: nModified, expected 1;
+# update_indexed: nModified, anything), or none (hot_update: n, expected 1)
+WORKLOAD_CASES = {
+    "update_fields": {"preload_docs": 300, "doc_size_kb": 1, "threads": 3, "n_fields": 2,
+                      "doc_range": 300},
+    "update_indexed": {"preload_docs": 300, "doc_size_kb": 1, "threads": 3, "indexes": 2,
+                       "update_indexed_fields": False},
+    "hot_update": {"preload_docs": 10, "doc_size_kb": 1, "threads": 3},
+}  # fmt: skip
+
+
+def _drive(gen, run, outcomes):
+    """Every request the source yields (bytes) and its check, answered by `outcomes` in
+    turn (each after 1 ms: its latency) until the source ends."""
+    sent = []
+    try:
+        req, check = next(gen)
+        for out in outcomes:
+            sent.append((bytes(req), check))
+            run.now = time.perf_counter() + 0.001
+            req, check = gen.send(out)
+        sent.append((bytes(req), check))
+    except StopIteration:
+        pass
+    return sent
+
+
+def _latencies(stats) -> dict:
+    return {op: dict(c) for op, c in stats.latency._pending.items()}
+
+
+@pytest.mark.parametrize("workload", sorted(WORKLOAD_CASES))
+@pytest.mark.parametrize("index", [0, 2])
+def test_same_requests_and_accounting_as_the_python_source(workload, index):
+    module = compiled()
+    source = sources.make(workload, dict(WORKLOAD_CASES[workload], total_ops=24), "db")
+    assert source.compiled is not None
+    got = {}
+    for kind in ("python", "compiled"):
+        run, stats = multiplex.Run(), ThreadStats()
+        c = multiplex.Client(index, 3, run, stats, total=24)
+        gen = source(c) if kind == "python" else source.compiled(c, module)
+        got[kind] = (_drive(gen, run, SCRIPT * 3), stats)
+    (py_sent, py), (c_sent, mine) = got["python"], got["compiled"]
+    assert len(py_sent) == 8  # the client's share of 24
+    assert [r for r, _ in c_sent] == [r for r, _ in py_sent]
+    assert all(a is b for (_, a), (_, b) in zip(c_sent, py_sent, strict=True))
+    assert mine.ops == py.ops and sum(py.ops.values()) > 0
+    assert (mine.docs, mine.bytes) == (py.docs, py.bytes)
+    assert mine.errors == py.errors and mine.error_samples == py.error_samples
+    assert "WriteError" in " ".join(py.errors)
+    lat = _latencies(mine)
+    assert {op: sum(c.values()) for op, c in lat.items()} == {
+        op: sum(c.values()) for op, c in _latencies(py).items()
+    }
+    assert all(1000 <= us < 50_000 for c in lat.values() for us in c)  # from the fill: 1 ms on
+
+
+@pytest.mark.parametrize("keys", [1, 2, 3, 60, 1000, 15_000_000, 2**31, 2**32 - 1])
+def test_keys_drawn_as_random_randrange_draws_them(keys):
+    """Past the generator's regeneration (every 624 words) and across bit widths."""
+    module = compiled()
+    t = ops.update_tmpl("db", "c", {"_id": ops.sentinel(0)}, {"$inc": {"n": 1}}, [ops.sentinel(0)])
+    at = t.slots[0][0]
+    run, stats = multiplex.Run(), ThreadStats()
+    state = random.Random(7).getstate()[1]
+    gen = module.KeyedWrites(
+        t.raw, 1, at, keys, state, object(), "update", 1, 0, None, 0, -1, run, stats,
+        multiplex.count_error, stats.latency.record,
+    )  # fmt: skip
+    sent = _drive(gen, run, [OK] * 1499)
+    drawn = [struct.unpack_from("<q", r, at)[0] for r, _ in sent]
+    rng = random.Random(7)
+    assert drawn == [rng.randrange(keys) for _ in range(1500)]
+
+
+def test_a_stopped_run_ends_it_at_its_next_operation():
+    module = compiled()
+    source = sources.make("hot_update", dict(WORKLOAD_CASES["hot_update"], total_ops=100), "db")
+    run, stats = multiplex.Run(), ThreadStats()
+    gen = source.compiled(multiplex.Client(0, 1, run, stats, total=100), module)
+    next(gen)
+    gen.send(OK)
+    run.stopped = True
+    with pytest.raises(StopIteration):
+        gen.send(OK)
+    assert stats.ops == {"update": 2}  # both replies counted, no third request
+
+
+def test_where_no_compiled_source_stands_in(monkeypatch):
+    s = dict(WORKLOAD_CASES["update_fields"], total_ops=10)
+    assert sources.make("update_fields", s, "db").compiled is not None
+    # a document per operation, an open loop
+    assert not hasattr(sources.make("replace", dict(s, doc_range=300), "db"), "compiled")
+    assert not hasattr(
+        sources.make("update_fields", dict(s, target_ops_per_s=100), "db"), "compiled"
+    )
+    # keys past 32 bits: the Python source
+    d = dataclasses.replace(WORKLOADS["update_fields"](None, s).declare(), keys=2**32)
+    assert sources.executor(d, "db", None).compiled is None
+
+
+def test_bad_construction_is_refused():
+    module = compiled()
+    t = ops.update_tmpl("db", "c", {"_id": ops.sentinel(0)}, {"$inc": {"n": 1}}, [ops.sentinel(0)])
+    run, stats = multiplex.Run(), ThreadStats()
+    state = random.Random(1).getstate()[1]
+
+    def make(**kw):
+        args = dict(template=t.raw, rid=1, key_at=t.slots[0][0], keys=10, state=state,
+                    check=None, op="update", field=1, expect=0, expect_msg=None, size=0,
+                    quota=-1, run=run, stats=stats, count_error=multiplex.count_error,
+                    record=stats.latency.record)  # fmt: skip
+        return module.KeyedWrites(**{**args, **kw})
+
+    make()
+    for bad in ({"key_at": len(t.raw) - 4}, {"keys": 0}, {"keys": 2**32}, {"state": (1, 2)}):
+        with pytest.raises(ValueError, match="KeyedWrites"):
+            make(**bad)
+
+
+def _reply(rid: int, doc: dict) -> bytes:
+    body = b"\x00\x00\x00\x00\x00" + bson.encode(doc)
+    return struct.pack("<iiii", 16 + len(body), 99, rid, 2013) + body
+
+
+def _run_over_socketpair(kind, monkeypatch, replies_: list[dict]):
+    """update_fields' one client against a peer answering `replies_` in turn; (stats,
+    requests the peer read, the loop's kind, the source's type)."""
+    monkeypatch.setenv(native.ENV, kind)
+    s = dict(WORKLOAD_CASES["update_fields"], total_ops=len(replies_))
+    source = sources.make("update_fields", s, "db")
+    mine, peer = socket.socketpair()
+    mine.setblocking(False)
+    seen = []
+
+    def serve():
+        for doc in replies_:
+            head = peer.recv(16, socket.MSG_WAITALL)
+            (length,) = struct.unpack_from("<i", head)
+            seen.append(head + peer.recv(length - 16, socket.MSG_WAITALL))
+            peer.sendall(_reply(struct.unpack_from("<i", head, 4)[0], doc))
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    loop = multiplex.prepare_clients(None, source, range(1), 1, total=len(replies_), socks=[mine])
+    [c] = loop.conns.values()
+    gen = type(c.gen).__name__
+    stats, _, _ = multiplex.run_prepared(loop)
+    server.join(5)
+    peer.close()
+    return stats, seen, loop.kind, gen
+
+
+def test_the_compiled_loop_runs_it_and_checks_every_new_reply(monkeypatch):
+    """Equal replies reuse the last success's outcome; any other is checked (nModified 0
+    after two equal successes is still the error it is, a server error too)."""
+    compiled()
+    ok = {"n": 1, "nModified": 1, "ok": 1.0}
+    script = [ok, ok, {"n": 1, "nModified": 0, "ok": 1.0}, ok, {"ok": 0.0, "errmsg": "boom",
+              "code": 2, "codeName": "BadValue"}, ok, ok]  # fmt: skip
+    runs = {}
+    for kind in (native.NATIVE, native.PYTHON):
+        stats, seen, loop_kind, gen = _run_over_socketpair(kind, monkeypatch, script)
+        assert loop_kind == kind
+        assert gen == ("KeyedWrites" if kind == native.NATIVE else "generator")
+        runs[kind] = (stats, seen)
+    (mine, c_seen), (py, py_seen) = runs[native.NATIVE], runs[native.PYTHON]
+    assert c_seen == py_seen and len(c_seen) == len(script)
+    assert mine.ops == py.ops == {"update": 5}
+    assert mine.errors == py.errors and len(py.errors) == 2
+    assert mine.error_samples == py.error_samples
+
+
+def test_the_loop_picks_the_compiled_source_only_with_the_compiled_loop(monkeypatch):
+    module = compiled()
+    source = sources.make("hot_update", dict(WORKLOAD_CASES["hot_update"], total_ops=4), "db")
+    for kind, expected in ((native.NATIVE, module.KeyedWrites), (native.PYTHON, None)):
+        monkeypatch.setenv(native.ENV, kind)
+        mine, peer = socket.socketpair()
+        loop = multiplex.prepare_clients(None, source, range(1), 1, total=4, socks=[mine])
+        [c] = loop.conns.values()
+        assert type(c.gen) is expected if expected else type(c.gen).__name__ == "generator"
+        loop.ep.close()
+        mine.close()
+        peer.close()
