@@ -209,48 +209,68 @@ done:
     return r;
 }
 
-/* ------------------------------------------------------------------------- keyed writes
- * KeyedWrites: sources._writes for a keyed write without a document (sources.executor: a
- * KeyedWrite whose only value is one uniform key, or none), in C, so the compiled loop
- * serves its clients with no bytecode per operation. It is the Python source's twin:
- *   - the same requests: the template with the client's request id, each operation's key
- *     drawn as random.Random(index + 1).randrange(keys) draws it (the generator's state
- *     copied, MT19937 and getrandbits as CPython's _randommodule.c);
- *   - the same accounting, on the same objects: latency (LatencyRecorder._pending, in whole
- *     microseconds from the request's fill to the wake-up that read its reply), stats.ops,
- *     docs, bytes, and errors through multiplex.count_error;
- *   - the same protocol: iterating it yields (request, check), send(outcome) takes the
- *     check's outcome (so the Python loop can run it too: the tests compare both).
- * The compiled loop calls the check itself (keyed_serve), skipping it for a reply whose
- * bytes equal the last success's (the check is a function of those bytes). */
+/* ------------------------------------------------------------------------- compiled sources
+ * Sources in C for the compiled loop, so it serves their clients with no bytecode per
+ * operation. Each is the twin of a Python source (the reference, run everywhere else):
+ *   KeyedWrites  sources._writes of a keyed write without a document (sources.executor);
+ *   KeyedReads   cursor_sources._finder of a find or aggregate with uniform integer values,
+ *                its getMores included.
+ * Both keep the Python source's contract:
+ *   - the same requests: the template with the client's request id, each operation's values
+ *     drawn as random.Random(index + 1).randrange(lo, hi) draws them, in the same order (the
+ *     generator's state copied; MT19937 and getrandbits as CPython's _randommodule.c);
+ *   - the same accounting, on the same objects: latency (LatencyRecorder._pending, whole
+ *     microseconds from the operation's fill to the wake-up that read its last reply),
+ *     stats.ops, docs, bytes, counters, and errors through multiplex.count_error;
+ *   - the same protocol: iterating one yields (request, check) and send(outcome) takes the
+ *     check's outcome, so the Python loop can drive it too (the tests compare them).
+ * The compiled loop calls the check itself (source_serve). KeyedWrites skips it for a reply
+ * whose bytes equal the last success's (the check is a function of those bytes). */
 
 #define MT_N 624
 #define MT_M 397
+#define MAX_DRAWS 16
 #define LAST_MAX 256
 
-static PyObject *s_latency, *s_tick, *s_pending_lat, *s_docs, *s_bytes, *k_runtime;
+static PyObject *s_latency, *s_tick, *s_pending_lat, *s_docs, *s_bytes, *s_getmores,
+    *k_runtime;
+
+typedef struct { /* what both sources have */
+    PyObject *req; /* bytearray: the request; its values are patched in place */
+    int ndraws;
+    Py_ssize_t at[MAX_DRAWS]; /* each value's int64 in the request, in the order drawn */
+    long long lo[MAX_DRAWS];
+    uint32_t width[MAX_DRAWS];
+    int bits[MAX_DRAWS];
+    uint32_t mt[MT_N];
+    int mti;
+    PyObject *check, *op, *run, *stats, *latency, *counts, *count_error, *record;
+    long long i, quota; /* quota -1: endless */
+    double t0;
+} Common;
 
 typedef struct {
     PyObject_HEAD
-    PyObject *req; /* bytearray: the request; its key is patched in place */
-    Py_ssize_t key_at; /* offset of the key's int64 in the request; -1: no key */
-    uint32_t keys;
-    int bits;
-    uint32_t mt[MT_N];
-    int mti;
-    PyObject *check, *op, *expect_msg, *run, *stats, *latency, *counts, *count_error,
-        *record;
+    Common k;
     int field; /* the outcome's field of the documents written (1: n, 2: nModified) */
     int has_expect;
-    long long expect, size, i, quota; /* quota -1: endless */
-    double t0;
+    long long expect, size;
     char last[LAST_MAX]; /* the last success reply's bytes after the header, its outcome */
     Py_ssize_t last_len;
-    PyObject *last_out;
+    PyObject *last_out, *expect_msg;
 } KeyedWrites;
 
+typedef struct {
+    PyObject_HEAD
+    Common k;
+    PyObject *gm, *gm_check, *counters; /* the getMore request (id, batchSize) */
+    Py_ssize_t gm_id_at, gm_size_at; /* gm_size_at -1: no batchSize */
+    long long limit, expect; /* expect -1: any number of documents */
+    long long got, more; /* the operation's documents and getMores so far */
+} KeyedReads;
+
 /* genrand_uint32 of CPython's _randommodule.c */
-static uint32_t mt_next(KeyedWrites *s) {
+static uint32_t mt_next(Common *s) {
     static const uint32_t mag01[2] = {0x0U, 0x9908b0dfU};
     uint32_t y, *mt = s->mt;
     if (s->mti >= MT_N) {
@@ -275,18 +295,18 @@ static uint32_t mt_next(KeyedWrites *s) {
     return y;
 }
 
-/* Random.randrange(keys) for 0 < keys < 2**32 (_randbelow_with_getrandbits) */
-static uint32_t mt_below(KeyedWrites *s) {
+/* Random.randrange(lo, lo + width) for 0 < width < 2**32 (_randbelow_with_getrandbits) */
+static long long mt_range(Common *s, int d) {
     uint32_t r;
     do {
-        r = mt_next(s) >> (32 - s->bits);
-    } while (r >= s->keys);
-    return r;
+        r = mt_next(s) >> (32 - s->bits[d]);
+    } while (r >= s->width[d]);
+    return s->lo[d] + (long long)r;
 }
 
 /* The next operation's request filled: 1, 0 when the source is done (the run stopped, the
  * quota reached), -1 with an exception set. */
-static int keyed_fill(KeyedWrites *s) {
+static int source_fill(Common *s) {
     PyObject *stopped = PyObject_GetAttr(s->run, s_stopped);
     if (stopped == NULL) return -1;
     int stop = PyObject_IsTrue(stopped);
@@ -294,9 +314,10 @@ static int keyed_fill(KeyedWrites *s) {
     if (stop != 0) return stop < 0 ? -1 : 0;
     if (s->quota >= 0 && s->i >= s->quota) return 0;
     s->i++;
-    if (s->key_at >= 0) {
-        int64_t key = (int64_t)mt_below(s);
-        memcpy(PyByteArray_AS_STRING(s->req) + s->key_at, &key, 8); /* little-endian */
+    char *req = PyByteArray_AS_STRING(s->req);
+    for (int d = 0; d < s->ndraws; d++) {
+        int64_t v = (int64_t)mt_range(s, d);
+        memcpy(req + s->at[d], &v, 8); /* little-endian, as the wire */
     }
     s->t0 = clock_now();
     return 1;
@@ -328,16 +349,23 @@ static int incr_attr(PyObject *o, PyObject *name, long long by) {
     return r;
 }
 
-static int call_count_error(KeyedWrites *s, PyObject *kind, PyObject *message) {
+/* multiplex.count_error(stats, op, kind, message) */
+static int source_error(Common *s, PyObject *kind, PyObject *message) {
     PyObject *r = PyObject_CallFunctionObjArgs(s->count_error, s->stats, s->op, kind, message,
                                                NULL);
     Py_XDECREF(r);
     return r == NULL ? -1 : 0;
 }
 
-/* LatencyRecorder.record(op, micros): the pending Counter's item, in C when the recorder
- * has no tick and a Counter for op (else its own method, which makes them) */
-static int record_latency(KeyedWrites *s, double micros) {
+/* The operation's latency, as LatencyRecorder.record(op, micros) keeps it: the pending
+ * Counter's item, in C when the recorder has no tick and a Counter for op (else its own
+ * method, which makes them) */
+static int source_record(Common *s) {
+    PyObject *now = PyObject_GetAttr(s->run, s_now);
+    if (now == NULL) return -1;
+    double micros = (PyFloat_AsDouble(now) - s->t0) * 1e6;
+    Py_DECREF(now);
+    if (PyErr_Occurred()) return -1;
     PyObject *tick = PyObject_GetAttr(s->latency, s_tick);
     if (tick == NULL) return -1;
     int plain = tick == Py_None;
@@ -362,121 +390,206 @@ static int record_latency(KeyedWrites *s, double micros) {
     return r;
 }
 
-/* What sources._writes does with an outcome: 0, or -1 with an exception set */
-static int keyed_account(KeyedWrites *s, PyObject *out) {
-    if (!PyTuple_Check(out) || PyTuple_GET_SIZE(out) < 5) {
-        PyErr_SetString(PyExc_TypeError, "a write check's outcome is a tuple of 6");
-        return -1;
+static PyObject *call_check(PyObject *check, PyObject *buf, Py_ssize_t length) {
+    PyObject *len_obj = PyLong_FromSsize_t(length);
+    if (len_obj == NULL) return NULL;
+    PyObject *args[2] = {buf, len_obj};
+    PyObject *out = PyObject_Vectorcall(check, args, 2, NULL);
+    Py_DECREF(len_obj);
+    if (out != NULL && (!PyTuple_Check(out) || PyTuple_GET_SIZE(out) < 4)) {
+        Py_DECREF(out);
+        PyErr_SetString(PyExc_TypeError, "a check's outcome is a tuple of 4 or more");
+        return NULL;
     }
+    return out;
+}
+
+/* -- KeyedWrites: what sources._writes does with an outcome; 0, or -1 with an exception */
+static int writes_account(KeyedWrites *w, PyObject *out) {
+    Common *s = &w->k;
     PyObject *kind = PyTuple_GET_ITEM(out, 0);
-    if (kind != Py_None) return call_count_error(s, kind, PyTuple_GET_ITEM(out, 4));
-    PyObject *now = PyObject_GetAttr(s->run, s_now);
-    if (now == NULL) return -1;
-    double at = PyFloat_AsDouble(now);
-    Py_DECREF(now);
-    if (at == -1.0 && PyErr_Occurred()) return -1;
-    if (record_latency(s, (at - s->t0) * 1e6) < 0) return -1;
+    if (kind != Py_None) return source_error(s, kind, PyTuple_GET_ITEM(out, 4));
+    if (source_record(s) < 0) return -1;
     long long n = 1;
-    if (s->field) {
-        n = PyLong_AsLongLong(PyTuple_GET_ITEM(out, s->field));
+    if (w->field) {
+        n = PyLong_AsLongLong(PyTuple_GET_ITEM(out, w->field));
         if (n == -1 && PyErr_Occurred()) return -1;
     }
-    if (s->has_expect && n != s->expect) return call_count_error(s, k_runtime, s->expect_msg);
+    if (w->has_expect && n != w->expect) return source_error(s, k_runtime, w->expect_msg);
     if (incr_item(s->counts, s->op, 1) < 0 || incr_attr(s->stats, s_docs, n) < 0) return -1;
-    return incr_attr(s->stats, s_bytes, s->size * n);
+    return incr_attr(s->stats, s_bytes, w->size * n);
 }
 
-/* (request, check), or NULL: done (no exception) or an exception */
-static PyObject *keyed_yield(KeyedWrites *s) {
-    int r = keyed_fill(s);
-    if (r <= 0) return NULL;
-    return PyTuple_Pack(2, s->req, s->check);
-}
-
-static PyObject *keyed_iternext(PyObject *self) { return keyed_yield((KeyedWrites *)self); }
-
-static PyObject *keyed_send(PyObject *self, PyObject *out) {
-    KeyedWrites *s = (KeyedWrites *)self;
-    if (keyed_account(s, out) < 0) return NULL;
-    PyObject *next = keyed_yield(s);
-    if (next == NULL && !PyErr_Occurred()) PyErr_SetNone(PyExc_StopIteration);
-    return next;
-}
-
-static PyObject *keyed_close(PyObject *self, PyObject *unused) { Py_RETURN_NONE; }
-
-/* The compiled loop's step for a reply in buf: the check (or the last success's outcome,
- * for the same bytes), the accounting, the next request (*req, borrowed). 1: send it, 0: the
- * source is done, -1: an exception. */
-static int keyed_serve(KeyedWrites *s, PyObject *buf, Py_ssize_t length, PyObject **req) {
+/* The outcome of the reply in buf: the last success's for the same bytes, else the check's */
+static PyObject *writes_outcome(KeyedWrites *w, PyObject *buf, Py_ssize_t length) {
     const char *body = PyByteArray_AS_STRING(buf) + 16;
     Py_ssize_t n = length - 16;
-    PyObject *out;
-    if (s->last_out != NULL && n == s->last_len && memcmp(body, s->last, (size_t)n) == 0) {
-        out = s->last_out;
+    if (w->last_out != NULL && n == w->last_len && memcmp(body, w->last, (size_t)n) == 0) {
+        Py_INCREF(w->last_out);
+        return w->last_out;
+    }
+    PyObject *out = call_check(w->k.check, buf, length);
+    if (out != NULL && PyTuple_GET_SIZE(out) < 5) {
+        Py_DECREF(out);
+        PyErr_SetString(PyExc_TypeError, "a write check's outcome is a tuple of 6");
+        return NULL;
+    }
+    if (out != NULL && n <= LAST_MAX && PyTuple_GET_ITEM(out, 0) == Py_None) {
+        memcpy(w->last, body, (size_t)n);
+        w->last_len = n;
         Py_INCREF(out);
-    } else {
-        PyObject *len_obj = PyLong_FromSsize_t(length);
-        if (len_obj == NULL) return -1;
-        PyObject *args[2] = {buf, len_obj};
-        out = PyObject_Vectorcall(s->check, args, 2, NULL);
-        Py_DECREF(len_obj);
-        if (out == NULL) return -1;
-        if (n <= LAST_MAX && PyTuple_Check(out) && PyTuple_GET_SIZE(out) > 0 &&
-            PyTuple_GET_ITEM(out, 0) == Py_None) {
-            memcpy(s->last, body, (size_t)n);
-            s->last_len = n;
-            Py_INCREF(out);
-            Py_XSETREF(s->last_out, out);
+        Py_XSETREF(w->last_out, out);
+    }
+    return out;
+}
+
+/* -- KeyedReads: what cursor_sources._finder does with an outcome. 1: a getMore is due
+ * (filled), 0: the operation is done (counted), -1: an exception. */
+static int reads_account(KeyedReads *r, PyObject *out) {
+    Common *s = &r->k;
+    PyObject *kind = PyTuple_GET_ITEM(out, 0);
+    int failed = kind != Py_None;
+    if (!failed) {
+        long long n = PyLong_AsLongLong(PyTuple_GET_ITEM(out, 1));
+        long long cid = PyLong_AsLongLong(PyTuple_GET_ITEM(out, 2));
+        if (PyErr_Occurred()) return -1;
+        r->got += n;
+        if (cid) { /* the cursor stays open: its getMore (_get_mores) */
+            char *gm = PyByteArray_AS_STRING(r->gm);
+            memcpy(gm + r->gm_id_at, &cid, 8);
+            if (r->gm_size_at >= 0) {
+                long long size = r->limit - r->got;
+                memcpy(gm + r->gm_size_at, &size, 8);
+            }
+            r->more++;
+            return 1;
         }
     }
-    int r = keyed_account(s, out);
-    Py_DECREF(out);
-    if (r < 0) return -1;
-    r = keyed_fill(s);
+    long long got = r->got, more = r->more;
+    r->got = r->more = 0;
+    if (incr_item(r->counters, s_getmores, more) < 0) return -1;
+    if (failed) return source_error(s, kind, PyTuple_GET_ITEM(out, 3));
+    if (source_record(s) < 0 || incr_attr(s->stats, s_docs, got) < 0) return -1;
+    if (r->expect >= 0 && got != r->expect) {
+        PyObject *m = PyUnicode_FromFormat("%lld documents instead of %lld", got, r->expect);
+        if (m == NULL) return -1;
+        int e = source_error(s, k_runtime, m);
+        Py_DECREF(m);
+        return e;
+    }
+    return incr_item(s->counts, s->op, 1);
+}
+
+/* -- both: the protocol. The next request (*req, *check: borrowed) after `out` (NULL: the
+ * first). 1: send it, 0: the source is done, -1: an exception. */
+static int source_next(PyObject *self, PyObject *out, PyObject **req, PyObject **check);
+
+static PyTypeObject KeyedWritesType, KeyedReadsType;
+
+static int source_next(PyObject *self, PyObject *out, PyObject **req, PyObject **check) {
+    Common *s;
+    if (Py_IS_TYPE(self, &KeyedReadsType)) {
+        KeyedReads *r = (KeyedReads *)self;
+        s = &r->k;
+        if (out != NULL) {
+            int more = reads_account(r, out);
+            if (more < 0) return -1;
+            if (more) {
+                *req = r->gm;
+                *check = r->gm_check;
+                return 1;
+            }
+        }
+    } else {
+        KeyedWrites *w = (KeyedWrites *)self;
+        s = &w->k;
+        if (out != NULL && writes_account(w, out) < 0) return -1;
+    }
+    int r = source_fill(s);
     *req = s->req;
+    *check = s->check;
     return r;
 }
 
-static int keyed_init(PyObject *self, PyObject *a, PyObject *kw) {
-    KeyedWrites *s = (KeyedWrites *)self;
-    static char *names[] = {"template", "rid", "key_at", "keys", "state", "check", "op",
-                            "field", "expect", "expect_msg", "size", "quota", "run", "stats",
-                            "count_error", "record", NULL};
-    Py_buffer tmpl;
-    int rid;
-    Py_ssize_t key_at;
-    unsigned long long keys;
-    long long expect, size, quota;
-    PyObject *state, *check, *op, *expect_msg, *run, *stats, *count_error, *record;
-    if (!PyArg_ParseTupleAndKeywords(a, kw, "y*inKO!OUiLOLLOOOO", names, &tmpl, &rid, &key_at,
-                                     &keys, &PyTuple_Type, &state, &check, &op, &s->field,
-                                     &expect, &expect_msg, &size, &quota, &run, &stats,
-                                     &count_error, &record))
-        return -1;
-    int bad = key_at >= 0 && (keys == 0 || keys > 0xffffffffULL || key_at < 16 ||
-                              key_at + 8 > tmpl.len);
-    bad = bad || tmpl.len < 16 || s->field < 0 || s->field > 4 ||
-          PyTuple_GET_SIZE(state) != MT_N + 1;
-    if (bad) {
-        PyBuffer_Release(&tmpl);
-        PyErr_SetString(PyExc_ValueError, "KeyedWrites: a key slot past the template, keys"
-                                          " outside (0, 2**32), or not a generator's state");
+static PyObject *source_yield(PyObject *self, PyObject *out) {
+    PyObject *req, *check;
+    int r = source_next(self, out, &req, &check);
+    if (r < 0) return NULL;
+    if (r == 0) {
+        if (out != NULL) PyErr_SetNone(PyExc_StopIteration);
+        return NULL;
+    }
+    return PyTuple_Pack(2, req, check);
+}
+
+static PyObject *source_iternext(PyObject *self) { return source_yield(self, NULL); }
+
+static PyObject *source_send(PyObject *self, PyObject *out) {
+    if (!PyTuple_Check(out) || PyTuple_GET_SIZE(out) < 4) {
+        PyErr_SetString(PyExc_TypeError, "an outcome is a check's tuple");
+        return NULL;
+    }
+    return source_yield(self, out);
+}
+
+static PyObject *source_close(PyObject *self, PyObject *unused) { Py_RETURN_NONE; }
+
+/* The compiled loop's step for the reply in buf: its outcome, the accounting, the next
+ * request (*req, borrowed). 1: send it, 0: the source is done, -1: an exception. */
+static int source_serve(PyObject *self, PyObject *buf, Py_ssize_t length, PyObject **req) {
+    PyObject *out, *check;
+    if (Py_IS_TYPE(self, &KeyedWritesType)) {
+        out = writes_outcome((KeyedWrites *)self, buf, length);
+    } else {
+        KeyedReads *r = (KeyedReads *)self;
+        out = call_check(r->more ? r->gm_check : r->k.check, buf, length);
+    }
+    if (out == NULL) return -1;
+    int r = source_next(self, out, req, &check);
+    Py_DECREF(out);
+    return r;
+}
+
+static int is_source(PyObject *o) {
+    return Py_IS_TYPE(o, &KeyedWritesType) || Py_IS_TYPE(o, &KeyedReadsType);
+}
+
+/* -- construction: the common part. template: the request; draws: ((offset, lo, hi), ...)
+ * in the order drawn; state: random.Random.getstate()[1]. 0, or -1 with an exception. */
+static int common_init(Common *s, Py_buffer *tmpl, int rid, PyObject *draws, PyObject *state,
+                       PyObject *check, PyObject *op, long long quota, PyObject *run,
+                       PyObject *stats, PyObject *count_error, PyObject *record) {
+    Py_ssize_t nd = PyTuple_GET_SIZE(draws);
+    if (tmpl->len < 16 || nd > MAX_DRAWS || PyTuple_GET_SIZE(state) != MT_N + 1) {
+        PyErr_SetString(PyExc_ValueError, "compiled source: a template shorter than a header,"
+                                          " too many values, or not a generator's state");
         return -1;
     }
-    PyObject *req = PyByteArray_FromStringAndSize(tmpl.buf, tmpl.len);
-    PyBuffer_Release(&tmpl);
-    if (req == NULL) return -1;
-    memcpy(PyByteArray_AS_STRING(req) + 4, &rid, 4);
-    for (int k = 0; k <= MT_N; k++) {
-        unsigned long v = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(state, k));
-        if (v == (unsigned long)-1 && PyErr_Occurred()) {
-            Py_DECREF(req);
+    for (Py_ssize_t d = 0; d < nd; d++) {
+        Py_ssize_t at;
+        long long lo, hi;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(draws, d), "nLL", &at, &lo, &hi)) return -1;
+        if (at < 16 || at + 8 > tmpl->len || hi <= lo || (unsigned long long)(hi - lo) >> 32) {
+            PyErr_SetString(PyExc_ValueError, "compiled source: a value past the template, or"
+                                              " a range empty or of 2**32 or more");
             return -1;
         }
+        s->at[d] = at;
+        s->lo[d] = lo;
+        s->width[d] = (uint32_t)(hi - lo);
+        s->bits[d] = 0;
+        for (uint32_t w = s->width[d]; w; w >>= 1) s->bits[d]++; /* width.bit_length() */
+    }
+    s->ndraws = (int)nd;
+    for (int k = 0; k <= MT_N; k++) {
+        unsigned long v = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(state, k));
+        if (v == (unsigned long)-1 && PyErr_Occurred()) return -1;
         if (k < MT_N) s->mt[k] = (uint32_t)v;
         else s->mti = (int)v;
     }
+    PyObject *req = PyByteArray_FromStringAndSize(tmpl->buf, tmpl->len);
+    if (req == NULL) return -1;
+    memcpy(PyByteArray_AS_STRING(req) + 4, &rid, 4);
     PyObject *latency = PyObject_GetAttr(stats, s_latency);
     PyObject *counts = latency ? PyObject_GetAttrString(stats, "ops") : NULL;
     if (counts == NULL || !PyDict_Check(counts)) {
@@ -489,48 +602,140 @@ static int keyed_init(PyObject *self, PyObject *a, PyObject *kw) {
     Py_XSETREF(s->req, req);
     Py_XSETREF(s->latency, latency);
     Py_XSETREF(s->counts, counts);
-#define KEEP(field) Py_INCREF(field); Py_XSETREF(s->field, field);
-    KEEP(check) KEEP(op) KEEP(expect_msg) KEEP(run) KEEP(stats) KEEP(count_error) KEEP(record)
+#define KEEP(name) Py_INCREF(name); Py_XSETREF(s->name, name);
+    KEEP(check) KEEP(op) KEEP(run) KEEP(stats) KEEP(count_error) KEEP(record)
 #undef KEEP
-    s->key_at = key_at;
-    s->keys = (uint32_t)keys;
-    s->bits = 0;
-    for (unsigned long long k = keys; k; k >>= 1) s->bits++; /* keys.bit_length() */
-    s->has_expect = expect_msg != Py_None;
-    s->expect = expect;
-    s->size = size;
     s->quota = quota;
     s->i = 0;
-    s->last_len = 0;
-    Py_CLEAR(s->last_out);
     return 0;
 }
 
-static int keyed_traverse(PyObject *self, visitproc visit, void *arg) {
-    KeyedWrites *s = (KeyedWrites *)self;
-    Py_VISIT(s->req); Py_VISIT(s->check); Py_VISIT(s->op); Py_VISIT(s->expect_msg);
-    Py_VISIT(s->run); Py_VISIT(s->stats); Py_VISIT(s->latency); Py_VISIT(s->counts);
-    Py_VISIT(s->count_error); Py_VISIT(s->record); Py_VISIT(s->last_out);
+#define COMMON_NAMES "template", "rid", "draws", "state", "check", "op", "quota", "run", \
+    "stats", "count_error", "record"
+#define COMMON_FORMAT "y*iO!O!OULOOOO"
+#define COMMON_ARGS(p) &tmpl, &rid, &PyTuple_Type, &draws, &PyTuple_Type, &state, &check, \
+    &op, &quota, &run, &stats, &count_error, &record
+#define COMMON_DECL \
+    Py_buffer tmpl; \
+    int rid; \
+    long long quota; \
+    PyObject *draws, *state, *check, *op, *run, *stats, *count_error, *record;
+#define COMMON_INIT(s) common_init(s, &tmpl, rid, draws, state, check, op, quota, run, stats, \
+                                   count_error, record)
+
+static int writes_init(PyObject *self, PyObject *a, PyObject *kw) {
+    KeyedWrites *w = (KeyedWrites *)self;
+    static char *names[] = {COMMON_NAMES, "field", "expect", "expect_msg", "size", NULL};
+    COMMON_DECL
+    long long expect, size;
+    PyObject *expect_msg;
+    if (!PyArg_ParseTupleAndKeywords(a, kw, COMMON_FORMAT "iLOL", names, COMMON_ARGS(),
+                                     &w->field, &expect, &expect_msg, &size))
+        return -1;
+    int r = w->field < 0 || w->field > 4 ? -1 : COMMON_INIT(&w->k);
+    PyBuffer_Release(&tmpl);
+    if (r < 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "KeyedWrites: field 0..4");
+        return -1;
+    }
+    Py_INCREF(expect_msg);
+    Py_XSETREF(w->expect_msg, expect_msg);
+    w->has_expect = expect_msg != Py_None;
+    w->expect = expect;
+    w->size = size;
+    w->last_len = 0;
+    Py_CLEAR(w->last_out);
     return 0;
 }
 
-static int keyed_clear(PyObject *self) {
-    KeyedWrites *s = (KeyedWrites *)self;
-    Py_CLEAR(s->req); Py_CLEAR(s->check); Py_CLEAR(s->op); Py_CLEAR(s->expect_msg);
-    Py_CLEAR(s->run); Py_CLEAR(s->stats); Py_CLEAR(s->latency); Py_CLEAR(s->counts);
-    Py_CLEAR(s->count_error); Py_CLEAR(s->record); Py_CLEAR(s->last_out);
+static int reads_init(PyObject *self, PyObject *a, PyObject *kw) {
+    KeyedReads *r = (KeyedReads *)self;
+    static char *names[] = {COMMON_NAMES, "get_more", "id_at", "size_at", "get_more_check",
+                            "counters", "limit", "expect", NULL};
+    COMMON_DECL
+    Py_buffer gm;
+    Py_ssize_t id_at, size_at;
+    long long limit, expect;
+    PyObject *gm_check, *counters;
+    if (!PyArg_ParseTupleAndKeywords(a, kw, COMMON_FORMAT "y*nnOO!LL", names, COMMON_ARGS(),
+                                     &gm, &id_at, &size_at, &gm_check, &PyDict_Type, &counters,
+                                     &limit, &expect))
+        return -1;
+    int bad = id_at < 16 || id_at + 8 > gm.len || size_at + 8 > gm.len ||
+              (size_at >= 0 && size_at < 16) || (size_at >= 0 && limit <= 0);
+    PyObject *req = bad ? NULL : PyByteArray_FromStringAndSize(gm.buf, gm.len);
+    int ok = req != NULL && COMMON_INIT(&r->k) == 0;
+    PyBuffer_Release(&tmpl);
+    PyBuffer_Release(&gm);
+    if (!ok) {
+        Py_XDECREF(req);
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "KeyedReads: a getMore's id or batchSize past its"
+                                              " template, or a batchSize without a limit");
+        return -1;
+    }
+    memcpy(PyByteArray_AS_STRING(req) + 4, &rid, 4);
+    Py_XSETREF(r->gm, req);
+    Py_INCREF(gm_check);
+    Py_XSETREF(r->gm_check, gm_check);
+    Py_INCREF(counters);
+    Py_XSETREF(r->counters, counters);
+    r->gm_id_at = id_at;
+    r->gm_size_at = size_at;
+    r->limit = limit;
+    r->expect = expect;
+    r->got = r->more = 0;
     return 0;
 }
 
-static void keyed_dealloc(PyObject *self) {
+static int common_traverse(Common *s, visitproc visit, void *arg) {
+    Py_VISIT(s->req); Py_VISIT(s->check); Py_VISIT(s->op); Py_VISIT(s->run);
+    Py_VISIT(s->stats); Py_VISIT(s->latency); Py_VISIT(s->counts); Py_VISIT(s->count_error);
+    Py_VISIT(s->record);
+    return 0;
+}
+
+static void common_clear(Common *s) {
+    Py_CLEAR(s->req); Py_CLEAR(s->check); Py_CLEAR(s->op); Py_CLEAR(s->run);
+    Py_CLEAR(s->stats); Py_CLEAR(s->latency); Py_CLEAR(s->counts); Py_CLEAR(s->count_error);
+    Py_CLEAR(s->record);
+}
+
+static int writes_traverse(PyObject *self, visitproc visit, void *arg) {
+    KeyedWrites *w = (KeyedWrites *)self;
+    Py_VISIT(w->last_out); Py_VISIT(w->expect_msg);
+    return common_traverse(&w->k, visit, arg);
+}
+
+static int writes_clear(PyObject *self) {
+    KeyedWrites *w = (KeyedWrites *)self;
+    Py_CLEAR(w->last_out); Py_CLEAR(w->expect_msg);
+    common_clear(&w->k);
+    return 0;
+}
+
+static int reads_traverse(PyObject *self, visitproc visit, void *arg) {
+    KeyedReads *r = (KeyedReads *)self;
+    Py_VISIT(r->gm); Py_VISIT(r->gm_check); Py_VISIT(r->counters);
+    return common_traverse(&r->k, visit, arg);
+}
+
+static int reads_clear(PyObject *self) {
+    KeyedReads *r = (KeyedReads *)self;
+    Py_CLEAR(r->gm); Py_CLEAR(r->gm_check); Py_CLEAR(r->counters);
+    common_clear(&r->k);
+    return 0;
+}
+
+static void source_dealloc(PyObject *self) {
     PyObject_GC_UnTrack(self);
-    keyed_clear(self);
+    Py_TYPE(self)->tp_clear(self);
     Py_TYPE(self)->tp_free(self);
 }
 
-static PyMethodDef keyed_methods[] = {
-    {"send", keyed_send, METH_O, "send(outcome) -> the next (request, check)"},
-    {"close", keyed_close, METH_NOARGS, "nothing to release"},
+static PyMethodDef source_methods[] = {
+    {"send", source_send, METH_O, "send(outcome) -> the next (request, check)"},
+    {"close", source_close, METH_NOARGS, "nothing to release"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -541,13 +746,29 @@ static PyTypeObject KeyedWritesType = {
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "sources._writes of a keyed write without a document, in C",
     .tp_new = PyType_GenericNew,
-    .tp_init = keyed_init,
-    .tp_dealloc = keyed_dealloc,
-    .tp_traverse = keyed_traverse,
-    .tp_clear = keyed_clear,
+    .tp_init = writes_init,
+    .tp_dealloc = source_dealloc,
+    .tp_traverse = writes_traverse,
+    .tp_clear = writes_clear,
     .tp_iter = PyObject_SelfIter,
-    .tp_iternext = keyed_iternext,
-    .tp_methods = keyed_methods,
+    .tp_iternext = source_iternext,
+    .tp_methods = source_methods,
+};
+
+static PyTypeObject KeyedReadsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "mongobench.driver._loop.KeyedReads",
+    .tp_basicsize = sizeof(KeyedReads),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "cursor_sources._finder of uniform integer values, its getMores too, in C",
+    .tp_new = PyType_GenericNew,
+    .tp_init = reads_init,
+    .tp_dealloc = source_dealloc,
+    .tp_traverse = reads_traverse,
+    .tp_clear = reads_clear,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = source_iternext,
+    .tp_methods = source_methods,
 };
 
 /* One event of client c (fd): its reply read and served. 0, or -1 with an exception set. */
@@ -579,9 +800,9 @@ static int serve(PyObject *loop, PyObject *run, PyObject *c, int fd, uint32_t ev
     }
     PyObject *yielded = NULL;
     PySendResult sent;
-    if (Py_IS_TYPE(gen, &KeyedWritesType)) { /* a source in C: no call out per reply */
+    if (is_source(gen)) { /* a source in C: no call out per reply but its check */
         PyObject *req;
-        int r = keyed_serve((KeyedWrites *)gen, buf, length, &req);
+        int r = source_serve(gen, buf, length, &req);
         Py_DECREF(buf);
         if (r == 1) {
             r = send_request(loop, c, fd, req);
@@ -794,13 +1015,13 @@ PyMODINIT_FUNC PyInit__loop(void) {
     INTERN(s_docs, "docs");
     INTERN(s_bytes, "bytes");
     INTERN(k_runtime, "RuntimeError");
-    if (PyType_Ready(&KeyedWritesType) < 0) return NULL;
+    INTERN(s_getmores, "getmores");
+    if (PyType_Ready(&KeyedWritesType) < 0 || PyType_Ready(&KeyedReadsType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
-    Py_INCREF(&KeyedWritesType);
     if (PyModule_AddStringConstant(m, "SOURCE_HASH", LOOP_SOURCE_HASH) < 0 ||
-        PyModule_AddObject(m, "KeyedWrites", (PyObject *)&KeyedWritesType) < 0) {
-        Py_DECREF(&KeyedWritesType);
+        PyModule_AddObjectRef(m, "KeyedWrites", (PyObject *)&KeyedWritesType) < 0 ||
+        PyModule_AddObjectRef(m, "KeyedReads", (PyObject *)&KeyedReadsType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -93,4 +93,30 @@ def declared(d: CursorRead, db: str):
     def source(c: Client):
         return _finder(c, t, values, check, get_more, d.limit, d.expect)
 
+    if d.values is None or d.ranges is not None:
+        source.compiled = _compiled(t, d, check, get_more)
     return source
+
+
+def _compiled(t: ops.Tmpl, d: CursorRead, check, get_more):
+    """The source as the compiled loop's own (driver._loop.KeyedReads: the same requests,
+    values and getMores, the same accounting, with no bytecode per operation but the
+    checks'): `compiled(c, module)`, or None where it cannot stand in (a range of 2**32 or
+    more)."""
+    ranges = d.ranges or ()
+    if any(hi - lo >= 1 << 32 or t.slots[k][1] != "q" for k, (lo, hi) in enumerate(ranges)):
+        return None
+    draws = tuple((t.slots[k][0], lo, hi) for k, (lo, hi) in enumerate(ranges))
+    gm, _, gm_check = get_more
+    size_at = gm.slots[1][0] if 1 in gm.slots else -1
+    expect = d.expect if d.expect is not None else -1
+
+    def compiled(c: Client, module):
+        state = random.Random(c.index + 1).getstate()[1]
+        return module.KeyedReads(
+            t.raw, c.rid, draws, state, check, check.op, c.quota if c.quota is not None else -1,
+            c.run, c.stats, count_error, c.record, gm.raw, gm.slots[0][0], size_at, gm_check,
+            c.stats.counters, d.limit, expect,
+        )  # fmt: skip
+
+    return compiled

@@ -79,6 +79,14 @@ class Template:
     def __call__(self, rng):
         return self._fill(self.values(rng))
 
+    @property
+    def ranges(self) -> tuple | None:
+        """Each value's (lo, hi) in slot order when every one is drawn as randrange(lo, hi)
+        (a compiled source draws them itself: cursor_sources); else None."""
+        if any(kind != "one" for kind, _, _, _ in self._makers):
+            return None
+        return tuple((lo, hi) for _, lo, hi, _ in self._makers)
+
 
 def compile_template(template, settings: dict) -> Template:
     """The Template of `template` (JSON-like, with RANDINT / RANDINTLIST strings; their
@@ -167,7 +175,7 @@ class QueryWorkload(Declared):
             "find", self.coll_name, q.query, tuple(q.slots), q.values,
             self.s.get("projection") or {"_id": 0, "nofieldsplease": 1},
             int(self.s.get("skip") or 0), limit,
-            limit if self.s.get("expect_full", True) else None,
+            limit if self.s.get("expect_full", True) else None, q.ranges,
         )  # fmt: skip
 
     def _plan(self, coll) -> str:
@@ -209,7 +217,9 @@ class AggregateWorkload(QueryWorkload):
 
     def declare(self):
         p = self.make_pipeline
-        return CursorRead("aggregate", self.coll_name, p.query, tuple(p.slots), p.values)
+        return CursorRead(
+            "aggregate", self.coll_name, p.query, tuple(p.slots), p.values, ranges=p.ranges
+        )
 
 
 @register("bucket")

@@ -170,15 +170,14 @@ def _compiled_writes(t: ops.Tmpl, keys: int, check, count: Counted):
     it cannot stand in (keys beyond 32 bits)."""
     if keys and (keys >= 1 << 32 or t.slots[0][1] != "q"):
         return None
-    at = t.slots[0][0] if keys else -1
+    draws = ((t.slots[0][0], 0, keys),) if keys else ()  # randrange(keys): randrange(0, keys)
     expect, message = count.expect if count.expect is not None else (0, None)
 
     def compiled(c: Client, module):
         state = random.Random(c.index + 1).getstate()[1]
         return module.KeyedWrites(
-            t.raw, c.rid, at, keys, state, check, count.op, count.field or 0, expect,
-            message, count.size, c.quota if c.quota is not None else -1, c.run, c.stats,
-            count_error, c.record,
+            t.raw, c.rid, draws, state, check, count.op, c.quota if c.quota is not None else -1,
+            c.run, c.stats, count_error, c.record, count.field or 0, expect, message, count.size,
         )  # fmt: skip
 
     return compiled

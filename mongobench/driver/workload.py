@@ -125,7 +125,9 @@ class CursorRead:
     of them, each client drawing from random.Random(client index + 1). `values(rng)` gives
     one operation's values in the order of `slots` (Int64 sentinels take ints, text
     sentinels bytes). The documents returned are counted; with `expect` any other number
-    is an error ("<n> documents instead of <expect>"), after its latency is recorded."""
+    is an error ("<n> documents instead of <expect>"), after its latency is recorded.
+    `ranges`: the same values' (lo, hi) when `values` draws each as rng.randrange(lo, hi),
+    in order (query templates: queries.Template), so a compiled source can draw them."""
 
     op: str
     coll: str
@@ -136,6 +138,7 @@ class CursorRead:
     skip: int = 0
     limit: int = 0
     expect: int | None = None
+    ranges: tuple | None = None
 
     def __post_init__(self):
         if self.op not in ("find", "aggregate"):

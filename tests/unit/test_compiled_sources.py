@@ -92,13 +92,35 @@ def test_keys_drawn_as_random_randrange_draws_them(keys):
     run, stats = multiplex.Run(), ThreadStats()
     state = random.Random(7).getstate()[1]
     gen = module.KeyedWrites(
-        t.raw, 1, at, keys, state, object(), "update", 1, 0, None, 0, -1, run, stats,
-        multiplex.count_error, stats.latency.record,
+        t.raw, 1, ((at, 0, keys),), state, object(), "update", -1, run, stats,
+        multiplex.count_error, stats.latency.record, 1, 0, None, 0,
     )  # fmt: skip
     sent = _drive(gen, run, [OK] * 1499)
     drawn = [struct.unpack_from("<q", r, at)[0] for r, _ in sent]
     rng = random.Random(7)
     assert drawn == [rng.randrange(keys) for _ in range(1500)]
+
+
+def test_values_drawn_in_order_as_randrange_draws_them():
+    """Several values of several ranges (a query template's), negative bounds too."""
+    module = compiled()
+    ranges = ((0, 2), (-5, 5), (10**9, 10**9 + 7), (0, 2**32 - 1))
+    slots = [ops.sentinel(k) for k in range(len(ranges))]
+    t = ops.find_tmpl("db", "c", {f"f{k}": v for k, v in enumerate(slots)}, slots)
+    draws = tuple((t.slots[k][0], lo, hi) for k, (lo, hi) in enumerate(ranges))
+    gm = ops.get_more_tmpl("db", "c", False)
+    run, stats = multiplex.Run(), ThreadStats()
+    gen = module.KeyedReads(
+        t.raw, 1, draws, random.Random(3).getstate()[1], object(), "find", -1, run, stats,
+        multiplex.count_error, stats.latency.record, gm.raw, gm.slots[0][0], -1, object(),
+        stats.counters, 0, -1,
+    )  # fmt: skip
+    sent = _drive(gen, run, [(None, 1, 0, None)] * 999)
+    rng = random.Random(3)
+    for req, _ in sent:
+        assert [struct.unpack_from("<q", req, at)[0] for at, _, _ in draws] == [
+            rng.randrange(lo, hi) for lo, hi in ranges
+        ]
 
 
 def test_a_stopped_run_ends_it_at_its_next_operation():
@@ -133,17 +155,35 @@ def test_bad_construction_is_refused():
     run, stats = multiplex.Run(), ThreadStats()
     state = random.Random(1).getstate()[1]
 
-    def make(**kw):
-        args = dict(template=t.raw, rid=1, key_at=t.slots[0][0], keys=10, state=state,
-                    check=None, op="update", field=1, expect=0, expect_msg=None, size=0,
-                    quota=-1, run=run, stats=stats, count_error=multiplex.count_error,
-                    record=stats.latency.record)  # fmt: skip
-        return module.KeyedWrites(**{**args, **kw})
+    at = t.slots[0][0]
+    gm = ops.get_more_tmpl("db", "c", True)
+    common = dict(template=t.raw, rid=1, draws=((at, 0, 10),), state=state, check=None,
+                  op="update", quota=-1, run=run, stats=stats,
+                  count_error=multiplex.count_error, record=stats.latency.record)  # fmt: skip
 
-    make()
-    for bad in ({"key_at": len(t.raw) - 4}, {"keys": 0}, {"keys": 2**32}, {"state": (1, 2)}):
-        with pytest.raises(ValueError, match="KeyedWrites"):
-            make(**bad)
+    def writes(**kw):
+        return module.KeyedWrites(**{**common, **dict(field=1, expect=0, expect_msg=None,
+                                                      size=0), **kw})  # fmt: skip
+
+    def reads(**kw):
+        return module.KeyedReads(**{**common, **dict(
+            get_more=gm.raw, id_at=gm.slots[0][0], size_at=gm.slots[1][0], get_more_check=None,
+            counters=stats.counters, limit=10, expect=-1), **kw})  # fmt: skip
+
+    writes()
+    reads()
+    bad_common = [{"draws": ((len(t.raw) - 4, 0, 10),)}, {"draws": ((at, 5, 5),)},
+                  {"draws": ((at, 0, 2**32),)}, {"draws": ((8, 0, 10),)}, {"state": (1, 2)},
+                  {"draws": ((at, 0, 10),) * 17}]  # fmt: skip
+    for bad in bad_common:
+        for make in (writes, reads):
+            with pytest.raises(ValueError, match="compiled source"):
+                make(**bad)
+    with pytest.raises(ValueError, match="KeyedWrites"):
+        writes(field=7)
+    for bad in ({"id_at": len(gm.raw) - 4}, {"size_at": 4}, {"limit": 0}):
+        with pytest.raises(ValueError, match="KeyedReads"):
+            reads(**bad)
 
 
 def _reply(rid: int, doc: dict) -> bytes:
@@ -211,3 +251,61 @@ def test_the_loop_picks_the_compiled_source_only_with_the_compiled_loop(monkeypa
         loop.ep.close()
         mine.close()
         peer.close()
+
+
+QUERY = {"preload_docs": 2000, "doc_size_kb": 1, "group_size": 200, "threads": 3, "total_ops": 45}
+READ_CASES = {
+    # a limit: getMores carry batchSize (what the limit leaves); 150 documents expected
+    "find_limit": ("query", dict(QUERY, query={"group": "RANDINT(0,groups)"}, limit=150)),
+    "find_two_values": ("query", dict(
+        QUERY, query={"group": "RANDINT(0,groups)", "group_seq": {"$gte": "RANDINT(5,50)"}},
+        limit=10, skip=2)),
+    # no limit: getMores without batchSize, any number of documents
+    "aggregate": ("aggregate", dict(QUERY, pipeline=[
+        {"$match": {"group": "RANDINT(0,groups)"}}, {"$project": {"group": 1}}])),
+}  # fmt: skip
+CURSOR_SCRIPT = [
+    (None, 101, 77, None),
+    (None, 49, 0, None),  # a getMore completes it
+    (None, 150, 0, None),  # one batch
+    ("OperationFailure", 0, 0, "boom"),
+    (None, 101, 78, None),
+    ("CursorNotFound", 0, 0, "cursor gone"),  # its getMore fails
+    (None, 10, 0, None),  # fewer than expected (find_limit)
+    (None, 3, 5, None),
+    (None, 4, 6, None),
+    (None, 3, 0, None),  # two getMores
+]
+
+
+@pytest.mark.parametrize("case", sorted(READ_CASES))
+@pytest.mark.parametrize("index", [0, 1])
+def test_reads_same_requests_and_accounting_as_the_python_source(case, index):
+    module = compiled()
+    workload, settings = READ_CASES[case]
+    source = sources.make(workload, settings, "db")
+    got = {}
+    for kind in ("python", "compiled"):
+        run, stats = multiplex.Run(), ThreadStats()
+        c = multiplex.Client(index, 3, run, stats, total=45)
+        gen = source(c) if kind == "python" else source.compiled(c, module)
+        got[kind] = (_drive(gen, run, CURSOR_SCRIPT * 3), stats)
+    (py_sent, py), (c_sent, mine) = got["python"], got["compiled"]
+    assert [r for r, _ in c_sent] == [r for r, _ in py_sent] and len(py_sent) > 20
+    assert all(a is b for (_, a), (_, b) in zip(c_sent, py_sent, strict=True))
+    assert mine.ops == py.ops and sum(py.ops.values()) > 0
+    assert mine.docs == py.docs and mine.counters == py.counters and py.counters["getmores"]
+    assert mine.errors == py.errors and mine.error_samples == py.error_samples
+    assert len(py.errors) == (2 if case == "aggregate" else 3)  # finds expect their limit
+    assert {op: sum(c.values()) for op, c in _latencies(mine).items()} == {
+        op: sum(c.values()) for op, c in _latencies(py).items()
+    }
+
+
+def test_reads_with_values_it_cannot_draw_run_in_python():
+    """$in lists (distinct samples) and regex prefixes are drawn by the Python source."""
+    s = dict(QUERY, query={"_id": {"$in": "RANDINTLIST(0,docs,30)"}}, limit=30)
+    assert not hasattr(sources.make("query", s, "db"), "compiled")
+    regex = {"preload_docs": 2000, "threads": 3, "prefix_len": 1, "limit": 10, "total_ops": 60}
+    assert not hasattr(sources.make("regex_prefix", regex, "db"), "compiled")
+    assert sources.make("query", READ_CASES["find_limit"][1], "db").compiled is not None
