@@ -16,7 +16,7 @@ import bson
 import pytest
 from native_helpers import compiled
 
-from mongobench.driver import multiplex, native, ops, sources
+from mongobench.driver import multiplex, native, ops, replies, sources
 from mongobench.driver.base import ThreadStats
 from mongobench.driver.catalog import WORKLOADS
 
@@ -309,3 +309,74 @@ def test_reads_with_values_it_cannot_draw_run_in_python():
     regex = {"preload_docs": 2000, "threads": 3, "prefix_len": 1, "limit": 10, "total_ops": 60}
     assert not hasattr(sources.make("regex_prefix", regex, "db"), "compiled")
     assert sources.make("query", READ_CASES["find_limit"][1], "db").compiled is not None
+
+
+def _cursor_reply(doc, batch: str = "firstBatch", tail: bytes = b"") -> bytearray:
+    body = b"\x00\x00\x00\x00\x00" + bson.encode(doc) + tail
+    return bytearray(struct.pack("<iiii", 16 + len(body), 9, 1, 2013) + body)
+
+
+def _cursor_corpus():
+    docs = [{"_id": i, "x": "y" * (i % 7), "a": [i] * (i % 3)} for i in range(20)]
+    son = bson.SON
+    for batch in ("firstBatch", "nextBatch"):
+        for n in (0, 1, 2, 20):
+            cursor = {batch: docs[:n], "id": bson.Int64(77 * n), "ns": "db.c"}
+            yield "mongod", batch, son([("cursor", cursor), ("ok", 1.0)])
+            yield "id first", batch, son([("cursor", son([("id", bson.Int64(n)), ("ns", "db.c"),
+                                                          (batch, docs[:n])])), ("ok", 1.0)])  # fmt: skip
+            yield "cluster time", batch, son([("cursor", cursor), ("ok", 1.0), (
+                "$clusterTime", {"clusterTime": bson.Timestamp(1, n)}), ("operationTime",
+                bson.Timestamp(1, n))])  # fmt: skip
+        cursor = {batch: docs[:3], "id": bson.Int64(5), "ns": "db.c"}
+        for ok in (1, bson.Int64(1), True, 0.0, 0, False, "1"):
+            yield f"ok {ok!r}", batch, son([("cursor", cursor), ("ok", ok)])
+        yield "an error", batch, {"ok": 0.0, "errmsg": "boom", "code": 2, "codeName": "BadValue"}
+        yield "wce", batch, son([("cursor", cursor), ("ok", 1.0), ("writeConcernError",
+                                {"code": 64, "errmsg": "waiting"})])  # fmt: skip
+        yield "int32 id", batch, {"cursor": {batch: docs[:3], "id": 5}, "ok": 1.0}
+        yield "no id", batch, {"cursor": {batch: docs[:3]}, "ok": 1.0}
+        yield (
+            "batch not an array",
+            batch,
+            {"cursor": {batch: {"0": 1}, "id": bson.Int64(0)}, "ok": 1},
+        )
+        yield "cursor not a document", batch, {"cursor": 5, "ok": 1.0}
+        yield "no cursor", batch, {"n": 1, "ok": 1.0}
+        yield "duplicate ok", batch, son([("cursor", cursor), ("ok", 1.0)])  # + a second below
+
+
+@pytest.mark.parametrize(("name", "batch", "doc"), list(_cursor_corpus()))
+def test_a_plain_cursor_success_is_checked_in_c_as_the_check_does(name, batch, doc):
+    """Where the C check answers, it answers as CursorCheck; it answers every plain success
+    (any layout, replica-set fields after it) and leaves the rest to CursorCheck."""
+    fast = compiled().cursor_success
+    check = replies.CursorCheck("find", batch.encode())
+    buf = _cursor_reply(doc)
+    if name == "duplicate ok":  # a second ok: 0 after the first: the last one counts
+        raw = bson.encode(doc)[:-1] + b"\x01ok\x00" + struct.pack("<d", 0.0) + b"\x00"
+        buf = _cursor_reply({}, batch)[:21] + struct.pack("<i", len(raw)) + raw[4:]
+        buf[:4] = struct.pack("<i", len(buf))
+        assert check(buf, len(buf))[0] not in (None, "InvalidBSON")  # it is ok: 0
+    got = fast(buf, len(buf), batch.encode())
+    plain = name in ("mongod", "id first", "cluster time") or name in (
+        "ok 1",
+        "ok Int64(1)",
+        "ok True",
+    )
+    assert (got is not None) == plain
+    if got is not None:
+        assert got == check(buf, len(buf)) and got[0] is None
+    other = "nextBatch" if batch == "firstBatch" else "firstBatch"
+    assert fast(buf, len(buf), other.encode()) is None  # another batch name: not a success
+
+
+def test_malformed_replies_are_left_to_the_check():
+    fast = compiled().cursor_success
+    good = _cursor_reply({"cursor": {"firstBatch": [{"a": 1}], "id": bson.Int64(0)}, "ok": 1.0})
+    assert fast(good, len(good), b"firstBatch") == (None, 1, 0, None)
+    for cut in range(21, len(good)):  # every truncation
+        assert fast(good[:cut], cut, b"firstBatch") is None
+    bad = bytearray(good)
+    bad[25] = 0x7A  # the cursor's type byte: an unknown type
+    assert fast(bad, len(bad), b"firstBatch") is None
