@@ -371,7 +371,8 @@ static PyObject *cursor_success_py(PyObject *self, PyObject *a) {
 /* ------------------------------------------------------------------------- compiled sources
  * Sources in C for the compiled loop, so it serves their clients with no bytecode per
  * operation. Each is the twin of a Python source (the reference, run everywhere else):
- *   KeyedWrites  sources._writes of a keyed write without a document (sources.executor);
+ *   KeyedWrites  sources._writes of a keyed write without a document (sources.executor),
+ *                and sources._deletes (each client's keys in order);
  *   KeyedReads   cursor_sources._finder of a find or aggregate with uniform integer values,
  *                its getMores included.
  * Both keep the Python source's contract:
@@ -417,6 +418,11 @@ typedef struct {
     char last[LAST_MAX]; /* the last success reply's bytes after the header, its outcome */
     Py_ssize_t last_len;
     PyObject *last_out, *expect_msg;
+    /* deletes (sources._deletes): the keys [next, stop) in steps of per, [lo, hi) each
+     * (at lo_at, hi_at: -1 for one key), fewer documents than keys an error (short_*) */
+    long long next, stop, per, lo, hi;
+    Py_ssize_t lo_at, hi_at;
+    PyObject *short_op, *short_msg;
 } KeyedWrites;
 
 typedef struct {
@@ -577,7 +583,28 @@ static int writes_account(KeyedWrites *w, PyObject *out) {
     }
     if (w->has_expect && n != w->expect) return source_error(s, k_runtime, w->expect_msg);
     if (incr_item(s->counts, s->op, 1) < 0 || incr_attr(s->stats, s_docs, n) < 0) return -1;
-    return incr_attr(s->stats, s_bytes, w->size * n);
+    if (w->per && n != w->hi - w->lo) { /* a delete short of its keys: one error a key */
+        PyObject *missing = PyLong_FromLongLong(w->hi - w->lo - n);
+        if (missing == NULL) return -1;
+        PyObject *r = PyObject_CallFunctionObjArgs(s->count_error, s->stats, w->short_op,
+                                                   k_runtime, w->short_msg, missing, NULL);
+        Py_DECREF(missing);
+        Py_XDECREF(r);
+        if (r == NULL) return -1;
+    }
+    return w->size ? incr_attr(s->stats, s_bytes, w->size * n) : 0;
+}
+
+/* A delete's next keys into the request: 1, or 0 when the client's keys are done */
+static int writes_step(KeyedWrites *w) {
+    if (w->next >= w->stop) return 0;
+    w->lo = w->next;
+    w->hi = w->lo + w->per < w->stop ? w->lo + w->per : w->stop;
+    w->next = w->lo + w->per;
+    char *req = PyByteArray_AS_STRING(w->k.req);
+    memcpy(req + w->lo_at, &w->lo, 8);
+    if (w->hi_at >= 0) memcpy(req + w->hi_at, &w->hi, 8);
+    return 1;
 }
 
 /* The outcome of the reply in buf: the last success's for the same bytes, else the check's */
@@ -664,6 +691,13 @@ static int source_next(PyObject *self, PyObject *out, PyObject **req, PyObject *
         KeyedWrites *w = (KeyedWrites *)self;
         s = &w->k;
         if (out != NULL && writes_account(w, out) < 0) return -1;
+        if (w->per) {
+            int r = source_fill(s);
+            if (r == 1) r = writes_step(w);
+            *req = s->req;
+            *check = s->check;
+            return r;
+        }
     }
     int r = source_fill(s);
     *req = s->req;
@@ -790,19 +824,42 @@ static int common_init(Common *s, Py_buffer *tmpl, int rid, PyObject *draws, PyO
 
 static int writes_init(PyObject *self, PyObject *a, PyObject *kw) {
     KeyedWrites *w = (KeyedWrites *)self;
-    static char *names[] = {COMMON_NAMES, "field", "expect", "expect_msg", "size", NULL};
+    static char *names[] = {COMMON_NAMES, "field", "expect", "expect_msg", "size", "steps",
+                            "short_op", "short_msg", NULL};
     COMMON_DECL
-    long long expect, size;
-    PyObject *expect_msg;
-    if (!PyArg_ParseTupleAndKeywords(a, kw, COMMON_FORMAT "iLOL", names, COMMON_ARGS(),
-                                     &w->field, &expect, &expect_msg, &size))
+    long long expect, size, start = 0, stop = 0, per = 0;
+    Py_ssize_t lo_at = -1, hi_at = -1;
+    PyObject *expect_msg, *steps = Py_None, *short_op = Py_None, *short_msg = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(a, kw, COMMON_FORMAT "iLOL|OOO", names, COMMON_ARGS(),
+                                     &w->field, &expect, &expect_msg, &size, &steps, &short_op,
+                                     &short_msg))
         return -1;
-    int r = w->field < 0 || w->field > 4 ? -1 : COMMON_INIT(&w->k);
-    PyBuffer_Release(&tmpl);
-    if (r < 0) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "KeyedWrites: field 0..4");
-        return -1;
+    int r = steps == Py_None ||
+                    PyArg_ParseTuple(steps, "LLLnn", &start, &stop, &per, &lo_at, &hi_at)
+                ? 0
+                : -1;
+    if (r == 0 && (w->field < 0 || w->field > 4 ||
+                   (steps != Py_None &&
+                    (per < 1 || lo_at < 16 || lo_at + 8 > tmpl.len || hi_at + 8 > tmpl.len ||
+                     (hi_at >= 0 && hi_at < 16) || PyTuple_GET_SIZE(draws) || quota >= 0 ||
+                     short_op == Py_None)))) {
+        PyErr_SetString(PyExc_ValueError, "KeyedWrites: field 0..4; steps (start, stop, per,"
+                                          " lo_at, hi_at) in the template, without draws,"
+                                          " quota or short_op");
+        r = -1;
     }
+    if (r == 0) r = COMMON_INIT(&w->k);
+    PyBuffer_Release(&tmpl);
+    if (r < 0) return -1;
+    w->next = start;
+    w->stop = stop;
+    w->per = steps == Py_None ? 0 : per;
+    w->lo_at = lo_at;
+    w->hi_at = hi_at;
+    Py_INCREF(short_op);
+    Py_XSETREF(w->short_op, short_op);
+    Py_INCREF(short_msg);
+    Py_XSETREF(w->short_msg, short_msg);
     Py_INCREF(expect_msg);
     Py_XSETREF(w->expect_msg, expect_msg);
     w->has_expect = expect_msg != Py_None;
@@ -886,13 +943,15 @@ static void common_clear(Common *s) {
 
 static int writes_traverse(PyObject *self, visitproc visit, void *arg) {
     KeyedWrites *w = (KeyedWrites *)self;
-    Py_VISIT(w->last_out); Py_VISIT(w->expect_msg);
+    Py_VISIT(w->last_out); Py_VISIT(w->expect_msg); Py_VISIT(w->short_op);
+    Py_VISIT(w->short_msg);
     return common_traverse(&w->k, visit, arg);
 }
 
 static int writes_clear(PyObject *self) {
     KeyedWrites *w = (KeyedWrites *)self;
-    Py_CLEAR(w->last_out); Py_CLEAR(w->expect_msg);
+    Py_CLEAR(w->last_out); Py_CLEAR(w->expect_msg); Py_CLEAR(w->short_op);
+    Py_CLEAR(w->short_msg);
     common_clear(&w->k);
     return 0;
 }

@@ -211,6 +211,17 @@ def _deletes(d: KeyedDelete, db, wc):
             if out[1] != hi - lo:
                 count_error(stats, "delete", "RuntimeError", d.SHORT, hi - lo - out[1])
 
+    lo_at, hi_at = t.slots[0][0], t.slots[1][0] if many else -1
+
+    def compiled(c: Client, module):  # the compiled loop's twin (KeyedWrites, in steps)
+        mine = part(d.keys, c.clients, c.index)
+        return module.KeyedWrites(
+            t.raw, c.rid, (), random.Random().getstate()[1], check, op, -1, c.run, c.stats,
+            count_error, c.record, 1, 0, None, 0, steps=(mine.start, mine.stop, d.per, lo_at,
+            hi_at), short_op="delete", short_msg=d.SHORT,
+        )  # fmt: skip
+
+    source.compiled = compiled
     return source
 
 

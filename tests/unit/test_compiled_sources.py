@@ -181,6 +181,13 @@ def test_bad_construction_is_refused():
                 make(**bad)
     with pytest.raises(ValueError, match="KeyedWrites"):
         writes(field=7)
+    steps = {"draws": (), "steps": (0, 10, 1, at, -1), "short_op": "delete"}
+    writes(**steps)
+    for bad in ({"draws": ((at, 0, 10),)}, {"quota": 5}, {"short_op": None},
+                {"steps": (0, 10, 0, at, -1)}, {"steps": (0, 10, 1, len(t.raw) - 4, -1)},
+                {"steps": (0, 10, 1, at, 4)}):  # fmt: skip
+        with pytest.raises(ValueError, match="KeyedWrites"):
+            writes(**{**steps, **bad})
     for bad in ({"id_at": len(gm.raw) - 4}, {"size_at": 4}, {"limit": 0}):
         with pytest.raises(ValueError, match="KeyedReads"):
             reads(**bad)
@@ -380,3 +387,36 @@ def test_malformed_replies_are_left_to_the_check():
     bad = bytearray(good)
     bad[25] = 0x7A  # the cursor's type byte: an unknown type
     assert fast(bad, len(bad), b"firstBatch") is None
+
+
+DELETE_SCRIPT = [
+    (None, 1, 0, 0, None, 0),
+    (None, 7, 0, 0, None, 0),  # all its keys (one, or a range)
+    (None, 0, 0, 0, None, 0),  # none deleted: short
+    ("WriteError", 0, 0, 0, "boom", 0),
+    (None, 3, 0, 0, None, 0),  # a range short of 4
+]
+
+
+@pytest.mark.parametrize("per", [1, 7])
+@pytest.mark.parametrize("index", [0, 2])
+def test_deletes_same_requests_and_accounting_as_the_python_source(per, index):
+    """Each client's keys in order, one or a range an operation, to its last (a shorter
+    range); a delete short of its keys counts one error a key."""
+    module = compiled()
+    settings = {"preload_docs": 100, "doc_size_kb": 1, "threads": 3, "docs_per_delete": per}
+    source = sources.make("delete", settings, "db")
+    got = {}
+    for kind in ("python", "compiled"):
+        run, stats = multiplex.Run(), ThreadStats()
+        c = multiplex.Client(index, 3, run, stats, total=None)
+        gen = source(c) if kind == "python" else source.compiled(c, module)
+        got[kind] = (_drive(gen, run, DELETE_SCRIPT * 20), stats)
+    (py_sent, py), (c_sent, mine) = got["python"], got["compiled"]
+    assert [r for r, _ in c_sent] == [r for r, _ in py_sent]
+    keys = 34 if index == 0 else 33  # core.split.part(100, 3, index)
+    assert len(py_sent) == -(-keys // per)  # the last range shorter
+    assert all(a is b for (_, a), (_, b) in zip(c_sent, py_sent, strict=True))
+    assert mine.ops == py.ops and mine.docs == py.docs and sum(py.ops.values()) > 0
+    assert mine.errors == py.errors and mine.error_samples == py.error_samples
+    assert py.errors["delete: RuntimeError"]  # the short ones counted (too many: negative)
