@@ -99,8 +99,11 @@ setup(
         "mongobench_pkb.linux_benchmarks": "linux_benchmarks",
         "mongobench_pkb.linux_packages": "linux_packages",
     },
-    # driver/_loop.c: the driver's compiled loop, built on each client VM (driver.native)
-    package_data={"mongobench": ["*.txt", "experiments/*.yaml", "data/*", "driver/_loop.c"]},
+    # driver/_loop*.c, _loop.h: the driver's compiled loop, built on each client VM
+    # (driver.native)
+    package_data={
+        "mongobench": ["*.txt", "experiments/*.yaml", "data/*", "driver/_loop*.c", "driver/_loop.h"]
+    },
     # cryptography: the PKB host makes the run's TLS material (mongobench.remote.tlscerts)
     install_requires=_requirements("client-requirements.txt")
     + ["matplotlib>=3.7", "cryptography>=41"],

@@ -21,7 +21,8 @@ ensure_setup() {
   stamp="$root/.venv/.setup-done"
   if [ -x "$root/.venv/bin/python" ] && [ -f "$stamp" ]; then
     for f in setup.py pyproject.toml mongobench/client-requirements.txt requirements/dev.lock \
-      mongobench/driver/_loop.c; do
+      mongobench/driver/_loop.c mongobench/driver/_loop_bson.c \
+      mongobench/driver/_loop_sources.c mongobench/driver/_loop.h; do
       [ "$root/$f" -nt "$stamp" ] && { "$root/scripts/setup"; return; }
     done
     return 0

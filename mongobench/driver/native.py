@@ -25,12 +25,18 @@ import time
 import warnings
 
 SOURCE = pathlib.Path(__file__).with_name("_loop.c")
+# every file the module is built from (the .c files compiled, the header they share)
+SOURCES = tuple(SOURCE.with_name(n) for n in ("_loop.c", "_loop_bson.c", "_loop_sources.c"))
+HEADER = SOURCE.with_name("_loop.h")
 ENV = "MONGOBENCH_DRIVER_LOOP"
 NATIVE, PYTHON = "native", "python"
 
 
 def source_hash() -> str:
-    return hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
+    h = hashlib.sha256()
+    for path in (*SOURCES, HEADER):
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def target() -> pathlib.Path:
@@ -43,8 +49,8 @@ def compile_command(out: pathlib.Path) -> list[str]:
     cc = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
     include = sysconfig.get_paths()["include"]
     return [
-        *cc, "-O2", "-shared", "-fPIC", "-Wall", f"-I{include}",
-        f'-DLOOP_SOURCE_HASH="{source_hash()}"', str(SOURCE), "-o", str(out),
+        *cc, "-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-Wall", f"-I{include}",
+        f'-DLOOP_SOURCE_HASH="{source_hash()}"', *map(str, SOURCES), "-o", str(out),
     ]  # fmt: skip
 
 

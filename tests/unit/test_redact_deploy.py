@@ -6,6 +6,7 @@ import tarfile
 import pytest
 
 from mongobench.core import redact
+from mongobench.driver import native
 from mongobench.remote import shipping as deploy
 
 URI = "mongodb+srv://alice:s%40cret!x@cluster0.example.net/db?retryWrites=true"
@@ -46,7 +47,7 @@ def test_archive_holds_the_engine_and_no_caches():
     assert "mongobench/client-requirements.txt" in names
     assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
     # the compiled loop's source; never a module built here (another host's arch or Python)
-    assert "mongobench/driver/_loop.c" in names
+    assert {f"mongobench/driver/{p.name}" for p in (*native.SOURCES, native.HEADER)} <= set(names)
     assert not any(n.endswith(".so") for n in names)
     assert deploy.archive_bytes() == deploy.archive_bytes()  # reproducible
 

@@ -1,0 +1,665 @@
+/* Sources in C for the compiled loop, so it serves their clients with no bytecode per
+ * operation. Each is the twin of a Python source (the reference, run everywhere else):
+ *   KeyedWrites  sources._writes of a keyed write without a document (sources.executor),
+ *                and sources._deletes (each client's keys in order);
+ *   KeyedReads   cursor_sources._finder of a find or aggregate with uniform integer values,
+ *                its getMores included.
+ * Both keep the Python source's contract:
+ *   - the same requests: the template with the client's request id, each operation's values
+ *     drawn as random.Random(index + 1).randrange(lo, hi) draws them, in the same order (the
+ *     generator's state copied; MT19937 and getrandbits as CPython's _randommodule.c);
+ *   - the same accounting, on the same objects: latency (LatencyRecorder._pending, whole
+ *     microseconds from the operation's fill to the wake-up that read its last reply),
+ *     stats.ops, docs, bytes, counters, and errors through multiplex.count_error;
+ *   - the same protocol: iterating one yields (request, check) and send(outcome) takes the
+ *     check's outcome, so the Python loop can drive it too (the tests compare them).
+ * The compiled loop calls the check itself (source_serve). KeyedWrites skips it for a reply
+ * whose bytes equal the last success's (the check is a function of those bytes). */
+
+#include "_loop.h"
+
+#define MT_N 624
+#define MT_M 397
+#define MAX_DRAWS 16
+#define LAST_MAX 256
+
+static PyObject *s_latency, *s_tick, *s_pending_lat, *s_docs, *s_bytes, *s_getmores,
+    *k_runtime, *s_now, *s_stopped;
+
+typedef struct { /* what both sources have */
+    PyObject *req; /* bytearray: the request; its values are patched in place */
+    int ndraws;
+    Py_ssize_t at[MAX_DRAWS]; /* each value's int64 in the request, in the order drawn */
+    long long lo[MAX_DRAWS];
+    uint32_t width[MAX_DRAWS];
+    int bits[MAX_DRAWS];
+    uint32_t mt[MT_N];
+    int mti;
+    PyObject *check, *op, *run, *stats, *latency, *counts, *count_error, *record;
+    long long i, quota; /* quota -1: endless */
+    double t0;
+} Common;
+
+typedef struct {
+    PyObject_HEAD
+    Common k;
+    int field; /* the outcome's field of the documents written (1: n, 2: nModified) */
+    int has_expect;
+    long long expect, size;
+    char last[LAST_MAX]; /* the last success reply's bytes after the header, its outcome */
+    Py_ssize_t last_len;
+    PyObject *last_out, *expect_msg;
+    /* deletes (sources._deletes): the keys [next, stop) in steps of per, [lo, hi) each
+     * (at lo_at, hi_at: -1 for one key), fewer documents than keys an error (short_*) */
+    long long next, stop, per, lo, hi;
+    Py_ssize_t lo_at, hi_at;
+    PyObject *short_op, *short_msg;
+} KeyedWrites;
+
+typedef struct {
+    PyObject_HEAD
+    Common k;
+    PyObject *gm, *gm_check, *counters; /* the getMore request (id, batchSize) */
+    Py_ssize_t gm_id_at, gm_size_at; /* gm_size_at -1: no batchSize */
+    long long limit, expect; /* expect -1: any number of documents */
+    long long got, more; /* the operation's documents and getMores so far */
+    char first_batch[16], next_batch[16]; /* the checks' batch names ("": no fast check) */
+} KeyedReads;
+
+/* genrand_uint32 of CPython's _randommodule.c */
+static uint32_t mt_next(Common *s) {
+    static const uint32_t mag01[2] = {0x0U, 0x9908b0dfU};
+    uint32_t y, *mt = s->mt;
+    if (s->mti >= MT_N) {
+        int kk;
+        for (kk = 0; kk < MT_N - MT_M; kk++) {
+            y = (mt[kk] & 0x80000000U) | (mt[kk + 1] & 0x7fffffffU);
+            mt[kk] = mt[kk + MT_M] ^ (y >> 1) ^ mag01[y & 0x1U];
+        }
+        for (; kk < MT_N - 1; kk++) {
+            y = (mt[kk] & 0x80000000U) | (mt[kk + 1] & 0x7fffffffU);
+            mt[kk] = mt[kk + (MT_M - MT_N)] ^ (y >> 1) ^ mag01[y & 0x1U];
+        }
+        y = (mt[MT_N - 1] & 0x80000000U) | (mt[0] & 0x7fffffffU);
+        mt[MT_N - 1] = mt[MT_M - 1] ^ (y >> 1) ^ mag01[y & 0x1U];
+        s->mti = 0;
+    }
+    y = mt[s->mti++];
+    y ^= (y >> 11);
+    y ^= (y << 7) & 0x9d2c5680U;
+    y ^= (y << 15) & 0xefc60000U;
+    y ^= (y >> 18);
+    return y;
+}
+
+/* Random.randrange(lo, lo + width) for 0 < width < 2**32 (_randbelow_with_getrandbits) */
+static long long mt_range(Common *s, int d) {
+    uint32_t r;
+    do {
+        r = mt_next(s) >> (32 - s->bits[d]);
+    } while (r >= s->width[d]);
+    return s->lo[d] + (long long)r;
+}
+
+/* The next operation's request filled: 1, 0 when the source is done (the run stopped, the
+ * quota reached), -1 with an exception set. */
+static int source_fill(Common *s) {
+    PyObject *stopped = PyObject_GetAttr(s->run, s_stopped);
+    if (stopped == NULL) return -1;
+    int stop = PyObject_IsTrue(stopped);
+    Py_DECREF(stopped);
+    if (stop != 0) return stop < 0 ? -1 : 0;
+    if (s->quota >= 0 && s->i >= s->quota) return 0;
+    s->i++;
+    char *req = PyByteArray_AS_STRING(s->req);
+    for (int d = 0; d < s->ndraws; d++) {
+        int64_t v = (int64_t)mt_range(s, d);
+        memcpy(req + s->at[d], &v, 8); /* little-endian, as the wire */
+    }
+    s->t0 = clock_now();
+    return 1;
+}
+
+/* d[key] += by (a Counter's item, missing as 0) */
+static int incr_item(PyObject *d, PyObject *key, long long by) {
+    PyObject *v = PyDict_GetItemWithError(d, key);
+    if (v == NULL && PyErr_Occurred()) return -1;
+    long long x = v == NULL ? 0 : PyLong_AsLongLong(v);
+    if (x == -1 && PyErr_Occurred()) return -1;
+    PyObject *nv = PyLong_FromLongLong(x + by);
+    if (nv == NULL) return -1;
+    int r = PyDict_SetItem(d, key, nv);
+    Py_DECREF(nv);
+    return r;
+}
+
+static int incr_attr(PyObject *o, PyObject *name, long long by) {
+    PyObject *v = PyObject_GetAttr(o, name);
+    if (v == NULL) return -1;
+    long long x = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    if (x == -1 && PyErr_Occurred()) return -1;
+    PyObject *nv = PyLong_FromLongLong(x + by);
+    if (nv == NULL) return -1;
+    int r = PyObject_SetAttr(o, name, nv);
+    Py_DECREF(nv);
+    return r;
+}
+
+/* multiplex.count_error(stats, op, kind, message) */
+static int source_error(Common *s, PyObject *kind, PyObject *message) {
+    PyObject *r = PyObject_CallFunctionObjArgs(s->count_error, s->stats, s->op, kind, message,
+                                               NULL);
+    Py_XDECREF(r);
+    return r == NULL ? -1 : 0;
+}
+
+/* The operation's latency, as LatencyRecorder.record(op, micros) keeps it: the pending
+ * Counter's item, in C when the recorder has no tick and a Counter for op (else its own
+ * method, which makes them) */
+static int source_record(Common *s) {
+    PyObject *now = PyObject_GetAttr(s->run, s_now);
+    if (now == NULL) return -1;
+    double micros = (PyFloat_AsDouble(now) - s->t0) * 1e6;
+    Py_DECREF(now);
+    if (PyErr_Occurred()) return -1;
+    PyObject *tick = PyObject_GetAttr(s->latency, s_tick);
+    if (tick == NULL) return -1;
+    int plain = tick == Py_None;
+    Py_DECREF(tick);
+    PyObject *pending = plain ? PyObject_GetAttr(s->latency, s_pending_lat) : NULL;
+    if (plain && pending == NULL) return -1;
+    PyObject *counter = plain ? PyDict_GetItemWithError(pending, s->op) : NULL;
+    Py_XDECREF(pending); /* the recorder holds it, and the counter */
+    if (counter == NULL) {
+        if (PyErr_Occurred()) return -1;
+        PyObject *m = PyFloat_FromDouble(micros);
+        if (m == NULL) return -1;
+        PyObject *r = PyObject_CallFunctionObjArgs(s->record, s->op, m, NULL);
+        Py_DECREF(m);
+        Py_XDECREF(r);
+        return r == NULL ? -1 : 0;
+    }
+    PyObject *key = PyLong_FromLongLong((long long)micros); /* int(): toward zero */
+    if (key == NULL) return -1;
+    int r = incr_item(counter, key, 1);
+    Py_DECREF(key);
+    return r;
+}
+
+static PyObject *call_check(PyObject *check, PyObject *buf, Py_ssize_t length) {
+    PyObject *len_obj = PyLong_FromSsize_t(length);
+    if (len_obj == NULL) return NULL;
+    PyObject *args[2] = {buf, len_obj};
+    PyObject *out = PyObject_Vectorcall(check, args, 2, NULL);
+    Py_DECREF(len_obj);
+    if (out != NULL && (!PyTuple_Check(out) || PyTuple_GET_SIZE(out) < 4)) {
+        Py_DECREF(out);
+        PyErr_SetString(PyExc_TypeError, "a check's outcome is a tuple of 4 or more");
+        return NULL;
+    }
+    return out;
+}
+
+/* -- KeyedWrites: what sources._writes does with an outcome; 0, or -1 with an exception */
+static int writes_account(KeyedWrites *w, PyObject *out) {
+    Common *s = &w->k;
+    PyObject *kind = PyTuple_GET_ITEM(out, 0);
+    if (kind != Py_None) return source_error(s, kind, PyTuple_GET_ITEM(out, 4));
+    if (source_record(s) < 0) return -1;
+    long long n = 1;
+    if (w->field) {
+        n = PyLong_AsLongLong(PyTuple_GET_ITEM(out, w->field));
+        if (n == -1 && PyErr_Occurred()) return -1;
+    }
+    if (w->has_expect && n != w->expect) return source_error(s, k_runtime, w->expect_msg);
+    if (incr_item(s->counts, s->op, 1) < 0 || incr_attr(s->stats, s_docs, n) < 0) return -1;
+    if (w->per && n != w->hi - w->lo) { /* a delete short of its keys: one error a key */
+        PyObject *missing = PyLong_FromLongLong(w->hi - w->lo - n);
+        if (missing == NULL) return -1;
+        PyObject *r = PyObject_CallFunctionObjArgs(s->count_error, s->stats, w->short_op,
+                                                   k_runtime, w->short_msg, missing, NULL);
+        Py_DECREF(missing);
+        Py_XDECREF(r);
+        if (r == NULL) return -1;
+    }
+    return w->size ? incr_attr(s->stats, s_bytes, w->size * n) : 0;
+}
+
+/* A delete's next keys into the request: 1, or 0 when the client's keys are done */
+static int writes_step(KeyedWrites *w) {
+    if (w->next >= w->stop) return 0;
+    w->lo = w->next;
+    w->hi = w->lo + w->per < w->stop ? w->lo + w->per : w->stop;
+    w->next = w->lo + w->per;
+    char *req = PyByteArray_AS_STRING(w->k.req);
+    memcpy(req + w->lo_at, &w->lo, 8);
+    if (w->hi_at >= 0) memcpy(req + w->hi_at, &w->hi, 8);
+    return 1;
+}
+
+/* The outcome of the reply in buf: the last success's for the same bytes, else the check's */
+static PyObject *writes_outcome(KeyedWrites *w, PyObject *buf, Py_ssize_t length) {
+    const char *body = PyByteArray_AS_STRING(buf) + 16;
+    Py_ssize_t n = length - 16;
+    if (w->last_out != NULL && n == w->last_len && memcmp(body, w->last, (size_t)n) == 0) {
+        Py_INCREF(w->last_out);
+        return w->last_out;
+    }
+    PyObject *out = call_check(w->k.check, buf, length);
+    if (out != NULL && PyTuple_GET_SIZE(out) < 5) {
+        Py_DECREF(out);
+        PyErr_SetString(PyExc_TypeError, "a write check's outcome is a tuple of 6");
+        return NULL;
+    }
+    if (out != NULL && n <= LAST_MAX && PyTuple_GET_ITEM(out, 0) == Py_None) {
+        memcpy(w->last, body, (size_t)n);
+        w->last_len = n;
+        Py_INCREF(out);
+        Py_XSETREF(w->last_out, out);
+    }
+    return out;
+}
+
+/* -- KeyedReads: what cursor_sources._finder does with an outcome. 1: a getMore is due
+ * (filled), 0: the operation is done (counted), -1: an exception. */
+static int reads_account(KeyedReads *r, PyObject *out) {
+    Common *s = &r->k;
+    PyObject *kind = PyTuple_GET_ITEM(out, 0);
+    int failed = kind != Py_None;
+    if (!failed) {
+        long long n = PyLong_AsLongLong(PyTuple_GET_ITEM(out, 1));
+        long long cid = PyLong_AsLongLong(PyTuple_GET_ITEM(out, 2));
+        if (PyErr_Occurred()) return -1;
+        r->got += n;
+        if (cid) { /* the cursor stays open: its getMore (_get_mores) */
+            char *gm = PyByteArray_AS_STRING(r->gm);
+            memcpy(gm + r->gm_id_at, &cid, 8);
+            if (r->gm_size_at >= 0) {
+                long long size = r->limit - r->got;
+                memcpy(gm + r->gm_size_at, &size, 8);
+            }
+            r->more++;
+            return 1;
+        }
+    }
+    long long got = r->got, more = r->more;
+    r->got = r->more = 0;
+    if (incr_item(r->counters, s_getmores, more) < 0) return -1;
+    if (failed) return source_error(s, kind, PyTuple_GET_ITEM(out, 3));
+    if (source_record(s) < 0 || incr_attr(s->stats, s_docs, got) < 0) return -1;
+    if (r->expect >= 0 && got != r->expect) {
+        PyObject *m = PyUnicode_FromFormat("%lld documents instead of %lld", got, r->expect);
+        if (m == NULL) return -1;
+        int e = source_error(s, k_runtime, m);
+        Py_DECREF(m);
+        return e;
+    }
+    return incr_item(s->counts, s->op, 1);
+}
+
+/* -- both: the protocol. The next request (*req, *check: borrowed) after `out` (NULL: the
+ * first). 1: send it, 0: the source is done, -1: an exception. */
+static int source_next(PyObject *self, PyObject *out, PyObject **req, PyObject **check);
+
+static PyTypeObject KeyedWritesType, KeyedReadsType;
+
+static int source_next(PyObject *self, PyObject *out, PyObject **req, PyObject **check) {
+    Common *s;
+    if (Py_IS_TYPE(self, &KeyedReadsType)) {
+        KeyedReads *r = (KeyedReads *)self;
+        s = &r->k;
+        if (out != NULL) {
+            int more = reads_account(r, out);
+            if (more < 0) return -1;
+            if (more) {
+                *req = r->gm;
+                *check = r->gm_check;
+                return 1;
+            }
+        }
+    } else {
+        KeyedWrites *w = (KeyedWrites *)self;
+        s = &w->k;
+        if (out != NULL && writes_account(w, out) < 0) return -1;
+        if (w->per) {
+            int r = source_fill(s);
+            if (r == 1) r = writes_step(w);
+            *req = s->req;
+            *check = s->check;
+            return r;
+        }
+    }
+    int r = source_fill(s);
+    *req = s->req;
+    *check = s->check;
+    return r;
+}
+
+static PyObject *source_yield(PyObject *self, PyObject *out) {
+    PyObject *req, *check;
+    int r = source_next(self, out, &req, &check);
+    if (r < 0) return NULL;
+    if (r == 0) {
+        if (out != NULL) PyErr_SetNone(PyExc_StopIteration);
+        return NULL;
+    }
+    return PyTuple_Pack(2, req, check);
+}
+
+static PyObject *source_iternext(PyObject *self) { return source_yield(self, NULL); }
+
+static PyObject *source_send(PyObject *self, PyObject *out) {
+    if (!PyTuple_Check(out) || PyTuple_GET_SIZE(out) < 4) {
+        PyErr_SetString(PyExc_TypeError, "an outcome is a check's tuple");
+        return NULL;
+    }
+    return source_yield(self, out);
+}
+
+static PyObject *source_close(PyObject *self, PyObject *unused) { Py_RETURN_NONE; }
+
+/* The compiled loop's step for the reply in buf: its outcome, the accounting, the next
+ * request (*req, borrowed). 1: send it, 0: the source is done, -1: an exception. */
+int source_serve(PyObject *self, PyObject *buf, Py_ssize_t length, PyObject **req) {
+    PyObject *out, *check;
+    if (Py_IS_TYPE(self, &KeyedWritesType)) {
+        out = writes_outcome((KeyedWrites *)self, buf, length);
+    } else { /* a plain success checked here, anything else by its check */
+        KeyedReads *r = (KeyedReads *)self;
+        const char *batch = r->more ? r->next_batch : r->first_batch;
+        out = batch[0] ? cursor_success((const unsigned char *)PyByteArray_AS_STRING(buf),
+                                        length, batch)
+                       : NULL;
+        if (out == NULL && !PyErr_Occurred())
+            out = call_check(r->more ? r->gm_check : r->k.check, buf, length);
+    }
+    if (out == NULL) return -1;
+    int r = source_next(self, out, req, &check);
+    Py_DECREF(out);
+    return r;
+}
+
+int is_source(PyObject *o) {
+    return Py_IS_TYPE(o, &KeyedWritesType) || Py_IS_TYPE(o, &KeyedReadsType);
+}
+
+/* -- construction: the common part. template: the request; draws: ((offset, lo, hi), ...)
+ * in the order drawn; state: random.Random.getstate()[1]. 0, or -1 with an exception. */
+static int common_init(Common *s, Py_buffer *tmpl, int rid, PyObject *draws, PyObject *state,
+                       PyObject *check, PyObject *op, long long quota, PyObject *run,
+                       PyObject *stats, PyObject *count_error, PyObject *record) {
+    Py_ssize_t nd = PyTuple_GET_SIZE(draws);
+    if (tmpl->len < 16 || nd > MAX_DRAWS || PyTuple_GET_SIZE(state) != MT_N + 1) {
+        PyErr_SetString(PyExc_ValueError, "compiled source: a template shorter than a header,"
+                                          " too many values, or not a generator's state");
+        return -1;
+    }
+    for (Py_ssize_t d = 0; d < nd; d++) {
+        Py_ssize_t at;
+        long long lo, hi;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(draws, d), "nLL", &at, &lo, &hi)) return -1;
+        if (at < 16 || at + 8 > tmpl->len || hi <= lo || (unsigned long long)(hi - lo) >> 32) {
+            PyErr_SetString(PyExc_ValueError, "compiled source: a value past the template, or"
+                                              " a range empty or of 2**32 or more");
+            return -1;
+        }
+        s->at[d] = at;
+        s->lo[d] = lo;
+        s->width[d] = (uint32_t)(hi - lo);
+        s->bits[d] = 0;
+        for (uint32_t w = s->width[d]; w; w >>= 1) s->bits[d]++; /* width.bit_length() */
+    }
+    s->ndraws = (int)nd;
+    for (int k = 0; k <= MT_N; k++) {
+        unsigned long v = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(state, k));
+        if (v == (unsigned long)-1 && PyErr_Occurred()) return -1;
+        if (k < MT_N) s->mt[k] = (uint32_t)v;
+        else s->mti = (int)v;
+    }
+    PyObject *req = PyByteArray_FromStringAndSize(tmpl->buf, tmpl->len);
+    if (req == NULL) return -1;
+    memcpy(PyByteArray_AS_STRING(req) + 4, &rid, 4);
+    PyObject *latency = PyObject_GetAttr(stats, s_latency);
+    PyObject *counts = latency ? PyObject_GetAttrString(stats, "ops") : NULL;
+    if (counts == NULL || !PyDict_Check(counts)) {
+        Py_XDECREF(latency);
+        Py_XDECREF(counts);
+        Py_DECREF(req);
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "stats.ops must be a dict");
+        return -1;
+    }
+    Py_XSETREF(s->req, req);
+    Py_XSETREF(s->latency, latency);
+    Py_XSETREF(s->counts, counts);
+#define KEEP(name) Py_INCREF(name); Py_XSETREF(s->name, name);
+    KEEP(check) KEEP(op) KEEP(run) KEEP(stats) KEEP(count_error) KEEP(record)
+#undef KEEP
+    s->quota = quota;
+    s->i = 0;
+    return 0;
+}
+
+#define COMMON_NAMES "template", "rid", "draws", "state", "check", "op", "quota", "run", \
+    "stats", "count_error", "record"
+#define COMMON_FORMAT "y*iO!O!OULOOOO"
+#define COMMON_ARGS(p) &tmpl, &rid, &PyTuple_Type, &draws, &PyTuple_Type, &state, &check, \
+    &op, &quota, &run, &stats, &count_error, &record
+#define COMMON_DECL \
+    Py_buffer tmpl; \
+    int rid; \
+    long long quota; \
+    PyObject *draws, *state, *check, *op, *run, *stats, *count_error, *record;
+#define COMMON_INIT(s) common_init(s, &tmpl, rid, draws, state, check, op, quota, run, stats, \
+                                   count_error, record)
+
+static int writes_init(PyObject *self, PyObject *a, PyObject *kw) {
+    KeyedWrites *w = (KeyedWrites *)self;
+    static char *names[] = {COMMON_NAMES, "field", "expect", "expect_msg", "size", "steps",
+                            "short_op", "short_msg", NULL};
+    COMMON_DECL
+    long long expect, size, start = 0, stop = 0, per = 0;
+    Py_ssize_t lo_at = -1, hi_at = -1;
+    PyObject *expect_msg, *steps = Py_None, *short_op = Py_None, *short_msg = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(a, kw, COMMON_FORMAT "iLOL|OOO", names, COMMON_ARGS(),
+                                     &w->field, &expect, &expect_msg, &size, &steps, &short_op,
+                                     &short_msg))
+        return -1;
+    int r = steps == Py_None ||
+                    PyArg_ParseTuple(steps, "LLLnn", &start, &stop, &per, &lo_at, &hi_at)
+                ? 0
+                : -1;
+    if (r == 0 && (w->field < 0 || w->field > 4 ||
+                   (steps != Py_None &&
+                    (per < 1 || lo_at < 16 || lo_at + 8 > tmpl.len || hi_at + 8 > tmpl.len ||
+                     (hi_at >= 0 && hi_at < 16) || PyTuple_GET_SIZE(draws) || quota >= 0 ||
+                     short_op == Py_None)))) {
+        PyErr_SetString(PyExc_ValueError, "KeyedWrites: field 0..4; steps (start, stop, per,"
+                                          " lo_at, hi_at) in the template, without draws,"
+                                          " quota or short_op");
+        r = -1;
+    }
+    if (r == 0) r = COMMON_INIT(&w->k);
+    PyBuffer_Release(&tmpl);
+    if (r < 0) return -1;
+    w->next = start;
+    w->stop = stop;
+    w->per = steps == Py_None ? 0 : per;
+    w->lo_at = lo_at;
+    w->hi_at = hi_at;
+    Py_INCREF(short_op);
+    Py_XSETREF(w->short_op, short_op);
+    Py_INCREF(short_msg);
+    Py_XSETREF(w->short_msg, short_msg);
+    Py_INCREF(expect_msg);
+    Py_XSETREF(w->expect_msg, expect_msg);
+    w->has_expect = expect_msg != Py_None;
+    w->expect = expect;
+    w->size = size;
+    w->last_len = 0;
+    Py_CLEAR(w->last_out);
+    return 0;
+}
+
+/* A CursorCheck's batch name (its `batch`) into out[16]: "" for a check without one */
+static int batch_name(PyObject *check, char *out) {
+    out[0] = 0;
+    PyObject *name = PyObject_GetAttrString(check, "batch");
+    if (name == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+        PyErr_Clear();
+        return 0;
+    }
+    if (PyBytes_Check(name) && PyBytes_GET_SIZE(name) < 16 &&
+        strlen(PyBytes_AS_STRING(name)) == (size_t)PyBytes_GET_SIZE(name))
+        memcpy(out, PyBytes_AS_STRING(name), (size_t)PyBytes_GET_SIZE(name) + 1);
+    Py_DECREF(name);
+    return 0;
+}
+
+static int reads_init(PyObject *self, PyObject *a, PyObject *kw) {
+    KeyedReads *r = (KeyedReads *)self;
+    static char *names[] = {COMMON_NAMES, "get_more", "id_at", "size_at", "get_more_check",
+                            "counters", "limit", "expect", NULL};
+    COMMON_DECL
+    Py_buffer gm;
+    Py_ssize_t id_at, size_at;
+    long long limit, expect;
+    PyObject *gm_check, *counters;
+    if (!PyArg_ParseTupleAndKeywords(a, kw, COMMON_FORMAT "y*nnOO!LL", names, COMMON_ARGS(),
+                                     &gm, &id_at, &size_at, &gm_check, &PyDict_Type, &counters,
+                                     &limit, &expect))
+        return -1;
+    int bad = id_at < 16 || id_at + 8 > gm.len || size_at + 8 > gm.len ||
+              (size_at >= 0 && size_at < 16) || (size_at >= 0 && limit <= 0);
+    PyObject *req = bad ? NULL : PyByteArray_FromStringAndSize(gm.buf, gm.len);
+    int ok = req != NULL && COMMON_INIT(&r->k) == 0;
+    PyBuffer_Release(&tmpl);
+    PyBuffer_Release(&gm);
+    if (!ok) {
+        Py_XDECREF(req);
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "KeyedReads: a getMore's id or batchSize past its"
+                                              " template, or a batchSize without a limit");
+        return -1;
+    }
+    memcpy(PyByteArray_AS_STRING(req) + 4, &rid, 4);
+    Py_XSETREF(r->gm, req);
+    Py_INCREF(gm_check);
+    Py_XSETREF(r->gm_check, gm_check);
+    Py_INCREF(counters);
+    Py_XSETREF(r->counters, counters);
+    if (batch_name(check, r->first_batch) < 0 || batch_name(gm_check, r->next_batch) < 0)
+        return -1;
+    r->gm_id_at = id_at;
+    r->gm_size_at = size_at;
+    r->limit = limit;
+    r->expect = expect;
+    r->got = r->more = 0;
+    return 0;
+}
+
+static int common_traverse(Common *s, visitproc visit, void *arg) {
+    Py_VISIT(s->req); Py_VISIT(s->check); Py_VISIT(s->op); Py_VISIT(s->run);
+    Py_VISIT(s->stats); Py_VISIT(s->latency); Py_VISIT(s->counts); Py_VISIT(s->count_error);
+    Py_VISIT(s->record);
+    return 0;
+}
+
+static void common_clear(Common *s) {
+    Py_CLEAR(s->req); Py_CLEAR(s->check); Py_CLEAR(s->op); Py_CLEAR(s->run);
+    Py_CLEAR(s->stats); Py_CLEAR(s->latency); Py_CLEAR(s->counts); Py_CLEAR(s->count_error);
+    Py_CLEAR(s->record);
+}
+
+static int writes_traverse(PyObject *self, visitproc visit, void *arg) {
+    KeyedWrites *w = (KeyedWrites *)self;
+    Py_VISIT(w->last_out); Py_VISIT(w->expect_msg); Py_VISIT(w->short_op);
+    Py_VISIT(w->short_msg);
+    return common_traverse(&w->k, visit, arg);
+}
+
+static int writes_clear(PyObject *self) {
+    KeyedWrites *w = (KeyedWrites *)self;
+    Py_CLEAR(w->last_out); Py_CLEAR(w->expect_msg); Py_CLEAR(w->short_op);
+    Py_CLEAR(w->short_msg);
+    common_clear(&w->k);
+    return 0;
+}
+
+static int reads_traverse(PyObject *self, visitproc visit, void *arg) {
+    KeyedReads *r = (KeyedReads *)self;
+    Py_VISIT(r->gm); Py_VISIT(r->gm_check); Py_VISIT(r->counters);
+    return common_traverse(&r->k, visit, arg);
+}
+
+static int reads_clear(PyObject *self) {
+    KeyedReads *r = (KeyedReads *)self;
+    Py_CLEAR(r->gm); Py_CLEAR(r->gm_check); Py_CLEAR(r->counters);
+    common_clear(&r->k);
+    return 0;
+}
+
+static void source_dealloc(PyObject *self) {
+    PyObject_GC_UnTrack(self);
+    Py_TYPE(self)->tp_clear(self);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyMethodDef source_methods[] = {
+    {"send", source_send, METH_O, "send(outcome) -> the next (request, check)"},
+    {"close", source_close, METH_NOARGS, "nothing to release"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject KeyedWritesType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "mongobench.driver._loop.KeyedWrites",
+    .tp_basicsize = sizeof(KeyedWrites),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "sources._writes of a keyed write without a document, in C",
+    .tp_new = PyType_GenericNew,
+    .tp_init = writes_init,
+    .tp_dealloc = source_dealloc,
+    .tp_traverse = writes_traverse,
+    .tp_clear = writes_clear,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = source_iternext,
+    .tp_methods = source_methods,
+};
+
+static PyTypeObject KeyedReadsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "mongobench.driver._loop.KeyedReads",
+    .tp_basicsize = sizeof(KeyedReads),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "cursor_sources._finder of uniform integer values, its getMores too, in C",
+    .tp_new = PyType_GenericNew,
+    .tp_init = reads_init,
+    .tp_dealloc = source_dealloc,
+    .tp_traverse = reads_traverse,
+    .tp_clear = reads_clear,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = source_iternext,
+    .tp_methods = source_methods,
+};
+
+int sources_init(PyObject *m) {
+#define INTERN(var, text) \
+    if ((var = PyUnicode_InternFromString(text)) == NULL) return -1;
+    INTERN(s_now, "now");
+    INTERN(s_stopped, "stopped");
+    INTERN(s_latency, "latency");
+    INTERN(s_tick, "tick");
+    INTERN(s_pending_lat, "_pending");
+    INTERN(s_docs, "docs");
+    INTERN(s_bytes, "bytes");
+    INTERN(k_runtime, "RuntimeError");
+    INTERN(s_getmores, "getmores");
+#undef INTERN
+    if (PyType_Ready(&KeyedWritesType) < 0 || PyType_Ready(&KeyedReadsType) < 0) return -1;
+    if (PyModule_AddObjectRef(m, "KeyedWrites", (PyObject *)&KeyedWritesType) < 0 ||
+        PyModule_AddObjectRef(m, "KeyedReads", (PyObject *)&KeyedReadsType) < 0)
+        return -1;
+    return 0;
+}
