@@ -3,8 +3,10 @@
  *   KeyedWrites  sources._writes of a keyed write without a document (sources.executor),
  *                and sources._deletes (each client's keys in order);
  *   KeyedReads   cursor_sources._finder of a find or aggregate with uniform integer values,
- *                its getMores included.
- * Both keep the Python source's contract:
+ *                its getMores included;
+ *   KeyedUpserts sources._upsert (update_one or findAndModify of a fresh document, and the
+ *                insert of that document on a miss without upsert).
+ * Each keeps its Python source's contract:
  *   - the same requests: the template with the client's request id, each operation's values
  *     drawn as random.Random(index + 1).randrange(lo, hi) draws them, in the same order (the
  *     generator's state copied; MT19937 and getrandbits as CPython's _randommodule.c);
@@ -24,7 +26,7 @@
 #define LAST_MAX 256
 
 static PyObject *s_latency, *s_tick, *s_pending_lat, *s_docs, *s_bytes, *s_getmores,
-    *k_runtime, *s_now, *s_stopped;
+    *k_runtime, *s_now, *s_stopped, *s_fallback, *s_new_keys, *s_existing_keys;
 
 typedef struct { /* what both sources have */
     PyObject *req; /* bytearray: the request; its values are patched in place */
@@ -66,6 +68,18 @@ typedef struct {
     char first_batch[16], next_batch[16]; /* the checks' batch names ("": no fast check) */
 } KeyedReads;
 
+typedef struct { /* sources._upsert: draws (key, is new) itself; Common's draws unused */
+    PyObject_HEAD
+    Common k;
+    PyObject *write_doc; /* docs.write of the client's DocFactory */
+    PyObject *ins, *ins_check, *counters, *missed_msg; /* the fallback insert, its check */
+    Py_ssize_t key_at, doc_at, ins_at, doc_size;
+    uint32_t keys;
+    int bits, update_one, upsert, inserting, is_new;
+    double pct;
+    long long base;
+} KeyedUpserts;
+
 /* genrand_uint32 of CPython's _randommodule.c */
 static uint32_t mt_next(Common *s) {
     static const uint32_t mag01[2] = {0x0U, 0x9908b0dfU};
@@ -101,9 +115,15 @@ static long long mt_range(Common *s, int d) {
     return s->lo[d] + (long long)r;
 }
 
-/* The next operation's request filled: 1, 0 when the source is done (the run stopped, the
- * quota reached), -1 with an exception set. */
-static int source_fill(Common *s) {
+/* Random.random() (random_random) */
+static double mt_random(Common *s) {
+    uint32_t a = mt_next(s) >> 5, b = mt_next(s) >> 6;
+    return (a * 67108864.0 + b) * (1.0 / 9007199254740992.0);
+}
+
+/* Whether another operation starts: 1 (counted in s->i), 0 when the source is done (the run
+ * stopped, the quota reached), -1 with an exception set. */
+static int source_begin(Common *s) {
     PyObject *stopped = PyObject_GetAttr(s->run, s_stopped);
     if (stopped == NULL) return -1;
     int stop = PyObject_IsTrue(stopped);
@@ -111,6 +131,13 @@ static int source_fill(Common *s) {
     if (stop != 0) return stop < 0 ? -1 : 0;
     if (s->quota >= 0 && s->i >= s->quota) return 0;
     s->i++;
+    return 1;
+}
+
+/* The next operation's request filled: 1, 0 when the source is done, -1 (source_begin) */
+static int source_fill(Common *s) {
+    int go = source_begin(s);
+    if (go <= 0) return go;
     char *req = PyByteArray_AS_STRING(s->req);
     for (int d = 0; d < s->ndraws; d++) {
         int64_t v = (int64_t)mt_range(s, d);
@@ -300,12 +327,94 @@ static int reads_account(KeyedReads *r, PyObject *out) {
 
 /* -- both: the protocol. The next request (*req, *check: borrowed) after `out` (NULL: the
  * first). 1: send it, 0: the source is done, -1: an exception. */
+/* -- KeyedUpserts: operation i's (key, is new) as KeyedUpsert.draw, the statement with a
+ * fresh document of that _id (docs.write), then the clock, as sources._upsert */
+static int upserts_fill(KeyedUpserts *u) {
+    Common *s = &u->k;
+    int go = source_begin(s);
+    if (go <= 0) return go;
+    long long i = s->i - 1, key;
+    u->is_new = u->pct > 0 && mt_random(s) * 100 < u->pct;
+    if (u->is_new) {
+        key = u->base + i;
+    } else {
+        uint32_t r;
+        do {
+            r = mt_next(s) >> (32 - u->bits);
+        } while (r >= u->keys);
+        key = r;
+    }
+    memcpy(PyByteArray_AS_STRING(s->req) + u->key_at, &key, 8);
+    PyObject *r = PyObject_CallFunction(u->write_doc, "Onn(L)", s->req, u->doc_at,
+                                        (Py_ssize_t)1, key);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    s->t0 = clock_now();
+    return 1;
+}
+
+/* What sources._upsert does with an outcome: 1 when the fallback insert is due (filled),
+ * 0 when the operation is done, -1 with an exception set */
+static int upserts_account(KeyedUpserts *u, PyObject *out) {
+    Common *s = &u->k;
+    PyObject *kind = PyTuple_GET_ITEM(out, 0);
+    if (kind != Py_None) { /* the fallback insert's message is field 4, as update_one's */
+        int at = u->inserting || u->update_one ? 4 : 3;
+        u->inserting = 0;
+        if (PyTuple_GET_SIZE(out) <= at) {
+            PyErr_SetString(PyExc_TypeError, "a write check's outcome is a tuple of 6");
+            return -1;
+        }
+        return source_error(s, kind, PyTuple_GET_ITEM(out, at));
+    }
+    if (u->inserting) {
+        u->inserting = 0;
+        if (incr_item(u->counters, s_fallback, 1) < 0) return -1;
+    } else {
+        int missed;
+        if (u->update_one) {
+            long long n = PyLong_AsLongLong(PyTuple_GET_ITEM(out, 1));
+            long long up = PyLong_AsLongLong(PyTuple_GET_ITEM(out, 3));
+            if (PyErr_Occurred()) return -1;
+            missed = n == 0 && up == 0;
+        } else {
+            int found = PyObject_IsTrue(PyTuple_GET_ITEM(out, 1));
+            if (found < 0) return -1;
+            missed = !found;
+        }
+        if (missed && !u->upsert) { /* the document the statement carried, inserted */
+            char *ins = PyByteArray_AS_STRING(u->ins);
+            memcpy(ins + u->ins_at, PyByteArray_AS_STRING(s->req) + u->doc_at,
+                   (size_t)u->doc_size);
+            u->inserting = 1;
+            return 1;
+        }
+        if (missed) return source_error(s, k_runtime, u->missed_msg);
+    }
+    if (source_record(s) < 0 || incr_item(s->counts, s->op, 1) < 0) return -1;
+    if (incr_item(u->counters, u->is_new ? s_new_keys : s_existing_keys, 1) < 0) return -1;
+    return incr_attr(s->stats, s_docs, 1);
+}
+
 static int source_next(PyObject *self, PyObject *out, PyObject **req, PyObject **check);
 
-static PyTypeObject KeyedWritesType, KeyedReadsType;
+static PyTypeObject KeyedWritesType, KeyedReadsType, KeyedUpsertsType;
 
 static int source_next(PyObject *self, PyObject *out, PyObject **req, PyObject **check) {
     Common *s;
+    if (Py_IS_TYPE(self, &KeyedUpsertsType)) {
+        KeyedUpserts *u = (KeyedUpserts *)self;
+        int r = out != NULL ? upserts_account(u, out) : 0;
+        if (r == 1) {
+            *req = u->ins;
+            *check = u->ins_check;
+            return 1;
+        }
+        r = r < 0 ? -1 : upserts_fill(u);
+        *req = u->k.req;
+        *check = u->k.check;
+        return r;
+    }
     if (Py_IS_TYPE(self, &KeyedReadsType)) {
         KeyedReads *r = (KeyedReads *)self;
         s = &r->k;
@@ -365,6 +474,9 @@ int source_serve(PyObject *self, PyObject *buf, Py_ssize_t length, PyObject **re
     PyObject *out, *check;
     if (Py_IS_TYPE(self, &KeyedWritesType)) {
         out = writes_outcome((KeyedWrites *)self, buf, length);
+    } else if (Py_IS_TYPE(self, &KeyedUpsertsType)) {
+        KeyedUpserts *u = (KeyedUpserts *)self;
+        out = call_check(u->inserting ? u->ins_check : u->k.check, buf, length);
     } else { /* a plain success checked here, anything else by its check */
         KeyedReads *r = (KeyedReads *)self;
         const char *batch = r->more ? r->next_batch : r->first_batch;
@@ -381,7 +493,8 @@ int source_serve(PyObject *self, PyObject *buf, Py_ssize_t length, PyObject **re
 }
 
 int is_source(PyObject *o) {
-    return Py_IS_TYPE(o, &KeyedWritesType) || Py_IS_TYPE(o, &KeyedReadsType);
+    return Py_IS_TYPE(o, &KeyedWritesType) || Py_IS_TYPE(o, &KeyedReadsType) ||
+           Py_IS_TYPE(o, &KeyedUpsertsType);
 }
 
 /* -- construction: the common part. template: the request; draws: ((offset, lo, hi), ...)
@@ -559,6 +672,59 @@ static int reads_init(PyObject *self, PyObject *a, PyObject *kw) {
     return 0;
 }
 
+static int upserts_init(PyObject *self, PyObject *a, PyObject *kw) {
+    KeyedUpserts *u = (KeyedUpserts *)self;
+    static char *names[] = {COMMON_NAMES, "key_at", "keys", "percent_new", "base", "write_doc",
+                            "doc_at", "doc_size", "update_one", "upsert", "insert", "ins_at",
+                            "insert_check", "counters", "missed_msg", NULL};
+    COMMON_DECL
+    Py_buffer ins;
+    Py_ssize_t key_at, doc_at, doc_size, ins_at;
+    unsigned long long keys;
+    long long base;
+    double pct;
+    int update_one, upsert;
+    PyObject *write_doc, *ins_check, *counters, *missed_msg;
+    if (!PyArg_ParseTupleAndKeywords(a, kw, COMMON_FORMAT "nKdLOnnppy*nOO!O", names,
+                                     COMMON_ARGS(), &key_at, &keys, &pct, &base, &write_doc,
+                                     &doc_at, &doc_size, &update_one, &upsert, &ins, &ins_at,
+                                     &ins_check, &PyDict_Type, &counters, &missed_msg))
+        return -1;
+    Py_ssize_t len = tmpl.len;
+    int bad = keys == 0 || keys >> 32 || key_at < 16 || key_at + 8 > len || doc_at < 16 ||
+              doc_size < 5 || doc_at + doc_size > len || ins_at < 16 ||
+              ins_at + doc_size > ins.len || PyTuple_GET_SIZE(draws);
+    PyObject *req = bad ? NULL : PyByteArray_FromStringAndSize(ins.buf, ins.len);
+    int ok = req != NULL && COMMON_INIT(&u->k) == 0;
+    PyBuffer_Release(&tmpl);
+    PyBuffer_Release(&ins);
+    if (!ok) {
+        Py_XDECREF(req);
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "KeyedUpserts: keys outside (0, 2**32), draws, or"
+                                              " a key or document past its template");
+        return -1;
+    }
+    memcpy(PyByteArray_AS_STRING(req) + 4, &rid, 4);
+    Py_XSETREF(u->ins, req);
+#define KEEP(name) Py_INCREF(name); Py_XSETREF(u->name, name);
+    KEEP(write_doc) KEEP(ins_check) KEEP(counters) KEEP(missed_msg)
+#undef KEEP
+    u->key_at = key_at;
+    u->doc_at = doc_at;
+    u->doc_size = doc_size;
+    u->ins_at = ins_at;
+    u->keys = (uint32_t)keys;
+    u->bits = 0;
+    for (unsigned long long w = keys; w; w >>= 1) u->bits++; /* keys.bit_length() */
+    u->pct = pct;
+    u->base = base;
+    u->update_one = update_one;
+    u->upsert = upsert;
+    u->inserting = u->is_new = 0;
+    return 0;
+}
+
 static int common_traverse(Common *s, visitproc visit, void *arg) {
     Py_VISIT(s->req); Py_VISIT(s->check); Py_VISIT(s->op); Py_VISIT(s->run);
     Py_VISIT(s->stats); Py_VISIT(s->latency); Py_VISIT(s->counts); Py_VISIT(s->count_error);
@@ -597,6 +763,21 @@ static int reads_clear(PyObject *self) {
     KeyedReads *r = (KeyedReads *)self;
     Py_CLEAR(r->gm); Py_CLEAR(r->gm_check); Py_CLEAR(r->counters);
     common_clear(&r->k);
+    return 0;
+}
+
+static int upserts_traverse(PyObject *self, visitproc visit, void *arg) {
+    KeyedUpserts *u = (KeyedUpserts *)self;
+    Py_VISIT(u->write_doc); Py_VISIT(u->ins); Py_VISIT(u->ins_check); Py_VISIT(u->counters);
+    Py_VISIT(u->missed_msg);
+    return common_traverse(&u->k, visit, arg);
+}
+
+static int upserts_clear(PyObject *self) {
+    KeyedUpserts *u = (KeyedUpserts *)self;
+    Py_CLEAR(u->write_doc); Py_CLEAR(u->ins); Py_CLEAR(u->ins_check); Py_CLEAR(u->counters);
+    Py_CLEAR(u->missed_msg);
+    common_clear(&u->k);
     return 0;
 }
 
@@ -644,6 +825,22 @@ static PyTypeObject KeyedReadsType = {
     .tp_methods = source_methods,
 };
 
+static PyTypeObject KeyedUpsertsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "mongobench.driver._loop.KeyedUpserts",
+    .tp_basicsize = sizeof(KeyedUpserts),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "sources._upsert (update_one or findAndModify, the fallback insert), in C",
+    .tp_new = PyType_GenericNew,
+    .tp_init = upserts_init,
+    .tp_dealloc = source_dealloc,
+    .tp_traverse = upserts_traverse,
+    .tp_clear = upserts_clear,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = source_iternext,
+    .tp_methods = source_methods,
+};
+
 int sources_init(PyObject *m) {
 #define INTERN(var, text) \
     if ((var = PyUnicode_InternFromString(text)) == NULL) return -1;
@@ -656,10 +853,16 @@ int sources_init(PyObject *m) {
     INTERN(s_bytes, "bytes");
     INTERN(k_runtime, "RuntimeError");
     INTERN(s_getmores, "getmores");
+    INTERN(s_fallback, "fallback_inserts");
+    INTERN(s_new_keys, "new_keys");
+    INTERN(s_existing_keys, "existing_keys");
 #undef INTERN
-    if (PyType_Ready(&KeyedWritesType) < 0 || PyType_Ready(&KeyedReadsType) < 0) return -1;
+    if (PyType_Ready(&KeyedWritesType) < 0 || PyType_Ready(&KeyedReadsType) < 0 ||
+        PyType_Ready(&KeyedUpsertsType) < 0)
+        return -1;
     if (PyModule_AddObjectRef(m, "KeyedWrites", (PyObject *)&KeyedWritesType) < 0 ||
-        PyModule_AddObjectRef(m, "KeyedReads", (PyObject *)&KeyedReadsType) < 0)
+        PyModule_AddObjectRef(m, "KeyedReads", (PyObject *)&KeyedReadsType) < 0 ||
+        PyModule_AddObjectRef(m, "KeyedUpserts", (PyObject *)&KeyedUpsertsType) < 0)
         return -1;
     return 0;
 }

@@ -402,7 +402,19 @@ def _upsert(d: KeyedUpsert, db, wc):
             counters["new_keys" if is_new else "existing_keys"] += 1
             stats.docs += 1
 
-    return lambda c: run_ops(c, *setup(c))
+    def compiled(c: Client, module):  # the compiled loop's twin (KeyedUpserts)
+        docs, t, ins, at, ins_at = setup(c)
+        return module.KeyedUpserts(
+            t.raw, c.rid, (), random.Random(c.index + 1).getstate()[1], check, fn,
+            c.quota if c.quota is not None else -1, c.run, c.stats, count_error, c.record,
+            t.slots[0][0], d.keys, float(d.percent_new), d.new_base(c.index), docs.write, at,
+            docs.size, fn == "update_one", upsert, ins.raw, ins_at, ins_check, c.stats.counters,
+            d.MISSED,
+        )  # fmt: skip
+
+    source = lambda c: run_ops(c, *setup(c))  # noqa: E731
+    source.compiled = compiled if 0 < d.keys < 1 << 32 else None
+    return source
 
 
 # Every workload is declared (driver.workload): run by its multiplexed executor.

@@ -147,6 +147,11 @@ def test_where_no_compiled_source_stands_in(monkeypatch):
     # keys past 32 bits: the Python source
     d = dataclasses.replace(WORKLOADS["update_fields"](None, s).declare(), keys=2**32)
     assert sources.executor(d, "db", None).compiled is None
+    api = {"preload_docs": 300, "doc_size_kb": 1, "threads": 3, "total_ops": 6,
+           "function": "update_one", "upsert": True, "percent_new": 0}  # fmt: skip
+    d = dataclasses.replace(WORKLOADS["update_api"](None, api).declare(), keys=2**32)
+    assert sources.executor(d, "db", None).compiled is None
+    assert sources.make("update_api", api, "db").compiled is not None
 
 
 def test_bad_construction_is_refused():
@@ -420,3 +425,41 @@ def test_deletes_same_requests_and_accounting_as_the_python_source(per, index):
     assert mine.ops == py.ops and mine.docs == py.docs and sum(py.ops.values()) > 0
     assert mine.errors == py.errors and mine.error_samples == py.error_samples
     assert py.errors["delete: RuntimeError"]  # the short ones counted (too many: negative)
+
+
+W_OK, W_MISS = (None, 1, 1, 0, None, 0), (None, 0, 0, 0, None, 0)
+W_UPSERTED, W_FAIL = (None, 0, 0, 1, None, 0), ("WriteError", 0, 0, 0, "E11000 dup", 0)
+F_FOUND, F_MISS = (None, True, False, None), (None, False, False, None)
+F_UPSERTED, F_FAIL = (None, True, True, None), ("OperationFailure", False, False, "boom")
+UPSERT_SCRIPTS = {  # (function, upsert): outcomes in turn (a miss without upsert: an insert's)
+    ("update_one", False): [W_OK, W_MISS, W_OK, W_MISS, W_FAIL, W_FAIL, W_OK],
+    ("update_one", True): [W_OK, W_UPSERTED, W_MISS, W_FAIL, W_OK],
+    ("find_one_and_update", False): [F_FOUND, F_MISS, W_OK, F_MISS, W_FAIL, F_FAIL, F_FOUND],
+    ("find_one_and_update", True): [F_FOUND, F_UPSERTED, F_MISS, F_FAIL, F_FOUND],
+}
+
+
+@pytest.mark.parametrize(("fn", "upsert"), sorted(UPSERT_SCRIPTS))
+@pytest.mark.parametrize("percent_new", [0, 50])
+def test_upserts_same_requests_and_accounting_as_the_python_source(fn, upsert, percent_new):
+    """The statement with a fresh document of the drawn key (new ones the client's own), the
+    fallback insert of that document on a miss, the counters of each."""
+    module = compiled()
+    settings = {"preload_docs": 300, "doc_size_kb": 1, "threads": 3, "total_ops": 60,
+                "function": fn, "upsert": upsert, "percent_new": percent_new}  # fmt: skip
+    source = sources.make("update_api", settings, "db")
+    got = {}
+    for kind in ("python", "compiled"):
+        run, stats = multiplex.Run(), ThreadStats()
+        c = multiplex.Client(1, 3, run, stats, total=60)
+        gen = source(c) if kind == "python" else source.compiled(c, module)
+        got[kind] = (_drive(gen, run, UPSERT_SCRIPTS[fn, upsert] * 4), stats)
+    (py_sent, py), (c_sent, mine) = got["python"], got["compiled"]
+    assert len(py_sent) >= 20 and [r for r, _ in c_sent] == [r for r, _ in py_sent]
+    assert all(a is b for (_, a), (_, b) in zip(c_sent, py_sent, strict=True))
+    assert mine.ops == py.ops and mine.docs == py.docs and sum(py.ops.values()) > 0
+    assert mine.counters == py.counters and mine.errors == py.errors
+    assert mine.error_samples == py.error_samples and py.errors
+    assert bool(py.counters["new_keys"]) == (percent_new > 0)
+    if not upsert:
+        assert py.counters["fallback_inserts"] > 0
