@@ -231,6 +231,10 @@ static PyObject *call_check(PyObject *check, PyObject *buf, Py_ssize_t length) {
 /* -- KeyedWrites: what sources._writes does with an outcome; 0, or -1 with an exception */
 static int writes_account(KeyedWrites *w, PyObject *out) {
     Common *s = &w->k;
+    if (PyTuple_GET_SIZE(out) < 5) { /* the message and the counts are read below */
+        PyErr_SetString(PyExc_TypeError, "a write check's outcome is a tuple of 6");
+        return -1;
+    }
     PyObject *kind = PyTuple_GET_ITEM(out, 0);
     if (kind != Py_None) return source_error(s, kind, PyTuple_GET_ITEM(out, 4));
     if (source_record(s) < 0) return -1;
@@ -274,11 +278,6 @@ static PyObject *writes_outcome(KeyedWrites *w, PyObject *buf, Py_ssize_t length
         return w->last_out;
     }
     PyObject *out = call_check(w->k.check, buf, length);
-    if (out != NULL && PyTuple_GET_SIZE(out) < 5) {
-        Py_DECREF(out);
-        PyErr_SetString(PyExc_TypeError, "a write check's outcome is a tuple of 6");
-        return NULL;
-    }
     if (out != NULL && n <= LAST_MAX && PyTuple_GET_ITEM(out, 0) == Py_None) {
         memcpy(w->last, body, (size_t)n);
         w->last_len = n;

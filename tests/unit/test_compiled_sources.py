@@ -123,6 +123,18 @@ def test_values_drawn_in_order_as_randrange_draws_them():
         ]
 
 
+def test_an_outcome_of_the_wrong_shape_is_refused():
+    module = compiled()
+    source = sources.make("hot_update", dict(WORKLOAD_CASES["hot_update"], total_ops=9), "db")
+    run, stats = multiplex.Run(), ThreadStats()
+    gen = source.compiled(multiplex.Client(0, 1, run, stats, total=9), module)
+    next(gen)
+    for bad in (("WriteError", 0, 0, "a cursor check's"), [None, 1, 1, 0, None, 0], None):
+        with pytest.raises(TypeError, match="outcome"):
+            gen.send(bad)
+    assert not stats.ops and not stats.errors
+
+
 def test_a_stopped_run_ends_it_at_its_next_operation():
     module = compiled()
     source = sources.make("hot_update", dict(WORKLOAD_CASES["hot_update"], total_ops=100), "db")
