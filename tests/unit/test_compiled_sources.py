@@ -52,6 +52,18 @@ def _drive(gen, run, outcomes):
     return sent
 
 
+def _twins(source, module, index: int, total, outcomes) -> tuple:
+    """The Python source and its compiled twin, client `index` of 3 with quota `total`, each
+    driven by `outcomes`: ((requests, stats) of the Python one, the same of the twin)."""
+    got = []
+    for twin in (False, True):
+        run, stats = multiplex.Run(), ThreadStats()
+        c = multiplex.Client(index, 3, run, stats, total=total)
+        gen = source.compiled(c, module) if twin else source(c)
+        got.append((_drive(gen, run, outcomes), stats))
+    return tuple(got)
+
+
 def _latencies(stats) -> dict:
     return {op: dict(c) for op, c in stats.latency._pending.items()}
 
@@ -62,13 +74,7 @@ def test_same_requests_and_accounting_as_the_python_source(workload, index):
     module = compiled()
     source = sources.make(workload, dict(WORKLOAD_CASES[workload], total_ops=24), "db")
     assert source.compiled is not None
-    got = {}
-    for kind in ("python", "compiled"):
-        run, stats = multiplex.Run(), ThreadStats()
-        c = multiplex.Client(index, 3, run, stats, total=24)
-        gen = source(c) if kind == "python" else source.compiled(c, module)
-        got[kind] = (_drive(gen, run, SCRIPT * 3), stats)
-    (py_sent, py), (c_sent, mine) = got["python"], got["compiled"]
+    (py_sent, py), (c_sent, mine) = _twins(source, module, index, 24, SCRIPT * 3)
     assert len(py_sent) == 8  # the client's share of 24
     assert [r for r, _ in c_sent] == [r for r, _ in py_sent]
     assert all(a is b for (_, a), (_, b) in zip(c_sent, py_sent, strict=True))
@@ -308,13 +314,7 @@ def test_reads_same_requests_and_accounting_as_the_python_source(case, index):
     module = compiled()
     workload, settings = READ_CASES[case]
     source = sources.make(workload, settings, "db")
-    got = {}
-    for kind in ("python", "compiled"):
-        run, stats = multiplex.Run(), ThreadStats()
-        c = multiplex.Client(index, 3, run, stats, total=45)
-        gen = source(c) if kind == "python" else source.compiled(c, module)
-        got[kind] = (_drive(gen, run, CURSOR_SCRIPT * 3), stats)
-    (py_sent, py), (c_sent, mine) = got["python"], got["compiled"]
+    (py_sent, py), (c_sent, mine) = _twins(source, module, index, 45, CURSOR_SCRIPT * 3)
     assert [r for r, _ in c_sent] == [r for r, _ in py_sent] and len(py_sent) > 20
     assert all(a is b for (_, a), (_, b) in zip(c_sent, py_sent, strict=True))
     assert mine.ops == py.ops and sum(py.ops.values()) > 0
@@ -423,13 +423,7 @@ def test_deletes_same_requests_and_accounting_as_the_python_source(per, index):
     module = compiled()
     settings = {"preload_docs": 100, "doc_size_kb": 1, "threads": 3, "docs_per_delete": per}
     source = sources.make("delete", settings, "db")
-    got = {}
-    for kind in ("python", "compiled"):
-        run, stats = multiplex.Run(), ThreadStats()
-        c = multiplex.Client(index, 3, run, stats, total=None)
-        gen = source(c) if kind == "python" else source.compiled(c, module)
-        got[kind] = (_drive(gen, run, DELETE_SCRIPT * 20), stats)
-    (py_sent, py), (c_sent, mine) = got["python"], got["compiled"]
+    (py_sent, py), (c_sent, mine) = _twins(source, module, index, None, DELETE_SCRIPT * 20)
     assert [r for r, _ in c_sent] == [r for r, _ in py_sent]
     keys = 34 if index == 0 else 33  # core.split.part(100, 3, index)
     assert len(py_sent) == -(-keys // per)  # the last range shorter
@@ -460,13 +454,7 @@ def test_upserts_same_requests_and_accounting_as_the_python_source(fn, upsert, p
     settings = {"preload_docs": 300, "doc_size_kb": 1, "threads": 3, "total_ops": 60,
                 "function": fn, "upsert": upsert, "percent_new": percent_new}  # fmt: skip
     source = sources.make("update_api", settings, "db")
-    got = {}
-    for kind in ("python", "compiled"):
-        run, stats = multiplex.Run(), ThreadStats()
-        c = multiplex.Client(1, 3, run, stats, total=60)
-        gen = source(c) if kind == "python" else source.compiled(c, module)
-        got[kind] = (_drive(gen, run, UPSERT_SCRIPTS[fn, upsert] * 4), stats)
-    (py_sent, py), (c_sent, mine) = got["python"], got["compiled"]
+    (py_sent, py), (c_sent, mine) = _twins(source, module, 1, 60, UPSERT_SCRIPTS[fn, upsert] * 4)
     assert len(py_sent) >= 20 and [r for r, _ in c_sent] == [r for r, _ in py_sent]
     assert all(a is b for (_, a), (_, b) in zip(c_sent, py_sent, strict=True))
     assert mine.ops == py.ops and mine.docs == py.docs and sum(py.ops.values()) > 0
