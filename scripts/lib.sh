@@ -22,7 +22,8 @@ ensure_setup() {
   if [ -x "$root/.venv/bin/python" ] && [ -f "$stamp" ]; then
     for f in setup.py pyproject.toml mongobench/client-requirements.txt requirements/dev.lock \
       mongobench/driver/_loop.c mongobench/driver/_loop_bson.c \
-      mongobench/driver/_loop_sources.c mongobench/driver/_loop.h; do
+      mongobench/driver/_loop_sources.c mongobench/driver/_loop_docs.c \
+      mongobench/driver/_loop.h; do
       [ "$root/$f" -nt "$stamp" ] && { "$root/scripts/setup"; return; }
     done
     return 0

@@ -358,7 +358,7 @@ PyMODINIT_FUNC PyInit__loop(void) {
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     if (PyModule_AddStringConstant(m, "SOURCE_HASH", LOOP_SOURCE_HASH) < 0 ||
-        sources_init(m) < 0) {
+        sources_init(m) < 0 || docs_init(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -1,6 +1,7 @@
 /* What the driver's compiled module's parts share (driver.native builds them into one
  * module, `_loop`): _loop.c (the event loop, the module), _loop_bson.c (BSON walking: the
- * checks' element count, a cursor's plain success), _loop_sources.c (the compiled sources). */
+ * checks' element count, a cursor's plain success), _loop_sources.c (the compiled sources:
+ * their common part and the keyed ones), _loop_docs.c (documents and the inserts' source). */
 #ifndef MONGOBENCH_LOOP_H
 #define MONGOBENCH_LOOP_H
 
@@ -31,9 +32,106 @@ PyObject *cursor_success(const unsigned char *b, Py_ssize_t length, const char *
 PyObject *count_elements(PyObject *self, PyObject *a);
 PyObject *cursor_success_py(PyObject *self, PyObject *a);
 
-/* _loop_sources.c */
-int sources_init(PyObject *module); /* its types into the module: 0, or -1 */
+/* random.Random's generator: MT19937 as CPython's _randommodule.c */
+#define MT_N 624
+#define MT_M 397
+typedef struct {
+    uint32_t mt[MT_N];
+    int mti;
+} Mt;
+
+/* genrand_uint32 of CPython's _randommodule.c */
+static inline uint32_t mt_next(Mt *g) {
+    static const uint32_t mag01[2] = {0x0U, 0x9908b0dfU};
+    uint32_t y, *mt = g->mt;
+    if (g->mti >= MT_N) {
+        int kk;
+        for (kk = 0; kk < MT_N - MT_M; kk++) {
+            y = (mt[kk] & 0x80000000U) | (mt[kk + 1] & 0x7fffffffU);
+            mt[kk] = mt[kk + MT_M] ^ (y >> 1) ^ mag01[y & 0x1U];
+        }
+        for (; kk < MT_N - 1; kk++) {
+            y = (mt[kk] & 0x80000000U) | (mt[kk + 1] & 0x7fffffffU);
+            mt[kk] = mt[kk + (MT_M - MT_N)] ^ (y >> 1) ^ mag01[y & 0x1U];
+        }
+        y = (mt[MT_N - 1] & 0x80000000U) | (mt[0] & 0x7fffffffU);
+        mt[MT_N - 1] = mt[MT_M - 1] ^ (y >> 1) ^ mag01[y & 0x1U];
+        g->mti = 0;
+    }
+    y = mt[g->mti++];
+    y ^= (y >> 11);
+    y ^= (y << 7) & 0x9d2c5680U;
+    y ^= (y << 15) & 0xefc60000U;
+    y ^= (y >> 18);
+    return y;
+}
+
+/* The generator from random.Random.getstate()[1]: 0, or -1 with an exception */
+int mt_load(Mt *g, PyObject *state);
+
+/* -- the compiled sources (_loop_sources.c): what each has, and how the loop drives it */
+#define MAX_DRAWS 16
+typedef struct {
+    /* the step after `out` (NULL: the first): the next request (*req, *check: borrowed).
+     * 1: send it, 0: the source is done, -1: an exception. */
+    int (*next)(PyObject *self, PyObject *out, PyObject **req, PyObject **check);
+    /* the outcome of the reply in buf (a new reference), or NULL with an exception */
+    PyObject *(*outcome)(PyObject *self, PyObject *buf, Py_ssize_t length);
+} SourceOps;
+
+typedef struct {
+    const SourceOps *ops;
+    PyObject *req; /* bytearray: the request; its values are patched in place */
+    int ndraws;
+    Py_ssize_t at[MAX_DRAWS]; /* each value's int64 in the request, in the order drawn */
+    long long lo[MAX_DRAWS];
+    uint32_t width[MAX_DRAWS];
+    int bits[MAX_DRAWS];
+    Mt rng;
+    PyObject *check, *op, *run, *stats, *latency, *counts, *count_error, *record;
+    long long i, quota; /* quota -1: endless */
+    double t0;
+} Common;
+
+typedef struct { /* every source type starts so */
+    PyObject_HEAD
+    Common k;
+} Source;
+
+int common_init(Common *s, const SourceOps *ops, Py_buffer *tmpl, int rid, PyObject *draws,
+                PyObject *state, PyObject *check, PyObject *op, long long quota, PyObject *run,
+                PyObject *stats, PyObject *count_error, PyObject *record);
+int common_traverse(Common *s, visitproc visit, void *arg);
+void common_clear(Common *s);
+int source_begin(Common *s);
+int source_record(Common *s);
+int source_error(Common *s, PyObject *kind, PyObject *message);
+int incr_item(PyObject *d, PyObject *key, long long by);
+int incr_attr(PyObject *o, PyObject *name, long long by);
+PyObject *call_check(PyObject *check, PyObject *buf, Py_ssize_t length);
+void source_dealloc(PyObject *self);
+PyObject *source_iternext(PyObject *self);
+extern PyMethodDef source_methods[];
+extern PyObject *k_runtime, *s_docs, *s_bytes;
+
+/* A reply equal to the last success's, byte for byte, has its outcome (a check is a
+ * function of the reply's bytes): kept for replies of up to LAST_MAX bytes after the header */
+#define LAST_MAX 256
+typedef struct {
+    char body[LAST_MAX];
+    Py_ssize_t len;
+    PyObject *out;
+} LastReply;
+PyObject *cached_outcome(LastReply *last, PyObject *check, PyObject *buf, Py_ssize_t length);
+
+int sources_init(PyObject *module); /* their types into the module: 0, or -1 */
 int is_source(PyObject *o);
 int source_serve(PyObject *self, PyObject *buf, Py_ssize_t length, PyObject **req);
+
+/* _loop_docs.c */
+int docs_init(PyObject *module); /* its types into the module: 0, or -1 */
+int is_doc_writer(PyObject *o);
+/* DocFactory.write of n documents at dst (serial _ids first, first + 1, ...): 0, or -1 */
+int doc_write(PyObject *writer, char *dst, Py_ssize_t n, long long first);
 
 #endif

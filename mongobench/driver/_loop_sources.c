@@ -16,31 +16,14 @@
  *   - the same protocol: iterating one yields (request, check) and send(outcome) takes the
  *     check's outcome, so the Python loop can drive it too (the tests compare them).
  * The compiled loop calls the check itself (source_serve). KeyedWrites skips it for a reply
- * whose bytes equal the last success's (the check is a function of those bytes). */
+ * whose bytes equal the last success's (the check is a function of those bytes). This file
+ * also holds what every compiled source shares (_loop.h's Common), and the protocol. */
 
 #include "_loop.h"
 
-#define MT_N 624
-#define MT_M 397
-#define MAX_DRAWS 16
-#define LAST_MAX 256
-
-static PyObject *s_latency, *s_tick, *s_pending_lat, *s_docs, *s_bytes, *s_getmores,
-    *k_runtime, *s_now, *s_stopped, *s_fallback, *s_new_keys, *s_existing_keys;
-
-typedef struct { /* what both sources have */
-    PyObject *req; /* bytearray: the request; its values are patched in place */
-    int ndraws;
-    Py_ssize_t at[MAX_DRAWS]; /* each value's int64 in the request, in the order drawn */
-    long long lo[MAX_DRAWS];
-    uint32_t width[MAX_DRAWS];
-    int bits[MAX_DRAWS];
-    uint32_t mt[MT_N];
-    int mti;
-    PyObject *check, *op, *run, *stats, *latency, *counts, *count_error, *record;
-    long long i, quota; /* quota -1: endless */
-    double t0;
-} Common;
+PyObject *k_runtime, *s_docs, *s_bytes;
+static PyObject *s_latency, *s_tick, *s_pending_lat, *s_getmores, *s_now, *s_stopped,
+    *s_fallback, *s_new_keys, *s_existing_keys;
 
 typedef struct {
     PyObject_HEAD
@@ -48,9 +31,8 @@ typedef struct {
     int field; /* the outcome's field of the documents written (1: n, 2: nModified) */
     int has_expect;
     long long expect, size;
-    char last[LAST_MAX]; /* the last success reply's bytes after the header, its outcome */
-    Py_ssize_t last_len;
-    PyObject *last_out, *expect_msg;
+    LastReply last;
+    PyObject *expect_msg;
     /* deletes (sources._deletes): the keys [next, stop) in steps of per, [lo, hi) each
      * (at lo_at, hi_at: -1 for one key), fewer documents than keys an error (short_*) */
     long long next, stop, per, lo, hi;
@@ -71,7 +53,7 @@ typedef struct {
 typedef struct { /* sources._upsert: draws (key, is new) itself; Common's draws unused */
     PyObject_HEAD
     Common k;
-    PyObject *write_doc; /* docs.write of the client's DocFactory */
+    PyObject *write_doc; /* the client's DocFactory's write, or its DocWriter */
     PyObject *ins, *ins_check, *counters, *missed_msg; /* the fallback insert, its check */
     Py_ssize_t key_at, doc_at, ins_at, doc_size;
     uint32_t keys;
@@ -80,50 +62,38 @@ typedef struct { /* sources._upsert: draws (key, is new) itself; Common's draws 
     long long base;
 } KeyedUpserts;
 
-/* genrand_uint32 of CPython's _randommodule.c */
-static uint32_t mt_next(Common *s) {
-    static const uint32_t mag01[2] = {0x0U, 0x9908b0dfU};
-    uint32_t y, *mt = s->mt;
-    if (s->mti >= MT_N) {
-        int kk;
-        for (kk = 0; kk < MT_N - MT_M; kk++) {
-            y = (mt[kk] & 0x80000000U) | (mt[kk + 1] & 0x7fffffffU);
-            mt[kk] = mt[kk + MT_M] ^ (y >> 1) ^ mag01[y & 0x1U];
-        }
-        for (; kk < MT_N - 1; kk++) {
-            y = (mt[kk] & 0x80000000U) | (mt[kk + 1] & 0x7fffffffU);
-            mt[kk] = mt[kk + (MT_M - MT_N)] ^ (y >> 1) ^ mag01[y & 0x1U];
-        }
-        y = (mt[MT_N - 1] & 0x80000000U) | (mt[0] & 0x7fffffffU);
-        mt[MT_N - 1] = mt[MT_M - 1] ^ (y >> 1) ^ mag01[y & 0x1U];
-        s->mti = 0;
+int mt_load(Mt *g, PyObject *state) {
+    if (!PyTuple_Check(state) || PyTuple_GET_SIZE(state) != MT_N + 1) {
+        PyErr_SetString(PyExc_ValueError, "not a generator's state (random.Random.getstate())");
+        return -1;
     }
-    y = mt[s->mti++];
-    y ^= (y >> 11);
-    y ^= (y << 7) & 0x9d2c5680U;
-    y ^= (y << 15) & 0xefc60000U;
-    y ^= (y >> 18);
-    return y;
+    for (int k = 0; k <= MT_N; k++) {
+        unsigned long v = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(state, k));
+        if (v == (unsigned long)-1 && PyErr_Occurred()) return -1;
+        if (k < MT_N) g->mt[k] = (uint32_t)v;
+        else g->mti = (int)v;
+    }
+    return 0;
 }
 
 /* Random.randrange(lo, lo + width) for 0 < width < 2**32 (_randbelow_with_getrandbits) */
 static long long mt_range(Common *s, int d) {
     uint32_t r;
     do {
-        r = mt_next(s) >> (32 - s->bits[d]);
+        r = mt_next(&s->rng) >> (32 - s->bits[d]);
     } while (r >= s->width[d]);
     return s->lo[d] + (long long)r;
 }
 
 /* Random.random() (random_random) */
 static double mt_random(Common *s) {
-    uint32_t a = mt_next(s) >> 5, b = mt_next(s) >> 6;
+    uint32_t a = mt_next(&s->rng) >> 5, b = mt_next(&s->rng) >> 6;
     return (a * 67108864.0 + b) * (1.0 / 9007199254740992.0);
 }
 
 /* Whether another operation starts: 1 (counted in s->i), 0 when the source is done (the run
  * stopped, the quota reached), -1 with an exception set. */
-static int source_begin(Common *s) {
+int source_begin(Common *s) {
     PyObject *stopped = PyObject_GetAttr(s->run, s_stopped);
     if (stopped == NULL) return -1;
     int stop = PyObject_IsTrue(stopped);
@@ -148,7 +118,7 @@ static int source_fill(Common *s) {
 }
 
 /* d[key] += by (a Counter's item, missing as 0) */
-static int incr_item(PyObject *d, PyObject *key, long long by) {
+int incr_item(PyObject *d, PyObject *key, long long by) {
     PyObject *v = PyDict_GetItemWithError(d, key);
     if (v == NULL && PyErr_Occurred()) return -1;
     long long x = v == NULL ? 0 : PyLong_AsLongLong(v);
@@ -160,7 +130,7 @@ static int incr_item(PyObject *d, PyObject *key, long long by) {
     return r;
 }
 
-static int incr_attr(PyObject *o, PyObject *name, long long by) {
+int incr_attr(PyObject *o, PyObject *name, long long by) {
     PyObject *v = PyObject_GetAttr(o, name);
     if (v == NULL) return -1;
     long long x = PyLong_AsLongLong(v);
@@ -174,7 +144,7 @@ static int incr_attr(PyObject *o, PyObject *name, long long by) {
 }
 
 /* multiplex.count_error(stats, op, kind, message) */
-static int source_error(Common *s, PyObject *kind, PyObject *message) {
+int source_error(Common *s, PyObject *kind, PyObject *message) {
     PyObject *r = PyObject_CallFunctionObjArgs(s->count_error, s->stats, s->op, kind, message,
                                                NULL);
     Py_XDECREF(r);
@@ -184,7 +154,7 @@ static int source_error(Common *s, PyObject *kind, PyObject *message) {
 /* The operation's latency, as LatencyRecorder.record(op, micros) keeps it: the pending
  * Counter's item, in C when the recorder has no tick and a Counter for op (else its own
  * method, which makes them) */
-static int source_record(Common *s) {
+int source_record(Common *s) {
     PyObject *now = PyObject_GetAttr(s->run, s_now);
     if (now == NULL) return -1;
     double micros = (PyFloat_AsDouble(now) - s->t0) * 1e6;
@@ -214,7 +184,7 @@ static int source_record(Common *s) {
     return r;
 }
 
-static PyObject *call_check(PyObject *check, PyObject *buf, Py_ssize_t length) {
+PyObject *call_check(PyObject *check, PyObject *buf, Py_ssize_t length) {
     PyObject *len_obj = PyLong_FromSsize_t(length);
     if (len_obj == NULL) return NULL;
     PyObject *args[2] = {buf, len_obj};
@@ -269,22 +239,26 @@ static int writes_step(KeyedWrites *w) {
     return 1;
 }
 
-/* The outcome of the reply in buf: the last success's for the same bytes, else the check's */
-static PyObject *writes_outcome(KeyedWrites *w, PyObject *buf, Py_ssize_t length) {
+PyObject *cached_outcome(LastReply *last, PyObject *check, PyObject *buf, Py_ssize_t length) {
     const char *body = PyByteArray_AS_STRING(buf) + 16;
     Py_ssize_t n = length - 16;
-    if (w->last_out != NULL && n == w->last_len && memcmp(body, w->last, (size_t)n) == 0) {
-        Py_INCREF(w->last_out);
-        return w->last_out;
+    if (last->out != NULL && n == last->len && memcmp(body, last->body, (size_t)n) == 0) {
+        Py_INCREF(last->out);
+        return last->out;
     }
-    PyObject *out = call_check(w->k.check, buf, length);
+    PyObject *out = call_check(check, buf, length);
     if (out != NULL && n <= LAST_MAX && PyTuple_GET_ITEM(out, 0) == Py_None) {
-        memcpy(w->last, body, (size_t)n);
-        w->last_len = n;
+        memcpy(last->body, body, (size_t)n);
+        last->len = n;
         Py_INCREF(out);
-        Py_XSETREF(w->last_out, out);
+        Py_XSETREF(last->out, out);
     }
     return out;
+}
+
+static PyObject *writes_outcome(PyObject *self, PyObject *buf, Py_ssize_t length) {
+    KeyedWrites *w = (KeyedWrites *)self;
+    return cached_outcome(&w->last, w->k.check, buf, length);
 }
 
 /* -- KeyedReads: what cursor_sources._finder does with an outcome. 1: a getMore is due
@@ -339,15 +313,20 @@ static int upserts_fill(KeyedUpserts *u) {
     } else {
         uint32_t r;
         do {
-            r = mt_next(s) >> (32 - u->bits);
+            r = mt_next(&s->rng) >> (32 - u->bits);
         } while (r >= u->keys);
         key = r;
     }
     memcpy(PyByteArray_AS_STRING(s->req) + u->key_at, &key, 8);
-    PyObject *r = PyObject_CallFunction(u->write_doc, "Onn(L)", s->req, u->doc_at,
-                                        (Py_ssize_t)1, key);
-    if (r == NULL) return -1;
-    Py_DECREF(r);
+    if (is_doc_writer(u->write_doc)) {
+        if (doc_write(u->write_doc, PyByteArray_AS_STRING(s->req) + u->doc_at, 1, key) < 0)
+            return -1;
+    } else {
+        PyObject *r = PyObject_CallFunction(u->write_doc, "Onn(L)", s->req, u->doc_at,
+                                            (Py_ssize_t)1, key);
+        if (r == NULL) return -1;
+        Py_DECREF(r);
+    }
     s->t0 = clock_now();
     return 1;
 }
@@ -395,53 +374,68 @@ static int upserts_account(KeyedUpserts *u, PyObject *out) {
     return incr_attr(s->stats, s_docs, 1);
 }
 
-static int source_next(PyObject *self, PyObject *out, PyObject **req, PyObject **check);
+static int upserts_next(PyObject *self, PyObject *out, PyObject **req, PyObject **check) {
+    KeyedUpserts *u = (KeyedUpserts *)self;
+    int r = out != NULL ? upserts_account(u, out) : 0;
+    if (r == 1) {
+        *req = u->ins;
+        *check = u->ins_check;
+        return 1;
+    }
+    r = r < 0 ? -1 : upserts_fill(u);
+    *req = u->k.req;
+    *check = u->k.check;
+    return r;
+}
 
-static PyTypeObject KeyedWritesType, KeyedReadsType, KeyedUpsertsType;
-
-static int source_next(PyObject *self, PyObject *out, PyObject **req, PyObject **check) {
-    Common *s;
-    if (Py_IS_TYPE(self, &KeyedUpsertsType)) {
-        KeyedUpserts *u = (KeyedUpserts *)self;
-        int r = out != NULL ? upserts_account(u, out) : 0;
-        if (r == 1) {
-            *req = u->ins;
-            *check = u->ins_check;
+static int reads_next(PyObject *self, PyObject *out, PyObject **req, PyObject **check) {
+    KeyedReads *r = (KeyedReads *)self;
+    if (out != NULL) {
+        int more = reads_account(r, out);
+        if (more < 0) return -1;
+        if (more) {
+            *req = r->gm;
+            *check = r->gm_check;
             return 1;
         }
-        r = r < 0 ? -1 : upserts_fill(u);
-        *req = u->k.req;
-        *check = u->k.check;
-        return r;
     }
-    if (Py_IS_TYPE(self, &KeyedReadsType)) {
-        KeyedReads *r = (KeyedReads *)self;
-        s = &r->k;
-        if (out != NULL) {
-            int more = reads_account(r, out);
-            if (more < 0) return -1;
-            if (more) {
-                *req = r->gm;
-                *check = r->gm_check;
-                return 1;
-            }
-        }
-    } else {
-        KeyedWrites *w = (KeyedWrites *)self;
-        s = &w->k;
-        if (out != NULL && writes_account(w, out) < 0) return -1;
-        if (w->per) {
-            int r = source_fill(s);
-            if (r == 1) r = writes_step(w);
-            *req = s->req;
-            *check = s->check;
-            return r;
-        }
-    }
-    int r = source_fill(s);
-    *req = s->req;
-    *check = s->check;
-    return r;
+    *req = r->k.req;
+    *check = r->k.check;
+    return source_fill(&r->k);
+}
+
+static int writes_next(PyObject *self, PyObject *out, PyObject **req, PyObject **check) {
+    KeyedWrites *w = (KeyedWrites *)self;
+    if (out != NULL && writes_account(w, out) < 0) return -1;
+    *req = w->k.req;
+    *check = w->k.check;
+    int r = source_fill(&w->k);
+    return r == 1 && w->per ? writes_step(w) : r;
+}
+
+static PyObject *upserts_outcome(PyObject *self, PyObject *buf, Py_ssize_t length) {
+    KeyedUpserts *u = (KeyedUpserts *)self;
+    return call_check(u->inserting ? u->ins_check : u->k.check, buf, length);
+}
+
+/* a plain success checked here, anything else by its check */
+static PyObject *reads_outcome(PyObject *self, PyObject *buf, Py_ssize_t length) {
+    KeyedReads *r = (KeyedReads *)self;
+    const char *batch = r->more ? r->next_batch : r->first_batch;
+    PyObject *out = batch[0] ? cursor_success((const unsigned char *)PyByteArray_AS_STRING(buf),
+                                              length, batch)
+                             : NULL;
+    if (out == NULL && !PyErr_Occurred())
+        out = call_check(r->more ? r->gm_check : r->k.check, buf, length);
+    return out;
+}
+
+static const SourceOps writes_ops = {writes_next, writes_outcome};
+static const SourceOps reads_ops = {reads_next, reads_outcome};
+static const SourceOps upserts_ops = {upserts_next, upserts_outcome};
+
+static int source_next(PyObject *self, PyObject *out, PyObject **req, PyObject **check) {
+    return ((Source *)self)->k.ops->next(self, out, req, check);
 }
 
 static PyObject *source_yield(PyObject *self, PyObject *out) {
@@ -455,7 +449,7 @@ static PyObject *source_yield(PyObject *self, PyObject *out) {
     return PyTuple_Pack(2, req, check);
 }
 
-static PyObject *source_iternext(PyObject *self) { return source_yield(self, NULL); }
+PyObject *source_iternext(PyObject *self) { return source_yield(self, NULL); }
 
 static PyObject *source_send(PyObject *self, PyObject *out) {
     if (!PyTuple_Check(out) || PyTuple_GET_SIZE(out) < 4) {
@@ -470,37 +464,21 @@ static PyObject *source_close(PyObject *self, PyObject *unused) { Py_RETURN_NONE
 /* The compiled loop's step for the reply in buf: its outcome, the accounting, the next
  * request (*req, borrowed). 1: send it, 0: the source is done, -1: an exception. */
 int source_serve(PyObject *self, PyObject *buf, Py_ssize_t length, PyObject **req) {
-    PyObject *out, *check;
-    if (Py_IS_TYPE(self, &KeyedWritesType)) {
-        out = writes_outcome((KeyedWrites *)self, buf, length);
-    } else if (Py_IS_TYPE(self, &KeyedUpsertsType)) {
-        KeyedUpserts *u = (KeyedUpserts *)self;
-        out = call_check(u->inserting ? u->ins_check : u->k.check, buf, length);
-    } else { /* a plain success checked here, anything else by its check */
-        KeyedReads *r = (KeyedReads *)self;
-        const char *batch = r->more ? r->next_batch : r->first_batch;
-        out = batch[0] ? cursor_success((const unsigned char *)PyByteArray_AS_STRING(buf),
-                                        length, batch)
-                       : NULL;
-        if (out == NULL && !PyErr_Occurred())
-            out = call_check(r->more ? r->gm_check : r->k.check, buf, length);
-    }
+    PyObject *check, *out = ((Source *)self)->k.ops->outcome(self, buf, length);
     if (out == NULL) return -1;
     int r = source_next(self, out, req, &check);
     Py_DECREF(out);
     return r;
 }
 
-int is_source(PyObject *o) {
-    return Py_IS_TYPE(o, &KeyedWritesType) || Py_IS_TYPE(o, &KeyedReadsType) ||
-           Py_IS_TYPE(o, &KeyedUpsertsType);
-}
+/* every compiled source iterates so (its type's tp_iternext) */
+int is_source(PyObject *o) { return Py_TYPE(o)->tp_iternext == source_iternext; }
 
 /* -- construction: the common part. template: the request; draws: ((offset, lo, hi), ...)
  * in the order drawn; state: random.Random.getstate()[1]. 0, or -1 with an exception. */
-static int common_init(Common *s, Py_buffer *tmpl, int rid, PyObject *draws, PyObject *state,
-                       PyObject *check, PyObject *op, long long quota, PyObject *run,
-                       PyObject *stats, PyObject *count_error, PyObject *record) {
+int common_init(Common *s, const SourceOps *ops, Py_buffer *tmpl, int rid, PyObject *draws,
+                PyObject *state, PyObject *check, PyObject *op, long long quota, PyObject *run,
+                PyObject *stats, PyObject *count_error, PyObject *record) {
     Py_ssize_t nd = PyTuple_GET_SIZE(draws);
     if (tmpl->len < 16 || nd > MAX_DRAWS || PyTuple_GET_SIZE(state) != MT_N + 1) {
         PyErr_SetString(PyExc_ValueError, "compiled source: a template shorter than a header,"
@@ -523,12 +501,8 @@ static int common_init(Common *s, Py_buffer *tmpl, int rid, PyObject *draws, PyO
         for (uint32_t w = s->width[d]; w; w >>= 1) s->bits[d]++; /* width.bit_length() */
     }
     s->ndraws = (int)nd;
-    for (int k = 0; k <= MT_N; k++) {
-        unsigned long v = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(state, k));
-        if (v == (unsigned long)-1 && PyErr_Occurred()) return -1;
-        if (k < MT_N) s->mt[k] = (uint32_t)v;
-        else s->mti = (int)v;
-    }
+    if (mt_load(&s->rng, state) < 0) return -1;
+    s->ops = ops;
     PyObject *req = PyByteArray_FromStringAndSize(tmpl->buf, tmpl->len);
     if (req == NULL) return -1;
     memcpy(PyByteArray_AS_STRING(req) + 4, &rid, 4);
@@ -562,8 +536,8 @@ static int common_init(Common *s, Py_buffer *tmpl, int rid, PyObject *draws, PyO
     int rid; \
     long long quota; \
     PyObject *draws, *state, *check, *op, *run, *stats, *count_error, *record;
-#define COMMON_INIT(s) common_init(s, &tmpl, rid, draws, state, check, op, quota, run, stats, \
-                                   count_error, record)
+#define COMMON_INIT(s, ops) common_init(s, ops, &tmpl, rid, draws, state, check, op, quota, \
+                                        run, stats, count_error, record)
 
 static int writes_init(PyObject *self, PyObject *a, PyObject *kw) {
     KeyedWrites *w = (KeyedWrites *)self;
@@ -591,7 +565,7 @@ static int writes_init(PyObject *self, PyObject *a, PyObject *kw) {
                                           " quota or short_op");
         r = -1;
     }
-    if (r == 0) r = COMMON_INIT(&w->k);
+    if (r == 0) r = COMMON_INIT(&w->k, &writes_ops);
     PyBuffer_Release(&tmpl);
     if (r < 0) return -1;
     w->next = start;
@@ -608,8 +582,8 @@ static int writes_init(PyObject *self, PyObject *a, PyObject *kw) {
     w->has_expect = expect_msg != Py_None;
     w->expect = expect;
     w->size = size;
-    w->last_len = 0;
-    Py_CLEAR(w->last_out);
+    w->last.len = 0;
+    Py_CLEAR(w->last.out);
     return 0;
 }
 
@@ -645,7 +619,7 @@ static int reads_init(PyObject *self, PyObject *a, PyObject *kw) {
     int bad = id_at < 16 || id_at + 8 > gm.len || size_at + 8 > gm.len ||
               (size_at >= 0 && size_at < 16) || (size_at >= 0 && limit <= 0);
     PyObject *req = bad ? NULL : PyByteArray_FromStringAndSize(gm.buf, gm.len);
-    int ok = req != NULL && COMMON_INIT(&r->k) == 0;
+    int ok = req != NULL && COMMON_INIT(&r->k, &reads_ops) == 0;
     PyBuffer_Release(&tmpl);
     PyBuffer_Release(&gm);
     if (!ok) {
@@ -694,7 +668,7 @@ static int upserts_init(PyObject *self, PyObject *a, PyObject *kw) {
               doc_size < 5 || doc_at + doc_size > len || ins_at < 16 ||
               ins_at + doc_size > ins.len || PyTuple_GET_SIZE(draws);
     PyObject *req = bad ? NULL : PyByteArray_FromStringAndSize(ins.buf, ins.len);
-    int ok = req != NULL && COMMON_INIT(&u->k) == 0;
+    int ok = req != NULL && COMMON_INIT(&u->k, &upserts_ops) == 0;
     PyBuffer_Release(&tmpl);
     PyBuffer_Release(&ins);
     if (!ok) {
@@ -724,14 +698,14 @@ static int upserts_init(PyObject *self, PyObject *a, PyObject *kw) {
     return 0;
 }
 
-static int common_traverse(Common *s, visitproc visit, void *arg) {
+int common_traverse(Common *s, visitproc visit, void *arg) {
     Py_VISIT(s->req); Py_VISIT(s->check); Py_VISIT(s->op); Py_VISIT(s->run);
     Py_VISIT(s->stats); Py_VISIT(s->latency); Py_VISIT(s->counts); Py_VISIT(s->count_error);
     Py_VISIT(s->record);
     return 0;
 }
 
-static void common_clear(Common *s) {
+void common_clear(Common *s) {
     Py_CLEAR(s->req); Py_CLEAR(s->check); Py_CLEAR(s->op); Py_CLEAR(s->run);
     Py_CLEAR(s->stats); Py_CLEAR(s->latency); Py_CLEAR(s->counts); Py_CLEAR(s->count_error);
     Py_CLEAR(s->record);
@@ -739,14 +713,14 @@ static void common_clear(Common *s) {
 
 static int writes_traverse(PyObject *self, visitproc visit, void *arg) {
     KeyedWrites *w = (KeyedWrites *)self;
-    Py_VISIT(w->last_out); Py_VISIT(w->expect_msg); Py_VISIT(w->short_op);
+    Py_VISIT(w->last.out); Py_VISIT(w->expect_msg); Py_VISIT(w->short_op);
     Py_VISIT(w->short_msg);
     return common_traverse(&w->k, visit, arg);
 }
 
 static int writes_clear(PyObject *self) {
     KeyedWrites *w = (KeyedWrites *)self;
-    Py_CLEAR(w->last_out); Py_CLEAR(w->expect_msg); Py_CLEAR(w->short_op);
+    Py_CLEAR(w->last.out); Py_CLEAR(w->expect_msg); Py_CLEAR(w->short_op);
     Py_CLEAR(w->short_msg);
     common_clear(&w->k);
     return 0;
@@ -780,13 +754,13 @@ static int upserts_clear(PyObject *self) {
     return 0;
 }
 
-static void source_dealloc(PyObject *self) {
+void source_dealloc(PyObject *self) {
     PyObject_GC_UnTrack(self);
     Py_TYPE(self)->tp_clear(self);
     Py_TYPE(self)->tp_free(self);
 }
 
-static PyMethodDef source_methods[] = {
+PyMethodDef source_methods[] = {
     {"send", source_send, METH_O, "send(outcome) -> the next (request, check)"},
     {"close", source_close, METH_NOARGS, "nothing to release"},
     {NULL, NULL, 0, NULL},

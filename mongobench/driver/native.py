@@ -26,7 +26,9 @@ import warnings
 
 SOURCE = pathlib.Path(__file__).with_name("_loop.c")
 # every file the module is built from (the .c files compiled, the header they share)
-SOURCES = tuple(SOURCE.with_name(n) for n in ("_loop.c", "_loop_bson.c", "_loop_sources.c"))
+SOURCES = tuple(
+    SOURCE.with_name(n) for n in ("_loop.c", "_loop_bson.c", "_loop_sources.c", "_loop_docs.c")
+)
 HEADER = SOURCE.with_name("_loop.h")
 ENV = "MONGOBENCH_DRIVER_LOOP"
 NATIVE, PYTHON = "native", "python"

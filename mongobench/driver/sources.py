@@ -119,7 +119,12 @@ def executor(d, db, wc):
     cursor's: cursor_sources.declared)."""
     if isinstance(d, Split):
         head, rest = executor(d.head, db, wc), executor(d.rest, db, wc)
-        return lambda c: head(c) if c.index < d.first else rest(c)
+        source = lambda c: head(c) if c.index < d.first else rest(c)  # noqa: E731
+        if getattr(head, "compiled", None) or getattr(rest, "compiled", None):
+            source.compiled = lambda c, module: _twin(head if c.index < d.first else rest)(
+                c, module
+            )
+        return source
     if isinstance(d, Inserts):
         return inserts(d, db, wc)
     if isinstance(d, Records):
@@ -161,6 +166,11 @@ def executor(d, db, wc):
     if d.doc is None and values is None:
         source.compiled = _compiled_writes(shared, d.keys, check, count)
     return source
+
+
+def _twin(source):
+    """`compiled(c, module)` of a source: its compiled twin's, else the source itself."""
+    return getattr(source, "compiled", None) or (lambda c, module: source(c))
 
 
 def _compiled_writes(t: ops.Tmpl, keys: int, check, count: Counted):
@@ -281,7 +291,40 @@ def inserts(d: Inserts, db, wc):
                 stats.sample_id(docgen.first_id(buf, pos))
                 sampled += 1
 
-    return lambda c: run_ops(c, *setup(c))
+    def compiled(c: Client, module):  # the compiled loop's twin (Inserts)
+        docs, per_msg, buf = setup(c)
+        writer = _doc_writer(docs, module)
+        if writer is None:
+            return run_ops(c, docs, per_msg, buf)
+        prefix = bytearray(bulk.prefix_size())
+        pos = bulk.write_prefix(prefix, c.rid, 0)
+        sizes = tuple(sorted(n for n in _insert_sizes(d.sizes(c.index, c.clients), per_msg) if n))
+        if d.total is not None:
+            mine, quota = part(d.total, c.clients, c.index), -1
+            steps = (mine.start, mine.stop, d.first)
+        else:
+            steps, quota = None, c.quota if c.quota is not None else -1
+        return module.Inserts(
+            bytes(prefix), c.rid, (), random.Random().getstate()[1], checks[False], "insert",
+            quota, c.run, c.stats, count_error, c.record, docs=writer, bulk_check=checks[True],
+            per_msg=per_msg, batch=d.batch, sizes=sizes, seq_at=pos - len(bulk.ident) - 4,
+            count_bytes=d.count_bytes, steps=steps, first_id=docgen.first_id,
+            sample_id=c.stats.sample_id, samples=SAMPLE_IDS,
+        )  # fmt: skip
+
+    source = lambda c: run_ops(c, *setup(c))  # noqa: E731
+    source.compiled = compiled
+    return source
+
+
+def _doc_writer(docs: DocFactory, module):
+    """The factory's compiled twin (driver._loop.DocWriter: the same documents, its state
+    taken over), or None for a factory it cannot stand in for (integer fields beyond 64, or
+    their range beyond 2**31)."""
+    try:
+        return module.DocWriter(docs)
+    except ValueError:
+        return None
 
 
 def records(d: Records, db, wc):
@@ -404,10 +447,11 @@ def _upsert(d: KeyedUpsert, db, wc):
 
     def compiled(c: Client, module):  # the compiled loop's twin (KeyedUpserts)
         docs, t, ins, at, ins_at = setup(c)
+        writer = _doc_writer(docs, module) or docs.write
         return module.KeyedUpserts(
             t.raw, c.rid, (), random.Random(c.index + 1).getstate()[1], check, fn,
             c.quota if c.quota is not None else -1, c.run, c.stats, count_error, c.record,
-            t.slots[0][0], d.keys, float(d.percent_new), d.new_base(c.index), docs.write, at,
+            t.slots[0][0], d.keys, float(d.percent_new), d.new_base(c.index), writer, at,
             docs.size, fn == "update_one", upsert, ins.raw, ins_at, ins_check, c.stats.counters,
             d.MISSED,
         )  # fmt: skip

@@ -10,11 +10,10 @@ import random
 import socket
 import struct
 import threading
-import time
 
 import bson
 import pytest
-from native_helpers import compiled
+from native_helpers import compiled, drive, latencies, twins
 
 from mongobench.driver import multiplex, native, ops, replies, sources
 from mongobench.driver.base import ThreadStats
@@ -36,45 +35,13 @@ WORKLOAD_CASES = {
 }  # fmt: skip
 
 
-def _drive(gen, run, outcomes):
-    """Every request the source yields (bytes) and its check, answered by `outcomes` in
-    turn (each after 1 ms: its latency) until the source ends."""
-    sent = []
-    try:
-        req, check = next(gen)
-        for out in outcomes:
-            sent.append((bytes(req), check))
-            run.now = time.perf_counter() + 0.001
-            req, check = gen.send(out)
-        sent.append((bytes(req), check))
-    except StopIteration:
-        pass
-    return sent
-
-
-def _twins(source, module, index: int, total, outcomes) -> tuple:
-    """The Python source and its compiled twin, client `index` of 3 with quota `total`, each
-    driven by `outcomes`: ((requests, stats) of the Python one, the same of the twin)."""
-    got = []
-    for twin in (False, True):
-        run, stats = multiplex.Run(), ThreadStats()
-        c = multiplex.Client(index, 3, run, stats, total=total)
-        gen = source.compiled(c, module) if twin else source(c)
-        got.append((_drive(gen, run, outcomes), stats))
-    return tuple(got)
-
-
-def _latencies(stats) -> dict:
-    return {op: dict(c) for op, c in stats.latency._pending.items()}
-
-
 @pytest.mark.parametrize("workload", sorted(WORKLOAD_CASES))
 @pytest.mark.parametrize("index", [0, 2])
 def test_same_requests_and_accounting_as_the_python_source(workload, index):
     module = compiled()
     source = sources.make(workload, dict(WORKLOAD_CASES[workload], total_ops=24), "db")
     assert source.compiled is not None
-    (py_sent, py), (c_sent, mine) = _twins(source, module, index, 24, SCRIPT * 3)
+    (py_sent, py), (c_sent, mine) = twins(source, module, index, 24, SCRIPT * 3)
     assert len(py_sent) == 8  # the client's share of 24
     assert [r for r, _ in c_sent] == [r for r, _ in py_sent]
     assert all(a is b for (_, a), (_, b) in zip(c_sent, py_sent, strict=True))
@@ -82,9 +49,9 @@ def test_same_requests_and_accounting_as_the_python_source(workload, index):
     assert (mine.docs, mine.bytes) == (py.docs, py.bytes)
     assert mine.errors == py.errors and mine.error_samples == py.error_samples
     assert "WriteError" in " ".join(py.errors)
-    lat = _latencies(mine)
+    lat = latencies(mine)
     assert {op: sum(c.values()) for op, c in lat.items()} == {
-        op: sum(c.values()) for op, c in _latencies(py).items()
+        op: sum(c.values()) for op, c in latencies(py).items()
     }
     assert all(1000 <= us < 50_000 for c in lat.values() for us in c)  # from the fill: 1 ms on
 
@@ -101,7 +68,7 @@ def test_keys_drawn_as_random_randrange_draws_them(keys):
         t.raw, 1, ((at, 0, keys),), state, object(), "update", -1, run, stats,
         multiplex.count_error, stats.latency.record, 1, 0, None, 0,
     )  # fmt: skip
-    sent = _drive(gen, run, [OK] * 1499)
+    sent = drive(gen, run, [OK] * 1499)
     drawn = [struct.unpack_from("<q", r, at)[0] for r, _ in sent]
     rng = random.Random(7)
     assert drawn == [rng.randrange(keys) for _ in range(1500)]
@@ -121,7 +88,7 @@ def test_values_drawn_in_order_as_randrange_draws_them():
         multiplex.count_error, stats.latency.record, gm.raw, gm.slots[0][0], -1, object(),
         stats.counters, 0, -1,
     )  # fmt: skip
-    sent = _drive(gen, run, [(None, 1, 0, None)] * 999)
+    sent = drive(gen, run, [(None, 1, 0, None)] * 999)
     rng = random.Random(3)
     for req, _ in sent:
         assert [struct.unpack_from("<q", req, at)[0] for at, _, _ in draws] == [
@@ -314,15 +281,15 @@ def test_reads_same_requests_and_accounting_as_the_python_source(case, index):
     module = compiled()
     workload, settings = READ_CASES[case]
     source = sources.make(workload, settings, "db")
-    (py_sent, py), (c_sent, mine) = _twins(source, module, index, 45, CURSOR_SCRIPT * 3)
+    (py_sent, py), (c_sent, mine) = twins(source, module, index, 45, CURSOR_SCRIPT * 3)
     assert [r for r, _ in c_sent] == [r for r, _ in py_sent] and len(py_sent) > 20
     assert all(a is b for (_, a), (_, b) in zip(c_sent, py_sent, strict=True))
     assert mine.ops == py.ops and sum(py.ops.values()) > 0
     assert mine.docs == py.docs and mine.counters == py.counters and py.counters["getmores"]
     assert mine.errors == py.errors and mine.error_samples == py.error_samples
     assert len(py.errors) == (2 if case == "aggregate" else 3)  # finds expect their limit
-    assert {op: sum(c.values()) for op, c in _latencies(mine).items()} == {
-        op: sum(c.values()) for op, c in _latencies(py).items()
+    assert {op: sum(c.values()) for op, c in latencies(mine).items()} == {
+        op: sum(c.values()) for op, c in latencies(py).items()
     }
 
 
@@ -423,7 +390,7 @@ def test_deletes_same_requests_and_accounting_as_the_python_source(per, index):
     module = compiled()
     settings = {"preload_docs": 100, "doc_size_kb": 1, "threads": 3, "docs_per_delete": per}
     source = sources.make("delete", settings, "db")
-    (py_sent, py), (c_sent, mine) = _twins(source, module, index, None, DELETE_SCRIPT * 20)
+    (py_sent, py), (c_sent, mine) = twins(source, module, index, None, DELETE_SCRIPT * 20)
     assert [r for r, _ in c_sent] == [r for r, _ in py_sent]
     keys = 34 if index == 0 else 33  # core.split.part(100, 3, index)
     assert len(py_sent) == -(-keys // per)  # the last range shorter
@@ -454,7 +421,7 @@ def test_upserts_same_requests_and_accounting_as_the_python_source(fn, upsert, p
     settings = {"preload_docs": 300, "doc_size_kb": 1, "threads": 3, "total_ops": 60,
                 "function": fn, "upsert": upsert, "percent_new": percent_new}  # fmt: skip
     source = sources.make("update_api", settings, "db")
-    (py_sent, py), (c_sent, mine) = _twins(source, module, 1, 60, UPSERT_SCRIPTS[fn, upsert] * 4)
+    (py_sent, py), (c_sent, mine) = twins(source, module, 1, 60, UPSERT_SCRIPTS[fn, upsert] * 4)
     assert len(py_sent) >= 20 and [r for r, _ in c_sent] == [r for r, _ in py_sent]
     assert all(a is b for (_, a), (_, b) in zip(c_sent, py_sent, strict=True))
     assert mine.ops == py.ops and mine.docs == py.docs and sum(py.ops.values()) > 0
