@@ -70,7 +70,7 @@ static inline uint32_t mt_next(Mt *g) {
 int mt_load(Mt *g, PyObject *state);
 
 /* -- the compiled sources (_loop_sources.c): what each has, and how the loop drives it */
-#define MAX_DRAWS 16
+#define MAX_DRAWS 128 /* values an operation (a $in's 100 among them) */
 typedef struct {
     /* the step after `out` (NULL: the first): the next request (*req, *check: borrowed).
      * 1: send it, 0: the source is done, -1: an exception. */
@@ -84,6 +84,7 @@ typedef struct {
     PyObject *req; /* bytearray: the request; its values are patched in place */
     int ndraws;
     Py_ssize_t at[MAX_DRAWS]; /* each value's int64 in the request, in the order drawn */
+    int list_n[MAX_DRAWS]; /* 0: randrange(lo, hi); n: the first of n distinct values */
     long long lo[MAX_DRAWS];
     uint32_t width[MAX_DRAWS];
     int bits[MAX_DRAWS];

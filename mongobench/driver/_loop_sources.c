@@ -104,14 +104,42 @@ int source_begin(Common *s) {
     return 1;
 }
 
+/* n distinct values of [lo, lo + width) into values d.. of req, as queries.sample_distinct
+ * draws them where it does not sample (2 n <= width): batches of 64-bit words
+ * (randbytes(8 k), k the values missing), each reduced mod width, repeats dropped */
+static void mt_distinct(Common *s, int d, int n, char *req) {
+    uint64_t seen[2 * MAX_DRAWS]; /* open addressing: offset + 1, 0 empty */
+    memset(seen, 0, sizeof seen);
+    uint32_t width = s->width[d];
+    int count = 0;
+    while (count < n) {
+        for (int k = n - count; k > 0; k--) {
+            uint64_t q = mt_next(&s->rng);
+            q |= (uint64_t)mt_next(&s->rng) << 32;
+            uint64_t v = q % width;
+            size_t h = (size_t)(v * 0x9E3779B97F4A7C15ULL >> 56) % (2 * MAX_DRAWS);
+            while (seen[h] && seen[h] != v + 1) h = (h + 1) % (2 * MAX_DRAWS);
+            if (seen[h]) continue;
+            seen[h] = v + 1;
+            int64_t value = s->lo[d] + (int64_t)v;
+            memcpy(req + s->at[d + count++], &value, 8);
+        }
+    }
+}
+
 /* The next operation's request filled: 1, 0 when the source is done, -1 (source_begin) */
 static int source_fill(Common *s) {
     int go = source_begin(s);
     if (go <= 0) return go;
     char *req = PyByteArray_AS_STRING(s->req);
-    for (int d = 0; d < s->ndraws; d++) {
+    for (int d = 0; d < s->ndraws;) {
+        if (s->list_n[d]) {
+            mt_distinct(s, d, s->list_n[d], req);
+            d += s->list_n[d];
+            continue;
+        }
         int64_t v = (int64_t)mt_range(s, d);
-        memcpy(req + s->at[d], &v, 8); /* little-endian, as the wire */
+        memcpy(req + s->at[d++], &v, 8); /* little-endian, as the wire */
     }
     s->t0 = clock_now();
     return 1;
@@ -485,22 +513,36 @@ int common_init(Common *s, const SourceOps *ops, Py_buffer *tmpl, int rid, PyObj
                                           " too many values, or not a generator's state");
         return -1;
     }
-    for (Py_ssize_t d = 0; d < nd; d++) {
-        Py_ssize_t at;
+    int d = 0; /* the values so far: a draw of n distinct ones fills n */
+    for (Py_ssize_t e = 0; e < nd; e++) {
+        PyObject *ats;
         long long lo, hi;
-        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(draws, d), "nLL", &at, &lo, &hi)) return -1;
-        if (at < 16 || at + 8 > tmpl->len || hi <= lo || (unsigned long long)(hi - lo) >> 32) {
-            PyErr_SetString(PyExc_ValueError, "compiled source: a value past the template, or"
-                                              " a range empty or of 2**32 or more");
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(draws, e), "OLL", &ats, &lo, &hi)) return -1;
+        int list = PyTuple_Check(ats);
+        Py_ssize_t n = list ? PyTuple_GET_SIZE(ats) : 1;
+        if (n < 1 || d + n > MAX_DRAWS || hi <= lo || (unsigned long long)(hi - lo) >> 32 ||
+            (list && 2 * n > hi - lo)) {
+            PyErr_SetString(PyExc_ValueError, "compiled source: more than 128 values, a range"
+                                              " empty or of 2**32 or more, or distinct values"
+                                              " of more than half their range");
             return -1;
         }
-        s->at[d] = at;
-        s->lo[d] = lo;
-        s->width[d] = (uint32_t)(hi - lo);
-        s->bits[d] = 0;
-        for (uint32_t w = s->width[d]; w; w >>= 1) s->bits[d]++; /* width.bit_length() */
+        for (Py_ssize_t j = 0; j < n; j++, d++) {
+            Py_ssize_t at = PyLong_AsSsize_t(list ? PyTuple_GET_ITEM(ats, j) : ats);
+            if (at == -1 && PyErr_Occurred()) return -1;
+            if (at < 16 || at + 8 > tmpl->len) {
+                PyErr_SetString(PyExc_ValueError, "compiled source: a value past the template");
+                return -1;
+            }
+            s->at[d] = at;
+            s->list_n[d] = list && j == 0 ? (int)n : 0;
+            s->lo[d] = lo;
+            s->width[d] = (uint32_t)(hi - lo);
+            s->bits[d] = 0;
+            for (uint32_t w = s->width[d]; w; w >>= 1) s->bits[d]++; /* width.bit_length() */
+        }
     }
-    s->ndraws = (int)nd;
+    s->ndraws = d;
     if (mt_load(&s->rng, state) < 0) return -1;
     s->ops = ops;
     PyObject *req = PyByteArray_FromStringAndSize(tmpl->buf, tmpl->len);

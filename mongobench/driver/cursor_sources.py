@@ -102,11 +102,17 @@ def _compiled(t: ops.Tmpl, d: CursorRead, check, get_more):
     """The source as the compiled loop's own (driver._loop.KeyedReads: the same requests,
     values and getMores, the same accounting, with no bytecode per operation but the
     checks'): `compiled(c, module)`, or None where it cannot stand in (a range of 2**32 or
-    more)."""
-    ranges = d.ranges or ()
-    if any(hi - lo >= 1 << 32 or t.slots[k][1] != "q" for k, (lo, hi) in enumerate(ranges)):
+    more, more than 128 values)."""
+    draws, k = [], 0  # (offset, lo, hi), or (offsets, lo, hi) of n distinct values
+    for lo, hi, *n in d.ranges or ():
+        slots = [t.slots[j] for j in range(k, k + (n[0] if n else 1))]
+        if hi - lo >= 1 << 32 or any(code != "q" for _, code in slots):
+            return None
+        draws.append((tuple(at for at, _ in slots) if n else slots[0][0], lo, hi))
+        k += len(slots)
+    if k > 128:
         return None
-    draws = tuple((t.slots[k][0], lo, hi) for k, (lo, hi) in enumerate(ranges))
+    draws = tuple(draws)
     gm, _, gm_check = get_more
     size_at = gm.slots[1][0] if 1 in gm.slots else -1
     expect = d.expect if d.expect is not None else -1

@@ -81,11 +81,13 @@ class Template:
 
     @property
     def ranges(self) -> tuple | None:
-        """Each value's (lo, hi) in slot order when every one is drawn as randrange(lo, hi)
-        (a compiled source draws them itself: cursor_sources); else None."""
-        if any(kind != "one" for kind, _, _, _ in self._makers):
+        """How the values are drawn, in slot order, for a compiled source that draws them
+        itself (cursor_sources): (lo, hi) for one value drawn as randrange(lo, hi), (lo, hi,
+        n) for n distinct ones drawn by sample_distinct's batches; None when a list samples
+        more than half its range (random.sample's draws)."""
+        if any(kind == "list" and 2 * n > hi - lo for kind, lo, hi, n in self._makers):
             return None
-        return tuple((lo, hi) for _, lo, hi, _ in self._makers)
+        return tuple((lo, hi) if kind == "one" else (lo, hi, n) for kind, lo, hi, n in self._makers)
 
 
 def compile_template(template, settings: dict) -> Template:

@@ -126,8 +126,9 @@ class CursorRead:
     one operation's values in the order of `slots` (Int64 sentinels take ints, text
     sentinels bytes). The documents returned are counted; with `expect` any other number
     is an error ("<n> documents instead of <expect>"), after its latency is recorded.
-    `ranges`: the same values' (lo, hi) when `values` draws each as rng.randrange(lo, hi),
-    in order (query templates: queries.Template), so a compiled source can draw them."""
+    `ranges`: how `values` draws them, in order (query templates: queries.Template.ranges),
+    so a compiled source can draw them: (lo, hi) for one rng.randrange(lo, hi), (lo, hi, n)
+    for n distinct values (queries.sample_distinct, of at most half the range)."""
 
     op: str
     coll: str

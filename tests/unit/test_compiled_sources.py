@@ -164,7 +164,8 @@ def test_bad_construction_is_refused():
     reads()
     bad_common = [{"draws": ((len(t.raw) - 4, 0, 10),)}, {"draws": ((at, 5, 5),)},
                   {"draws": ((at, 0, 2**32),)}, {"draws": ((8, 0, 10),)}, {"state": (1, 2)},
-                  {"draws": ((at, 0, 10),) * 17}]  # fmt: skip
+                  {"draws": ((at, 0, 10),) * 129}, {"draws": (((at,) * 6, 0, 11),)},
+                  {"draws": (((), 0, 10),)}, {"draws": (((at, 8), 0, 10),)}]  # fmt: skip
     for bad in bad_common:
         for make in (writes, reads):
             with pytest.raises(ValueError, match="compiled source"):
@@ -257,6 +258,11 @@ READ_CASES = {
     "find_two_values": ("query", dict(
         QUERY, query={"group": "RANDINT(0,groups)", "group_seq": {"$gte": "RANDINT(5,50)"}},
         limit=10, skip=2)),
+    # $in: 100 distinct values (queries.sample_distinct), a range tight enough to redraw
+    "find_in": ("query", dict(QUERY, query={"_id": {"$in": "RANDINTLIST(0,docs,100)"}},
+                              limit=150)),  # the script's counts: 150 expected
+    "find_in_redrawn": ("query", dict(QUERY, query={
+        "group": "RANDINT(0,groups)", "_id": {"$in": "RANDINTLIST(7,257,100)"}}, limit=150)),
     # no limit: getMores without batchSize, any number of documents
     "aggregate": ("aggregate", dict(QUERY, pipeline=[
         {"$match": {"group": "RANDINT(0,groups)"}}, {"$project": {"group": 1}}])),
@@ -294,9 +300,12 @@ def test_reads_same_requests_and_accounting_as_the_python_source(case, index):
 
 
 def test_reads_with_values_it_cannot_draw_run_in_python():
-    """$in lists (distinct samples) and regex prefixes are drawn by the Python source."""
-    s = dict(QUERY, query={"_id": {"$in": "RANDINTLIST(0,docs,30)"}}, limit=30)
+    """$in lists of more than half their range (random.sample's draws) and regex prefixes
+    are drawn by the Python source."""
+    s = dict(QUERY, query={"_id": {"$in": "RANDINTLIST(0,50,30)"}}, limit=30)
     assert not hasattr(sources.make("query", s, "db"), "compiled")
+    s = dict(QUERY, query={"_id": {"$in": "RANDINTLIST(0,docs,129)"}}, limit=30)
+    assert sources.make("query", s, "db").compiled is None  # more values than it holds
     regex = {"preload_docs": 2000, "threads": 3, "prefix_len": 1, "limit": 10, "total_ops": 60}
     assert not hasattr(sources.make("regex_prefix", regex, "db"), "compiled")
     assert sources.make("query", READ_CASES["find_limit"][1], "db").compiled is not None
