@@ -127,6 +127,24 @@ static void mt_distinct(Common *s, int d, int n, char *req) {
     }
 }
 
+/* n of the values of [lo, lo + width) into values d.. of req, as random.sample(range(lo, hi),
+ * n) draws them where the width is below 2 n (a pool of the range: its list path) */
+static void mt_sample(Common *s, int d, int n, char *req) {
+    uint32_t pool[2 * MAX_DRAWS], m = s->width[d];
+    for (uint32_t j = 0; j < m; j++) pool[j] = j;
+    for (int i = 0; i < n; i++) {
+        uint32_t below = m - (uint32_t)i, r;
+        int bits = 0;
+        for (uint32_t w = below; w; w >>= 1) bits++;
+        do { /* _randbelow_with_getrandbits */
+            r = mt_next(&s->rng) >> (32 - bits);
+        } while (r >= below);
+        int64_t value = s->lo[d] + (int64_t)pool[r];
+        pool[r] = pool[below - 1];
+        memcpy(req + s->at[d + i], &value, 8);
+    }
+}
+
 /* The next operation's request filled: 1, 0 when the source is done, -1 (source_begin) */
 static int source_fill(Common *s) {
     int go = source_begin(s);
@@ -134,7 +152,8 @@ static int source_fill(Common *s) {
     char *req = PyByteArray_AS_STRING(s->req);
     for (int d = 0; d < s->ndraws;) {
         if (s->list_n[d]) {
-            mt_distinct(s, d, s->list_n[d], req);
+            if (2 * (uint32_t)s->list_n[d] > s->width[d]) mt_sample(s, d, s->list_n[d], req);
+            else mt_distinct(s, d, s->list_n[d], req);
             d += s->list_n[d];
             continue;
         }
@@ -521,10 +540,10 @@ int common_init(Common *s, const SourceOps *ops, Py_buffer *tmpl, int rid, PyObj
         int list = PyTuple_Check(ats);
         Py_ssize_t n = list ? PyTuple_GET_SIZE(ats) : 1;
         if (n < 1 || d + n > MAX_DRAWS || hi <= lo || (unsigned long long)(hi - lo) >> 32 ||
-            (list && 2 * n > hi - lo)) {
+            (list && n > hi - lo)) {
             PyErr_SetString(PyExc_ValueError, "compiled source: more than 128 values, a range"
-                                              " empty or of 2**32 or more, or distinct values"
-                                              " of more than half their range");
+                                              " empty or of 2**32 or more, or more distinct"
+                                              " values than their range holds");
             return -1;
         }
         for (Py_ssize_t j = 0; j < n; j++, d++) {

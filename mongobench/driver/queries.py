@@ -83,10 +83,8 @@ class Template:
     def ranges(self) -> tuple | None:
         """How the values are drawn, in slot order, for a compiled source that draws them
         itself (cursor_sources): (lo, hi) for one value drawn as randrange(lo, hi), (lo, hi,
-        n) for n distinct ones drawn by sample_distinct's batches; None when a list samples
-        more than half its range (random.sample's draws)."""
-        if any(kind == "list" and 2 * n > hi - lo for kind, lo, hi, n in self._makers):
-            return None
+        n) for n distinct ones (sample_distinct: its batches, or random.sample's pool where
+        n is more than half the range)."""
         return tuple((lo, hi) if kind == "one" else (lo, hi, n) for kind, lo, hi, n in self._makers)
 
 

@@ -128,7 +128,7 @@ class CursorRead:
     is an error ("<n> documents instead of <expect>"), after its latency is recorded.
     `ranges`: how `values` draws them, in order (query templates: queries.Template.ranges),
     so a compiled source can draw them: (lo, hi) for one rng.randrange(lo, hi), (lo, hi, n)
-    for n distinct values (queries.sample_distinct, of at most half the range)."""
+    for n distinct values (queries.sample_distinct)."""
 
     op: str
     coll: str

@@ -164,7 +164,7 @@ def test_bad_construction_is_refused():
     reads()
     bad_common = [{"draws": ((len(t.raw) - 4, 0, 10),)}, {"draws": ((at, 5, 5),)},
                   {"draws": ((at, 0, 2**32),)}, {"draws": ((8, 0, 10),)}, {"state": (1, 2)},
-                  {"draws": ((at, 0, 10),) * 129}, {"draws": (((at,) * 6, 0, 11),)},
+                  {"draws": ((at, 0, 10),) * 129}, {"draws": (((at,) * 12, 0, 11),)},
                   {"draws": (((), 0, 10),)}, {"draws": (((at, 8), 0, 10),)}]  # fmt: skip
     for bad in bad_common:
         for make in (writes, reads):
@@ -263,6 +263,10 @@ READ_CASES = {
                               limit=150)),  # the script's counts: 150 expected
     "find_in_redrawn": ("query", dict(QUERY, query={
         "group": "RANDINT(0,groups)", "_id": {"$in": "RANDINTLIST(7,257,100)"}}, limit=150)),
+    # more than half the range: random.sample's pool, every value of a range of 100 too
+    "find_in_sampled": ("query", dict(QUERY, query={
+        "a": {"$in": "RANDINTLIST(0,150,100)"}, "b": {"$in": "RANDINTLIST(3,13,10)"}},
+        limit=150)),
     # no limit: getMores without batchSize, any number of documents
     "aggregate": ("aggregate", dict(QUERY, pipeline=[
         {"$match": {"group": "RANDINT(0,groups)"}}, {"$project": {"group": 1}}])),
@@ -300,10 +304,7 @@ def test_reads_same_requests_and_accounting_as_the_python_source(case, index):
 
 
 def test_reads_with_values_it_cannot_draw_run_in_python():
-    """$in lists of more than half their range (random.sample's draws) and regex prefixes
-    are drawn by the Python source."""
-    s = dict(QUERY, query={"_id": {"$in": "RANDINTLIST(0,50,30)"}}, limit=30)
-    assert not hasattr(sources.make("query", s, "db"), "compiled")
+    """Regex prefixes are drawn by the Python source, and lists of more than 128 values."""
     s = dict(QUERY, query={"_id": {"$in": "RANDINTLIST(0,docs,129)"}}, limit=30)
     assert sources.make("query", s, "db").compiled is None  # more values than it holds
     regex = {"preload_docs": 2000, "threads": 3, "prefix_len": 1, "limit": 10, "total_ops": 60}
