@@ -31,6 +31,8 @@ Py_ssize_t bson_count(const unsigned char *b, Py_ssize_t size, Py_ssize_t start,
 PyObject *cursor_success(const unsigned char *b, Py_ssize_t length, const char *batch);
 PyObject *count_elements(PyObject *self, PyObject *a);
 PyObject *cursor_success_py(PyObject *self, PyObject *a);
+PyObject *find_and_modify_success(const unsigned char *b, Py_ssize_t length);
+PyObject *find_and_modify_success_py(PyObject *self, PyObject *a);
 
 /* random.Random's generator: MT19937 as CPython's _randommodule.c */
 #define MT_N 624

@@ -115,26 +115,28 @@ static int bson_find(const unsigned char *b, Py_ssize_t size, Py_ssize_t start,
 /* The outcome replies.CursorCheck gives a plain success, (None, documents, cursor id, None):
  * an ok: 1 reply with a cursor holding the batch array `batch` and an int64 id, and no
  * writeConcernError. NULL without an exception for any other reply (the check judges it). */
+/* Whether the element is a number equal to 1 (as replies._number(...) == 1) */
+static int is_one(const unsigned char *b, const Element *e) {
+    if (e->type == 1) {
+        double d;
+        memcpy(&d, b + e->at, 8);
+        return d == 1.0;
+    }
+    if (e->type == 16) return le32((const char *)b + e->at) == 1;
+    if (e->type == 18) {
+        int64_t v;
+        memcpy(&v, b + e->at, 8);
+        return v == 1;
+    }
+    return e->type == 8 && b[e->at] == 1;
+}
+
 PyObject *cursor_success(const unsigned char *b, Py_ssize_t length, const char *batch) {
     static const char *const top_names[] = {"cursor", "ok", "writeConcernError"};
     Element top[3], inner[2];
     if (bson_find(b, length, 21, top_names, top, 3) < 0 || top[0].type != 3 || top[2].type)
         return NULL;
-    Py_ssize_t at = top[1].at;
-    int one = 0;
-    if (top[1].type == 1) {
-        double d;
-        memcpy(&d, b + at, 8);
-        one = d == 1.0;
-    } else if (top[1].type == 16) {
-        one = le32((const char *)b + at) == 1;
-    } else if (top[1].type == 18) {
-        int64_t v;
-        memcpy(&v, b + at, 8);
-        one = v == 1;
-    } else if (top[1].type == 8) {
-        one = b[at] == 1;
-    }
+    int one = is_one(b, &top[1]);
     const char *const inner_names[] = {batch, "id"};
     if (!one || bson_find(b, length, top[0].at, inner_names, inner, 2) < 0 ||
         inner[0].type != 4 || inner[1].type != 18)
@@ -146,6 +148,34 @@ PyObject *cursor_success(const unsigned char *b, Py_ssize_t length, const char *
     int64_t cid;
     memcpy(&cid, b + inner[1].at, 8);
     return Py_BuildValue("(OnLO)", Py_None, n, (long long)cid, Py_None);
+}
+
+/* The outcome replies.FindAndModifyCheck gives a plain success, (None, found, upserted, None):
+ * an ok: 1 reply with a value (a document: found; null: not), no writeConcernError, and
+ * lastErrorObject's upserted. NULL without an exception for any other reply. */
+PyObject *find_and_modify_success(const unsigned char *b, Py_ssize_t length) {
+    static const char *const top_names[] = {"ok", "value", "lastErrorObject",
+                                            "writeConcernError"};
+    static const char *const leo_names[] = {"upserted"};
+    Element top[4], upserted = {0, 0, 0};
+    if (bson_find(b, length, 21, top_names, top, 4) < 0 || !is_one(b, &top[0]) ||
+        top[1].type == 0 || top[3].type)
+        return NULL;
+    if (top[2].type == 3 && bson_find(b, length, top[2].at, leo_names, &upserted, 1) < 0)
+        return NULL;
+    return Py_BuildValue("(OOOO)", Py_None, top[1].type == 3 ? Py_True : Py_False,
+                         upserted.type ? Py_True : Py_False, Py_None);
+}
+
+/* find_and_modify_success(buf, length) -> the outcome of a plain success, else None (tests) */
+PyObject *find_and_modify_success_py(PyObject *self, PyObject *a) {
+    Py_buffer view;
+    Py_ssize_t length;
+    if (!PyArg_ParseTuple(a, "y*n", &view, &length)) return NULL;
+    PyObject *out = length <= view.len ? find_and_modify_success(view.buf, length) : NULL;
+    PyBuffer_Release(&view);
+    if (out == NULL && !PyErr_Occurred()) Py_RETURN_NONE;
+    return out;
 }
 
 /* cursor_success(buf, length, batch) -> the outcome of a plain success, else None (tests) */

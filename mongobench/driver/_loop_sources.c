@@ -55,6 +55,7 @@ typedef struct { /* sources._upsert: draws (key, is new) itself; Common's draws 
     Common k;
     PyObject *write_doc; /* the client's DocFactory's write, or its DocWriter */
     PyObject *ins, *ins_check, *counters, *missed_msg; /* the fallback insert, its check */
+    LastReply last[2]; /* update_one's last success, the insert's */
     Py_ssize_t key_at, doc_at, ins_at, doc_size;
     uint32_t keys;
     int bits, update_one, upsert, inserting, is_new;
@@ -460,9 +461,15 @@ static int writes_next(PyObject *self, PyObject *out, PyObject **req, PyObject *
     return r == 1 && w->per ? writes_step(w) : r;
 }
 
+/* update_one's and the insert's replies as KeyedWrites' (the last success's bytes); a
+ * findAndModify's plain success read here, anything else by its check */
 static PyObject *upserts_outcome(PyObject *self, PyObject *buf, Py_ssize_t length) {
     KeyedUpserts *u = (KeyedUpserts *)self;
-    return call_check(u->inserting ? u->ins_check : u->k.check, buf, length);
+    if (u->inserting) return cached_outcome(&u->last[1], u->ins_check, buf, length);
+    if (u->update_one) return cached_outcome(&u->last[0], u->k.check, buf, length);
+    PyObject *out = find_and_modify_success(
+        (const unsigned char *)PyByteArray_AS_STRING(buf), length);
+    return out != NULL || PyErr_Occurred() ? out : call_check(u->k.check, buf, length);
 }
 
 /* a plain success checked here, anything else by its check */
@@ -756,6 +763,10 @@ static int upserts_init(PyObject *self, PyObject *a, PyObject *kw) {
     u->update_one = update_one;
     u->upsert = upsert;
     u->inserting = u->is_new = 0;
+    for (int k = 0; k < 2; k++) {
+        u->last[k].len = 0;
+        Py_CLEAR(u->last[k].out);
+    }
     return 0;
 }
 
@@ -803,14 +814,14 @@ static int reads_clear(PyObject *self) {
 static int upserts_traverse(PyObject *self, visitproc visit, void *arg) {
     KeyedUpserts *u = (KeyedUpserts *)self;
     Py_VISIT(u->write_doc); Py_VISIT(u->ins); Py_VISIT(u->ins_check); Py_VISIT(u->counters);
-    Py_VISIT(u->missed_msg);
+    Py_VISIT(u->missed_msg); Py_VISIT(u->last[0].out); Py_VISIT(u->last[1].out);
     return common_traverse(&u->k, visit, arg);
 }
 
 static int upserts_clear(PyObject *self) {
     KeyedUpserts *u = (KeyedUpserts *)self;
     Py_CLEAR(u->write_doc); Py_CLEAR(u->ins); Py_CLEAR(u->ins_check); Py_CLEAR(u->counters);
-    Py_CLEAR(u->missed_msg);
+    Py_CLEAR(u->missed_msg); Py_CLEAR(u->last[0].out); Py_CLEAR(u->last[1].out);
     common_clear(&u->k);
     return 0;
 }

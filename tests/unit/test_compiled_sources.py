@@ -383,6 +383,48 @@ def test_malformed_replies_are_left_to_the_check():
     assert fast(bad, len(bad), b"firstBatch") is None
 
 
+def _find_and_modify_corpus():
+    son, doc = bson.SON, {"_id": 5, "n": 1, "pad": "x" * 40}
+    leo = {"n": 1, "updatedExisting": True}
+    up = {"n": 1, "updatedExisting": False, "upserted": 5}
+    cluster = [("$clusterTime", {"clusterTime": bson.Timestamp(1, 2)}),
+               ("operationTime", bson.Timestamp(1, 2))]  # fmt: skip
+    yield "found", son([("lastErrorObject", leo), ("value", doc), ("ok", 1.0)])
+    yield "missed", son([("lastErrorObject", {"n": 0, "updatedExisting": False}),
+                         ("value", None), ("ok", 1.0)])  # fmt: skip
+    yield "upserted", son([("lastErrorObject", up), ("value", doc), ("ok", 1.0)])
+    yield "upserted, value first", son([("value", None), ("lastErrorObject", up), ("ok", 1)])
+    yield "cluster time", son([("lastErrorObject", leo), ("value", doc), ("ok", 1.0), *cluster])
+    yield "no lastErrorObject", son([("value", doc), ("ok", bson.Int64(1))])
+    yield "ok True", son([("value", doc), ("ok", True)])
+    for ok in (0.0, 0, False, "1"):
+        yield f"ok {ok!r}", son([("lastErrorObject", leo), ("value", doc), ("ok", ok)])
+    yield "no value", son([("lastErrorObject", leo), ("ok", 1.0)])
+    yield "an error", {"ok": 0.0, "errmsg": "boom", "code": 2, "codeName": "BadValue"}
+    yield "wce", son([("lastErrorObject", leo), ("value", doc), ("ok", 1.0),
+                      ("writeConcernError", {"code": 64, "errmsg": "waiting"})])  # fmt: skip
+    yield "value a string", son([("value", "x"), ("ok", 1.0)])
+
+
+FAM_PLAIN = ("found", "missed", "upserted", "upserted, value first", "cluster time",
+             "no lastErrorObject", "ok True", "value a string")  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "doc"), list(_find_and_modify_corpus()))
+def test_a_plain_find_and_modify_success_is_checked_in_c_as_the_check_does(name, doc):
+    """Where the C check answers, it answers as FindAndModifyCheck (found, upserted); it
+    answers every plain success and leaves the rest to the check."""
+    fast = compiled().find_and_modify_success
+    check = replies.FindAndModifyCheck("find_one_and_update")
+    buf = _cursor_reply(doc)
+    got = fast(buf, len(buf))
+    assert (got is not None) == (name in FAM_PLAIN)
+    if got is not None:
+        assert got == check(buf, len(buf)) and got[0] is None
+    for cut in range(21, len(buf)):  # a truncated reply is the check's
+        assert fast(buf[:cut], cut) is None
+
+
 DELETE_SCRIPT = [
     (None, 1, 0, 0, None, 0),
     (None, 7, 0, 0, None, 0),  # all its keys (one, or a range)
