@@ -136,5 +136,6 @@ int docs_init(PyObject *module); /* its types into the module: 0, or -1 */
 int is_doc_writer(PyObject *o);
 /* DocFactory.write of n documents at dst (serial _ids first, first + 1, ...): 0, or -1 */
 int doc_write(PyObject *writer, char *dst, Py_ssize_t n, long long first);
+Py_ssize_t doc_size(PyObject *writer); /* a document's bytes */
 
 #endif

@@ -267,6 +267,8 @@ static void writer_dealloc(PyObject *self) {
     Py_TYPE(self)->tp_free(self);
 }
 
+Py_ssize_t doc_size(PyObject *self) { return ((DocWriter *)self)->size; }
+
 static PyObject *writer_size(PyObject *self, void *unused) {
     return PyLong_FromSsize_t(((DocWriter *)self)->size);
 }

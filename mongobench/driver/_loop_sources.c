@@ -38,6 +38,8 @@ typedef struct {
     long long next, stop, per, lo, hi;
     Py_ssize_t lo_at, hi_at;
     PyObject *short_op, *short_msg;
+    PyObject *docs; /* a replacement's DocWriter: a fresh document of the key at doc_at */
+    Py_ssize_t doc_at;
 } KeyedWrites;
 
 typedef struct {
@@ -458,6 +460,13 @@ static int writes_next(PyObject *self, PyObject *out, PyObject **req, PyObject *
     *req = w->k.req;
     *check = w->k.check;
     int r = source_fill(&w->k);
+    if (r == 1 && w->docs != NULL) { /* as sources.executor's fill: before the clock */
+        char *req = PyByteArray_AS_STRING(w->k.req);
+        int64_t key;
+        memcpy(&key, req + w->k.at[0], 8);
+        if (doc_write(w->docs, req + w->doc_at, 1, key) < 0) return -1;
+        w->k.t0 = clock_now();
+    }
     return r == 1 && w->per ? writes_step(w) : r;
 }
 
@@ -610,15 +619,24 @@ int common_init(Common *s, const SourceOps *ops, Py_buffer *tmpl, int rid, PyObj
 static int writes_init(PyObject *self, PyObject *a, PyObject *kw) {
     KeyedWrites *w = (KeyedWrites *)self;
     static char *names[] = {COMMON_NAMES, "field", "expect", "expect_msg", "size", "steps",
-                            "short_op", "short_msg", NULL};
+                            "short_op", "short_msg", "docs", "doc_at", NULL};
     COMMON_DECL
     long long expect, size, start = 0, stop = 0, per = 0;
-    Py_ssize_t lo_at = -1, hi_at = -1;
+    Py_ssize_t lo_at = -1, hi_at = -1, doc_at = -1;
     PyObject *expect_msg, *steps = Py_None, *short_op = Py_None, *short_msg = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(a, kw, COMMON_FORMAT "iLOL|OOO", names, COMMON_ARGS(),
+    PyObject *docs = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(a, kw, COMMON_FORMAT "iLOL|OOOOn", names, COMMON_ARGS(),
                                      &w->field, &expect, &expect_msg, &size, &steps, &short_op,
-                                     &short_msg))
+                                     &short_msg, &docs, &doc_at))
         return -1;
+    if (docs != Py_None &&
+        (!is_doc_writer(docs) || PyTuple_GET_SIZE(draws) != 1 || steps != Py_None ||
+         doc_at < 16 || doc_at + doc_size(docs) > tmpl.len)) {
+        PyErr_SetString(PyExc_ValueError, "KeyedWrites: a document (a DocWriter) at doc_at in"
+                                          " the template, with one value (its key), no steps");
+        PyBuffer_Release(&tmpl);
+        return -1;
+    }
     int r = steps == Py_None ||
                     PyArg_ParseTuple(steps, "LLLnn", &start, &stop, &per, &lo_at, &hi_at)
                 ? 0
@@ -647,6 +665,13 @@ static int writes_init(PyObject *self, PyObject *a, PyObject *kw) {
     Py_XSETREF(w->short_msg, short_msg);
     Py_INCREF(expect_msg);
     Py_XSETREF(w->expect_msg, expect_msg);
+    if (docs == Py_None) {
+        Py_CLEAR(w->docs);
+    } else {
+        Py_INCREF(docs);
+        Py_XSETREF(w->docs, docs);
+    }
+    w->doc_at = doc_at;
     w->has_expect = expect_msg != Py_None;
     w->expect = expect;
     w->size = size;
@@ -785,14 +810,14 @@ void common_clear(Common *s) {
 
 static int writes_traverse(PyObject *self, visitproc visit, void *arg) {
     KeyedWrites *w = (KeyedWrites *)self;
-    Py_VISIT(w->last.out); Py_VISIT(w->expect_msg); Py_VISIT(w->short_op);
+    Py_VISIT(w->last.out); Py_VISIT(w->expect_msg); Py_VISIT(w->short_op); Py_VISIT(w->docs);
     Py_VISIT(w->short_msg);
     return common_traverse(&w->k, visit, arg);
 }
 
 static int writes_clear(PyObject *self) {
     KeyedWrites *w = (KeyedWrites *)self;
-    Py_CLEAR(w->last.out); Py_CLEAR(w->expect_msg); Py_CLEAR(w->short_op);
+    Py_CLEAR(w->last.out); Py_CLEAR(w->expect_msg); Py_CLEAR(w->short_op); Py_CLEAR(w->docs);
     Py_CLEAR(w->short_msg);
     common_clear(&w->k);
     return 0;

@@ -142,12 +142,16 @@ def executor(d, db, wc):
     count = Counted(d.op, 2 if d.counted == "nModified" else 1, d.expect)
     shared = None if d.doc else ops.update_tmpl(db, d.coll, d.filter, d.update, slots, wc)
 
+    def replacement(c: Client):  # the client's factory, its statement, the document's place
+        docs = d.doc(c.index).prepare(1)
+        t = ops.update_tmpl(db, d.coll, d.filter, _placeholder(docs), slots, wc)
+        return docs, t, _doc_slot(t, docs)
+
     def source(c: Client):
         rng, rid = random.Random(c.index + 1), c.rid
         if d.doc is not None:
-            docs = d.doc(c.index).prepare(1)
-            t = ops.update_tmpl(db, d.coll, d.filter, _placeholder(docs), slots, wc)
-            at, write, key, keys = _doc_slot(t, docs), t.write, rng.randrange, d.keys
+            docs, t, at = replacement(c)
+            write, key, keys = t.write, rng.randrange, d.keys
 
             def fill(buf, i):
                 k = key(keys)
@@ -163,8 +167,11 @@ def executor(d, db, wc):
             return _writes(c, buf, check, lambda buf, i: write(buf, rid), count)
         return _writes(c, buf, check, lambda buf, i: write(buf, rid, *values(rng)), count)
 
-    if d.doc is None and values is None:
-        source.compiled = _compiled_writes(shared, d.keys, check, count)
+    if d.doc is not None:
+        source.compiled = _compiled_writes(None, d.keys, check, count, replacement=(
+            replacement, source))  # fmt: skip
+    elif values is None or d.ranges is not None:
+        source.compiled = _compiled_writes(shared, d.keys, check, count, d.ranges)
     return source
 
 
@@ -173,21 +180,31 @@ def _twin(source):
     return getattr(source, "compiled", None) or (lambda c, module: source(c))
 
 
-def _compiled_writes(t: ops.Tmpl, keys: int, check, count: Counted):
-    """The executor's source for a keyed write without a document (one uniform key, or
-    none) as the compiled loop's own (driver._loop.KeyedWrites: the same requests, keys
+def _compiled_writes(t, keys: int, check, count: Counted, ranges=None, replacement=None):
+    """The executor's source for a keyed write (one uniform key, values drawn as `ranges`
+    say, or none; with `replacement(c)` -> (factory, template, offset) a fresh document of
+    the key, else `source(c)` where its factory has no DocWriter) as the compiled loop's own (driver._loop.KeyedWrites: the same requests, keys
     and accounting, with no bytecode per operation): `compiled(c, module)`, or None where
-    it cannot stand in (keys beyond 32 bits)."""
-    if keys and (keys >= 1 << 32 or t.slots[0][1] != "q"):
+    it cannot stand in (a range of 2**32 or more)."""
+    spec = ranges if ranges is not None else ((0, 0, keys),) if keys else ()  # (slot, lo, hi)
+    if any(hi - lo >= 1 << 32 for _, lo, hi in spec) or (
+        t is not None and any(t.slots[j][1] != "q" for j, _, _ in spec)
+    ):
         return None
-    draws = ((t.slots[0][0], 0, keys),) if keys else ()  # randrange(keys): randrange(0, keys)
     expect, message = count.expect if count.expect is not None else (0, None)
 
     def compiled(c: Client, module):
+        docs, tmpl, at = replacement[0](c) if replacement is not None else (None, t, -1)
+        writer = _doc_writer(docs, module) if docs is not None else None
+        if docs is not None and writer is None:
+            return replacement[1](c)
+        draws = tuple((tmpl.slots[j][0], lo, hi) for j, lo, hi in spec)
+        size = docs.size if docs is not None else count.size
         state = random.Random(c.index + 1).getstate()[1]
         return module.KeyedWrites(
-            t.raw, c.rid, draws, state, check, count.op, c.quota if c.quota is not None else -1,
-            c.run, c.stats, count_error, c.record, count.field or 0, expect, message, count.size,
+            tmpl.raw, c.rid, draws, state, check, count.op,
+            c.quota if c.quota is not None else -1, c.run, c.stats, count_error, c.record,
+            count.field or 0, expect, message, size, docs=writer, doc_at=at,
         )  # fmt: skip
 
     return compiled

@@ -245,8 +245,16 @@ class UpdateIndexedWorkload(UpdateAudit, Declared):
             return (rng.randrange(n), *new)
 
         update = {"$set": {f"x{j}": slots[j + 1] for j in range(k)}}
+        ranges = (*((j + 1, 0, 100_000) for j in range(k)), (0, 0, n))  # as values draws
         return KeyedWrite(
-            "update", self.coll_name, {"_id": slots[0]}, update, slots, values, "nModified"
+            "update",
+            self.coll_name,
+            {"_id": slots[0]},
+            update,
+            slots,
+            values,
+            "nModified",
+            ranges=ranges,
         )
 
 

@@ -54,7 +54,9 @@ class KeyedWrite:
     one of the factory (that key its `_id`), and each document counted also counts the
     factory's size in bytes. The reply's `counted` figure (`n`: matched, `nModified`:
     modified) is the documents written; with `expect` (count, message) any other count is
-    an error with that message, after its latency is recorded."""
+    an error with that message, after its latency is recorded. `ranges`: how `values` draws
+    them, so a compiled source can draw them: (slot index, lo, hi) of each value in the
+    order drawn, each rng.randrange(lo, hi)."""
 
     op: str
     coll: str
@@ -66,10 +68,16 @@ class KeyedWrite:
     expect: tuple[int, str] | None = None
     doc: Callable[[int], DocFactory] | None = None
     keys: int = 0
+    ranges: tuple | None = None
 
     def __post_init__(self):
         if self.keys and (self.values or len(self.slots) != 1):
             raise ValueError(f"{self.op}: keys draws the one value of one slot")
+        if self.ranges is not None and (
+            self.values is None
+            or sorted(j for j, _, _ in self.ranges) != list(range(len(self.slots)))
+        ):
+            raise ValueError(f"{self.op}: ranges describe the draws of values, one a slot")
         if self.counted not in ("n", "nModified"):
             raise ValueError(f"counted must be n or nModified, not {self.counted!r}")
         if self.doc is not None and not self.keys:

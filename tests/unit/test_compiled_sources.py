@@ -6,6 +6,7 @@ against scripted replies, where it skips the check for a reply equal to the last
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import random
 import socket
 import struct
@@ -15,7 +16,7 @@ import bson
 import pytest
 from native_helpers import compiled, drive, latencies, twins
 
-from mongobench.driver import multiplex, native, ops, replies, sources
+from mongobench.driver import docgen, multiplex, native, ops, replies, sources
 from mongobench.driver.base import ThreadStats
 from mongobench.driver.catalog import WORKLOADS
 
@@ -32,6 +33,11 @@ WORKLOAD_CASES = {
     "update_indexed": {"preload_docs": 300, "doc_size_kb": 1, "threads": 3, "indexes": 2,
                        "update_indexed_fields": False},
     "hot_update": {"preload_docs": 10, "doc_size_kb": 1, "threads": 3},
+    # the indexed fields' new values drawn before the key (KeyedWrite.ranges)
+    "update_indexed:fields": {"preload_docs": 300, "doc_size_kb": 1, "threads": 3, "indexes": 3,
+                              "update_indexed_fields": True},
+    # a fresh document of the key per operation (a DocWriter), its bytes counted
+    "replace": {"preload_docs": 300, "doc_size_kb": 1, "threads": 3, "doc_range": 200},
 }  # fmt: skip
 
 
@@ -39,7 +45,8 @@ WORKLOAD_CASES = {
 @pytest.mark.parametrize("index", [0, 2])
 def test_same_requests_and_accounting_as_the_python_source(workload, index):
     module = compiled()
-    source = sources.make(workload, dict(WORKLOAD_CASES[workload], total_ops=24), "db")
+    settings = dict(WORKLOAD_CASES[workload], total_ops=24)
+    source = sources.make(workload.split(":")[0], settings, "db")
     assert source.compiled is not None
     (py_sent, py), (c_sent, mine) = twins(source, module, index, 24, SCRIPT * 3)
     assert len(py_sent) == 8  # the client's share of 24
@@ -47,6 +54,7 @@ def test_same_requests_and_accounting_as_the_python_source(workload, index):
     assert all(a is b for (_, a), (_, b) in zip(c_sent, py_sent, strict=True))
     assert mine.ops == py.ops and sum(py.ops.values()) > 0
     assert (mine.docs, mine.bytes) == (py.docs, py.bytes)
+    assert (py.bytes > 0) == (workload == "replace")  # a replacement counts its document
     assert mine.errors == py.errors and mine.error_samples == py.error_samples
     assert "WriteError" in " ".join(py.errors)
     lat = latencies(mine)
@@ -124,8 +132,7 @@ def test_a_stopped_run_ends_it_at_its_next_operation():
 def test_where_no_compiled_source_stands_in(monkeypatch):
     s = dict(WORKLOAD_CASES["update_fields"], total_ops=10)
     assert sources.make("update_fields", s, "db").compiled is not None
-    # a document per operation, an open loop
-    assert not hasattr(sources.make("replace", dict(s, doc_range=300), "db"), "compiled")
+    # an open loop
     assert not hasattr(
         sources.make("update_fields", dict(s, target_ops_per_s=100), "db"), "compiled"
     )
@@ -482,3 +489,29 @@ def test_upserts_same_requests_and_accounting_as_the_python_source(fn, upsert, p
     assert bool(py.counters["new_keys"]) == (percent_new > 0)
     if not upsert:
         assert py.counters["fallback_inserts"] > 0
+
+
+def test_a_replacement_without_a_doc_writer_runs_in_python(monkeypatch):
+    module = compiled()
+    settings = dict(WORKLOAD_CASES["replace"], total_ops=6)
+    source = sources.make("replace", settings, "db")
+    run, stats = multiplex.Run(), ThreadStats()
+    client = multiplex.Client(0, 1, run, stats, total=6)
+    assert type(source.compiled(client, module)).__name__ == "KeyedWrites"
+    monkeypatch.setattr(sources, "_doc_writer", lambda docs, module: None)
+    assert inspect.isgenerator(source.compiled(client, module))
+
+
+def test_a_replacement_s_document_is_checked():
+    module = compiled()
+    t = ops.update_tmpl("db", "c", {"_id": ops.sentinel(0)}, {"$inc": {"n": 1}}, [ops.sentinel(0)])
+    run, stats = multiplex.Run(), ThreadStats()
+    docs = module.DocWriter(docgen.DocFactory(64, "serial"))
+    args = (t.raw, 1, ((t.slots[0][0], 0, 10),), random.Random().getstate()[1], object(),
+            "replace", -1, run, stats, multiplex.count_error, stats.latency.record, 1, 0, None,
+            64)  # fmt: skip
+    module.KeyedWrites(*args, docs=docs, doc_at=16)
+    for bad in ({"docs": object(), "doc_at": 16}, {"docs": docs, "doc_at": len(t.raw) - 10},
+                {"docs": docs, "doc_at": 4}):  # fmt: skip
+        with pytest.raises(ValueError, match="DocWriter"):
+            module.KeyedWrites(*args, **bad)
