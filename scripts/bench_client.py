@@ -97,7 +97,7 @@ SINGLE_RATIO, BULK_US_PER_KB = 0.5, 2.0
 REPLAY_SINGLE_MAX, REPLAY_SINGLE_MEDIAN, REPLAY_BULK_MAX, ADDED_LATENCY_US = 2.0, 1.5, 1.5, 10.0
 ONE_CLIENT_FLOOR_REPLIES = 2000  # the C floor's round trip at one client: this many replies
 DB = "bench_client"
-DELETE_DOCS = 20_000  # documents the delete variants start with (smoke: 200)
+DELETE_DOCS = 20_000  # documents the delete variants start with at least (smoke: 200)
 WAKE_IDLE_S = (0.0005, 0.005, 0.05)  # idle times before the wake-ups the bench prices
 BARE_LOOP_CLIENTS, BARE_LOOP_OPS = (4, 32), 30_000
 
@@ -149,9 +149,11 @@ def experiment_costs(
             s, more = v.settings, None
             if s.get("total_ops") and s["total_ops"] < min_ops:
                 more = {"total_ops": min_ops}
-            elif experiment.workload == "delete" and s["preload_docs"] < DELETE_DOCS:
-                # Each key is deleted once: the data bounds the operations.
-                more = {"preload_docs": DELETE_DOCS}
+            elif experiment.workload == "delete":
+                # Each key is deleted once: the data bounds the operations (min_ops of them,
+                # else a run of a few hundred deletes of 100 is its fixed costs)
+                least = max(DELETE_DOCS, min_ops * int(s.get("docs_per_delete") or 1))
+                more = {"preload_docs": least} if s["preload_docs"] < least else None
             elif experiment.workload == "insert" and int(s["batch_size"]) > 1:
                 least = int(min_mb * 1024 / float(s["doc_size_kb"]))
                 if s["total_docs"] < least:
