@@ -101,6 +101,20 @@ typedef struct { /* every source type starts so */
     Common k;
 } Source;
 
+/* The constructor arguments every source type takes first (keywords, format, targets, the
+ * locals they parse into, the call that keeps them): parsed in one place per type. */
+#define COMMON_NAMES "template", "rid", "draws", "state", "check", "op", "quota", "run", \
+    "stats", "count_error", "record"
+#define COMMON_FORMAT "y*iO!O!OULOOOO"
+#define COMMON_ARGS() &tmpl, &rid, &PyTuple_Type, &draws, &PyTuple_Type, &state, &check, \
+    &op, &quota, &run, &stats, &count_error, &record
+#define COMMON_DECL \
+    Py_buffer tmpl; \
+    int rid; \
+    long long quota; \
+    PyObject *draws, *state, *check, *op, *run, *stats, *count_error, *record;
+#define COMMON_INIT(s, ops) common_init(s, ops, &tmpl, rid, draws, state, check, op, quota, \
+                                        run, stats, count_error, record)
 int common_init(Common *s, const SourceOps *ops, Py_buffer *tmpl, int rid, PyObject *draws,
                 PyObject *state, PyObject *check, PyObject *op, long long quota, PyObject *run,
                 PyObject *stats, PyObject *count_error, PyObject *record);

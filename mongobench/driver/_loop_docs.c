@@ -439,9 +439,6 @@ static PyObject *inserts_outcome(PyObject *self, PyObject *buf, Py_ssize_t lengt
 
 static const SourceOps inserts_ops = {inserts_next, inserts_outcome};
 
-#define COMMON_NAMES "template", "rid", "draws", "state", "check", "op", "quota", "run", \
-    "stats", "count_error", "record"
-
 /* template: the bulk insert's prefix for no documents (header, command, the sequence's
  * header: its size at seq_at), documents from there */
 static int inserts_init(PyObject *self, PyObject *a, PyObject *kw) {
@@ -449,18 +446,15 @@ static int inserts_init(PyObject *self, PyObject *a, PyObject *kw) {
     static char *names[] = {COMMON_NAMES, "docs", "bulk_check", "per_msg", "batch", "sizes",
                             "seq_at", "count_bytes", "steps", "first_id", "sample_id",
                             "samples", NULL};
-    Py_buffer tmpl;
-    int rid, count_bytes, samples;
-    long long quota, per_msg, batch, start = 0, stop = 0, first = 0;
+    COMMON_DECL
+    int count_bytes, samples;
+    long long per_msg, batch, start = 0, stop = 0, first = 0;
     Py_ssize_t seq_at;
-    PyObject *draws, *state, *check, *op, *run, *stats, *count_error, *record, *docs,
-        *bulk_check, *sizes, *steps, *first_id, *sample_id;
-    if (!PyArg_ParseTupleAndKeywords(a, kw, "y*iO!O!OULOOOOO!OLLO!npOOOi", names, &tmpl, &rid,
-                                     &PyTuple_Type, &draws, &PyTuple_Type, &state, &check, &op,
-                                     &quota, &run, &stats, &count_error, &record, &DocWriterType,
-                                     &docs, &bulk_check, &per_msg, &batch, &PyTuple_Type, &sizes,
-                                     &seq_at, &count_bytes, &steps, &first_id, &sample_id,
-                                     &samples))
+    PyObject *docs, *bulk_check, *sizes, *steps, *first_id, *sample_id;
+    if (!PyArg_ParseTupleAndKeywords(a, kw, COMMON_FORMAT "O!OLLO!npOOOi", names, COMMON_ARGS(),
+                                     &DocWriterType, &docs, &bulk_check, &per_msg, &batch,
+                                     &PyTuple_Type, &sizes, &seq_at, &count_bytes, &steps,
+                                     &first_id, &sample_id, &samples))
         return -1;
     int r = steps == Py_None || PyArg_ParseTuple(steps, "LLL", &start, &stop, &first) ? 0 : -1;
     Py_ssize_t nsizes = PyTuple_GET_SIZE(sizes), size = ((DocWriter *)docs)->size;
@@ -496,8 +490,7 @@ static int inserts_init(PyObject *self, PyObject *a, PyObject *kw) {
         s->msg_docs[k] = m;
         s->nmsgs++;
     }
-    if (r == 0) r = common_init(&s->k, &inserts_ops, &tmpl, rid, draws, state, check, op, quota,
-                                run, stats, count_error, record);
+    if (r == 0) r = COMMON_INIT(&s->k, &inserts_ops);
     PyBuffer_Release(&tmpl);
     if (r < 0) return -1;
     Py_INCREF(s->msgs[0]);

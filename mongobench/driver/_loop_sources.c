@@ -603,19 +603,6 @@ int common_init(Common *s, const SourceOps *ops, Py_buffer *tmpl, int rid, PyObj
     return 0;
 }
 
-#define COMMON_NAMES "template", "rid", "draws", "state", "check", "op", "quota", "run", \
-    "stats", "count_error", "record"
-#define COMMON_FORMAT "y*iO!O!OULOOOO"
-#define COMMON_ARGS(p) &tmpl, &rid, &PyTuple_Type, &draws, &PyTuple_Type, &state, &check, \
-    &op, &quota, &run, &stats, &count_error, &record
-#define COMMON_DECL \
-    Py_buffer tmpl; \
-    int rid; \
-    long long quota; \
-    PyObject *draws, *state, *check, *op, *run, *stats, *count_error, *record;
-#define COMMON_INIT(s, ops) common_init(s, ops, &tmpl, rid, draws, state, check, op, quota, \
-                                        run, stats, count_error, record)
-
 static int writes_init(PyObject *self, PyObject *a, PyObject *kw) {
     KeyedWrites *w = (KeyedWrites *)self;
     static char *names[] = {COMMON_NAMES, "field", "expect", "expect_msg", "size", "steps",

@@ -168,8 +168,9 @@ def executor(d, db, wc):
         return _writes(c, buf, check, lambda buf, i: write(buf, rid, *values(rng)), count)
 
     if d.doc is not None:
-        source.compiled = _compiled_writes(None, d.keys, check, count, replacement=(
-            replacement, source))  # fmt: skip
+        source.compiled = _compiled_writes(
+            None, d.keys, check, count, replacement=replacement, fallback=source
+        )
     elif values is None or d.ranges is not None:
         source.compiled = _compiled_writes(shared, d.keys, check, count, d.ranges)
     return source
@@ -180,12 +181,15 @@ def _twin(source):
     return getattr(source, "compiled", None) or (lambda c, module: source(c))
 
 
-def _compiled_writes(t, keys: int, check, count: Counted, ranges=None, replacement=None):
-    """The executor's source for a keyed write (one uniform key, values drawn as `ranges`
-    say, or none; with `replacement(c)` -> (factory, template, offset) a fresh document of
-    the key, else `source(c)` where its factory has no DocWriter) as the compiled loop's own (driver._loop.KeyedWrites: the same requests, keys
-    and accounting, with no bytecode per operation): `compiled(c, module)`, or None where
-    it cannot stand in (a range of 2**32 or more)."""
+def _compiled_writes(
+    t, keys: int, check, count: Counted, ranges=None, replacement=None, fallback=None
+):
+    """The executor's source for a keyed write as the compiled loop's own
+    (driver._loop.KeyedWrites: the same requests, keys and accounting, with no bytecode
+    per operation): one uniform key, values drawn as `ranges` say, or none. With
+    `replacement(c)` -> (factory, template, offset), a fresh document of the key, and
+    `fallback(c)`, the Python source, where the factory has no DocWriter.
+    `compiled(c, module)`, or None where it cannot stand in (a range of 2**32 or more)."""
     spec = ranges if ranges is not None else ((0, 0, keys),) if keys else ()  # (slot, lo, hi)
     if any(hi - lo >= 1 << 32 for _, lo, hi in spec) or (
         t is not None and any(t.slots[j][1] != "q" for j, _, _ in spec)
@@ -194,10 +198,10 @@ def _compiled_writes(t, keys: int, check, count: Counted, ranges=None, replaceme
     expect, message = count.expect if count.expect is not None else (0, None)
 
     def compiled(c: Client, module):
-        docs, tmpl, at = replacement[0](c) if replacement is not None else (None, t, -1)
+        docs, tmpl, at = replacement(c) if replacement is not None else (None, t, -1)
         writer = _doc_writer(docs, module) if docs is not None else None
         if docs is not None and writer is None:
-            return replacement[1](c)
+            return fallback(c)
         draws = tuple((tmpl.slots[j][0], lo, hi) for j, lo, hi in spec)
         size = docs.size if docs is not None else count.size
         state = random.Random(c.index + 1).getstate()[1]
