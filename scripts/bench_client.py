@@ -9,7 +9,7 @@ Against a test-bed server it starts (issue 12, item 4):
    by perftables as a PKB run does (variants the stand-in cannot run are left
    out): client CPU per operation (workers + the perftables process), per
    document for bulk inserts. Count-based variants run at least --min-ops
-   operations and bulk inserts load at least --min-mb MB (smoke's data,
+   operations (and 50 per virtual client) and bulk inserts load at least --min-mb MB (smoke's data,
    clients and mix; enough operations for a steady state). YCSB and the experiments alternate, round by round (--rounds).
 3. Scaling: 50/50 reads and updates by key with `--clients` virtual clients
    over 1 process and over 2: client CPU used, in cores of the capacity
@@ -98,6 +98,10 @@ REPLAY_SINGLE_MAX, REPLAY_SINGLE_MEDIAN, REPLAY_BULK_MAX, ADDED_LATENCY_US = 2.0
 ONE_CLIENT_FLOOR_REPLIES = 2000  # the C floor's round trip at one client: this many replies
 DB = "bench_client"
 DELETE_DOCS = 20_000  # documents the delete variants start with at least (smoke: 200)
+# Operations per virtual client a count-based variant runs at least: each client's first
+# requests (its compiled source built, its generator seeded) are fixed costs; 2,000
+# operations over concurrency's 400 clients are 5 each, 2.0-2.3 x the floor, 1.2 x at 50.
+OPS_PER_CLIENT = 50
 WAKE_IDLE_S = (0.0005, 0.005, 0.05)  # idle times before the wake-ups the bench prices
 BARE_LOOP_CLIENTS, BARE_LOOP_OPS = (4, 32), 30_000
 
@@ -138,7 +142,7 @@ def experiment_costs(
 ):
     """Client CPU per op (per document for bulk inserts) of every variant at smoke scale
     (of `names` and `labels` only, when given); count-based variants run at least
-    `min_ops` operations, bulk inserts load at least `min_mb` MB. With `native` (the
+    `min_ops` operations and OPS_PER_CLIENT per virtual client, bulk inserts load at least `min_mb` MB. With `native` (the
     compiled native_floor), each multiplexed variant's native floor too, and with `rep`
     (see replay_context) its figures against the replay server."""
     catalog = exp_mod.load()
@@ -147,12 +151,13 @@ def experiment_costs(
     for experiment, variants in plans:
         for v in variants:
             s, more = v.settings, None
-            if s.get("total_ops") and s["total_ops"] < min_ops:
-                more = {"total_ops": min_ops}
+            least_ops = min_ops and max(min_ops, OPS_PER_CLIENT * int(s.get("threads") or 1))
+            if s.get("total_ops") and s["total_ops"] < least_ops:
+                more = {"total_ops": least_ops}
             elif experiment.workload == "delete":
-                # Each key is deleted once: the data bounds the operations (min_ops of them,
-                # else a run of a few hundred deletes of 100 is its fixed costs)
-                least = max(DELETE_DOCS, min_ops * int(s.get("docs_per_delete") or 1))
+                # Each key is deleted once: the data bounds the operations (least_ops of
+                # them, else a run of a few hundred deletes of 100 is its fixed costs)
+                least = max(DELETE_DOCS, least_ops * int(s.get("docs_per_delete") or 1))
                 more = {"preload_docs": least} if s["preload_docs"] < least else None
             elif experiment.workload == "insert" and int(s["batch_size"]) > 1:
                 least = int(min_mb * 1024 / float(s["doc_size_kb"]))
@@ -538,9 +543,9 @@ def main() -> int:
         "--min-ops",
         type=int,
         default=2000,
-        help="count-based variants run at least this many operations (smoke scale gives"
-        " some 64 over 32 fresh connections, whose first requests cost several times the"
-        " steady state); 0: smoke scale as it is",
+        help="count-based variants run at least this many operations, and at least 50 per"
+        " virtual client (smoke scale gives some 64 over 32 fresh connections, whose first"
+        " requests cost several times the steady state); 0: smoke scale as it is",
     )
     ap.add_argument(
         "--min-mb",
