@@ -481,6 +481,9 @@ static int inserts_init(PyObject *self, PyObject *a, PyObject *kw) {
             break;
         }
         char *p = PyByteArray_AS_STRING(msg);
+        /* Touched now, before the timed phase: its first writes would otherwise fault in
+         * every page of it there (a client's messages can outweigh what a short run sends). */
+        memset(p, 0, (size_t)(tmpl.len + m * size));
         memcpy(p, tmpl.buf, (size_t)tmpl.len);
         int32_t total = (int32_t)(tmpl.len + m * size), seq = le32(p + seq_at) + (int32_t)(m * size);
         memcpy(p, &total, 4);
