@@ -9,8 +9,9 @@ Against a test-bed server it starts (issue 12, item 4):
    by perftables as a PKB run does (variants the stand-in cannot run are left
    out): client CPU per operation (workers + the perftables process), per
    document for bulk inserts. Count-based variants run at least --min-ops
-   operations (and 50 per virtual client) and bulk inserts load at least --min-mb MB (smoke's data,
-   clients and mix; enough operations for a steady state). YCSB and the experiments alternate, round by round (--rounds).
+   operations (and 50 per virtual client) and bulk inserts load at least
+   --min-mb MB (smoke's data, clients and mix; enough operations for a steady
+   state). YCSB and the experiments alternate, round by round (--rounds).
 3. Scaling: 50/50 reads and updates by key with `--clients` virtual clients
    over 1 process and over 2: client CPU used, in cores of the capacity
    (one core per process), and throughput.
@@ -98,9 +99,9 @@ REPLAY_SINGLE_MAX, REPLAY_SINGLE_MEDIAN, REPLAY_BULK_MAX, ADDED_LATENCY_US = 2.0
 ONE_CLIENT_FLOOR_REPLIES = 2000  # the C floor's round trip at one client: this many replies
 DB = "bench_client"
 DELETE_DOCS = 20_000  # documents the delete variants start with at least (smoke: 200)
-# Operations per virtual client a count-based variant runs at least: each client's first
-# requests (its compiled source built, its generator seeded) are fixed costs; 2,000
-# operations over concurrency's 400 clients are 5 each, 2.0-2.3 x the floor, 1.2 x at 50.
+# Operations per virtual client a count-based variant runs at least: a client's first
+# requests cost more than its later ones (the floor replays over connections it has
+# used); 2,000 over concurrency's 400 clients were 5 each: 2.0-2.3 x the floor, 1.2 x at 50.
 OPS_PER_CLIENT = 50
 WAKE_IDLE_S = (0.0005, 0.005, 0.05)  # idle times before the wake-ups the bench prices
 BARE_LOOP_CLIENTS, BARE_LOOP_OPS = (4, 32), 30_000
@@ -142,9 +143,10 @@ def experiment_costs(
 ):
     """Client CPU per op (per document for bulk inserts) of every variant at smoke scale
     (of `names` and `labels` only, when given); count-based variants run at least
-    `min_ops` operations and OPS_PER_CLIENT per virtual client, bulk inserts load at least `min_mb` MB. With `native` (the
-    compiled native_floor), each multiplexed variant's native floor too, and with `rep`
-    (see replay_context) its figures against the replay server."""
+    `min_ops` operations and OPS_PER_CLIENT per virtual client, bulk inserts load at
+    least `min_mb` MB. With `native` (the compiled native_floor), each multiplexed
+    variant's native floor too, and with `rep` (see replay_context) its figures against
+    the replay server."""
     catalog = exp_mod.load()
     plans = exp_mod.plan(catalog, names, "smoke", labels, skip=testbed.STANDIN_UNSUPPORTED)
     out = {}
