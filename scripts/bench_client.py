@@ -545,8 +545,8 @@ def main() -> int:
         "--min-ops",
         type=int,
         default=2000,
-        help="count-based variants run at least this many operations, and at least 50 per"
-        " virtual client (smoke scale gives some 64 over 32 fresh connections, whose first"
+        help="count-based variants run at least this many operations, and at least"
+        f" {OPS_PER_CLIENT} per virtual client (smoke scale gives some 64 over 32 fresh connections, whose first"
         " requests cost several times the steady state); 0: smoke scale as it is",
     )
     ap.add_argument(
