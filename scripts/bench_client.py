@@ -88,6 +88,7 @@ import replay
 from bench_driver import start_loaded_server, ycsb_round
 
 from mongobench.driver import multiplex, ops
+from mongobench.driver.base import WORKLOADS
 from mongobench.perftables import experiments as exp_mod
 from mongobench.perftables import runner as perftables
 from mongobench.perftables.request import PerftablesRun
@@ -255,6 +256,16 @@ def replay_context(work: str, standin_uri: str, native: str | None) -> dict | No
     }
 
 
+def one_client(experiment, v, more: dict | None) -> dict:
+    """The settings of the one-client run: one thread, and the batch the recorded run's
+    clients sent. A client's share of the documents smaller than `batch_size` made
+    every recorded batch smaller (Workload.ran_as); one client alone would send full
+    batches, requests several times those whose round trip the floor times."""
+    workload = WORKLOADS.get(experiment.workload)
+    ran_as = workload.ran_as({**v.settings, **(more or {})}) if workload else {}
+    return {"threads": 1, **ran_as}
+
+
 def replay_figures(rep: dict, experiment, v, more, rec: str, pairs: str, recorded: dict) -> dict:
     """The variant against the replay server of its recorded `pairs` (the client on its
     own cores, one process): the client's CPU per operation and per document, its
@@ -269,7 +280,9 @@ def replay_figures(rep: dict, experiment, v, more, rec: str, pairs: str, recorde
             res = _variant(rep, experiment, v, more, server.uri, 1)
             ops, cpu_s = sum(res["ops"].values()), res["client_process_cpu_s"]
             floor = native_floor.replay(rep["native"], server.uri, sent, res["threads"])
-            one = _variant(rep, experiment, v, more, server.uri, 1, threads=1)
+            one = _variant(
+                rep, experiment, v, more, server.uri, 1, **one_client(experiment, v, more)
+            )
             one_ops = sum(one["ops"].values())
             one_floor = native_floor.replay(
                 rep["native"], server.uri, sent[:ONE_CLIENT_FLOOR_REPLIES], 1
@@ -294,6 +307,9 @@ def replay_figures(rep: dict, experiment, v, more, rec: str, pairs: str, recorde
         kb = max(1.0, float(res["settings"].get("doc_size_kb") or 1))
         out["replay_us_per_kb"] = out["replay_us_per_doc"] / kb
         out["floor_us_per_kb"] = out["floor_us_per_doc"] / kb
+        # the one-client run's requests against those of the floor's round trip
+        out["one_client_docs_per_op"] = one["docs"] / one_ops
+        out["floor_docs_per_request"] = recorded["docs"] / len(sent)
     return out
 
 
