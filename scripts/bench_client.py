@@ -88,7 +88,6 @@ import replay
 from bench_driver import start_loaded_server, ycsb_round
 
 from mongobench.driver import multiplex, ops
-from mongobench.driver.base import WORKLOADS
 from mongobench.perftables import experiments as exp_mod
 from mongobench.perftables import runner as perftables
 from mongobench.perftables.request import PerftablesRun
@@ -256,14 +255,14 @@ def replay_context(work: str, standin_uri: str, native: str | None) -> dict | No
     }
 
 
-def one_client(experiment, v, more: dict | None) -> dict:
-    """The settings of the one-client run: one thread, and the batch the recorded run's
-    clients sent. A client's share of the documents smaller than `batch_size` made
-    every recorded batch smaller (Workload.ran_as); one client alone would send full
-    batches, requests several times those whose round trip the floor times."""
-    workload = WORKLOADS.get(experiment.workload)
-    ran_as = workload.ran_as({**v.settings, **(more or {})}) if workload else {}
-    return {"threads": 1, **ran_as}
+def one_client(recorded: dict, requests: int) -> dict:
+    """The settings of the one-client run: one thread and, for a bulk insert, the mean
+    batch of the `requests` recorded (the floor times its round trip on those). One
+    client alone sends full batches: 10 clients with 1,280 documents each sent 1,000 and
+    280 (640 a request), 48 with 267 (below batch_size 1,000) sent 267."""
+    if not is_bulk(recorded):
+        return {"threads": 1}
+    return {"threads": 1, "batch_size": max(1, round(recorded["docs"] / requests))}
 
 
 def replay_figures(rep: dict, experiment, v, more, rec: str, pairs: str, recorded: dict) -> dict:
@@ -281,7 +280,7 @@ def replay_figures(rep: dict, experiment, v, more, rec: str, pairs: str, recorde
             ops, cpu_s = sum(res["ops"].values()), res["client_process_cpu_s"]
             floor = native_floor.replay(rep["native"], server.uri, sent, res["threads"])
             one = _variant(
-                rep, experiment, v, more, server.uri, 1, **one_client(experiment, v, more)
+                rep, experiment, v, more, server.uri, 1, **one_client(recorded, len(sent))
             )
             one_ops = sum(one["ops"].values())
             one_floor = native_floor.replay(
