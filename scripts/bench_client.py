@@ -255,14 +255,14 @@ def replay_context(work: str, standin_uri: str, native: str | None) -> dict | No
     }
 
 
-def one_client(recorded: dict, requests: int) -> dict:
+def one_client(recorded: dict, docs_per_request: float) -> dict:
     """The settings of the one-client run: one thread and, for a bulk insert, the mean
-    batch of the `requests` recorded (the floor times its round trip on those). One
+    batch of the requests recorded (the floor times its round trip on those). One
     client alone sends full batches: 10 clients with 1,280 documents each sent 1,000 and
     280 (640 a request), 48 with 267 (below batch_size 1,000) sent 267."""
     if not is_bulk(recorded):
         return {"threads": 1}
-    return {"threads": 1, "batch_size": max(1, round(recorded["docs"] / requests))}
+    return {"threads": 1, "batch_size": max(1, round(docs_per_request))}
 
 
 def replay_figures(rep: dict, experiment, v, more, rec: str, pairs: str, recorded: dict) -> dict:
@@ -273,6 +273,7 @@ def replay_figures(rep: dict, experiment, v, more, rec: str, pairs: str, recorde
     sent = native_floor.requests(rec)
     logical = sum(recorded["ops"].values()) + sum(recorded["errors"].values())
     trips = len(sent) / logical
+    docs_per_request = recorded["docs"] / len(sent)
     server = replay.Server(rep["binary"], pairs, rep["server_cpu"])
     try:
         with replay.pinned(rep["client_cpus"]):
@@ -280,7 +281,7 @@ def replay_figures(rep: dict, experiment, v, more, rec: str, pairs: str, recorde
             ops, cpu_s = sum(res["ops"].values()), res["client_process_cpu_s"]
             floor = native_floor.replay(rep["native"], server.uri, sent, res["threads"])
             one = _variant(
-                rep, experiment, v, more, server.uri, 1, **one_client(recorded, len(sent))
+                rep, experiment, v, more, server.uri, 1, **one_client(recorded, docs_per_request)
             )
             one_ops = sum(one["ops"].values())
             one_floor = native_floor.replay(
@@ -308,7 +309,7 @@ def replay_figures(rep: dict, experiment, v, more, rec: str, pairs: str, recorde
         out["floor_us_per_kb"] = out["floor_us_per_doc"] / kb
         # the one-client run's requests against those of the floor's round trip
         out["one_client_docs_per_op"] = one["docs"] / one_ops
-        out["floor_docs_per_request"] = recorded["docs"] / len(sent)
+        out["floor_docs_per_request"] = docs_per_request
     return out
 
 
