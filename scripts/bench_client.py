@@ -273,7 +273,7 @@ def replay_figures(rep: dict, experiment, v, more, rec: str, pairs: str, recorde
     sent = native_floor.requests(rec)
     logical = sum(recorded["ops"].values()) + sum(recorded["errors"].values())
     trips = len(sent) / logical
-    docs_per_request = recorded["docs"] / len(sent)
+    docs_per_request = recorded["docs"] / max(1, len(sent))
     server = replay.Server(rep["binary"], pairs, rep["server_cpu"])
     try:
         with replay.pinned(rep["client_cpus"]):
