@@ -266,11 +266,18 @@ def inserts(d: Inserts, db, wc):
     bulk = ops.BulkInsert(db, d.coll, wc)
     checks = {True: replies.WriteCheck("insert", bulk=True), False: replies.WriteCheck("insert")}
 
-    def setup(c: Client):
+    def prepare(c: Client):
         docs = d.factory(c.index)
         per_msg = min(d.batch, bulk.max_docs(docs.size))
         docs.prepare(*_insert_sizes(d.sizes(c.index, c.clients), per_msg))
-        return docs, per_msg, bytearray(bulk.prefix_size() + per_msg * docs.size)
+        return docs, per_msg
+
+    def message(docs, per_msg: int) -> bytearray:  # the Python source writes each into it
+        return bytearray(bulk.prefix_size() + per_msg * docs.size)
+
+    def setup(c: Client):
+        docs, per_msg = prepare(c)
+        return docs, per_msg, message(docs, per_msg)
 
     def run_ops(c: Client, docs, per_msg, buf):
         run, stats = c.run, c.stats
@@ -313,10 +320,10 @@ def inserts(d: Inserts, db, wc):
                 sampled += 1
 
     def compiled(c: Client, module):  # the compiled loop's twin (Inserts)
-        docs, per_msg, buf = setup(c)
+        docs, per_msg = prepare(c)
         writer = _doc_writer(docs, module)
         if writer is None:
-            return run_ops(c, docs, per_msg, buf)
+            return run_ops(c, docs, per_msg, message(docs, per_msg))
         prefix = bytearray(bulk.prefix_size())
         pos = bulk.write_prefix(prefix, c.rid, 0)
         sizes = tuple(sorted(n for n in _insert_sizes(d.sizes(c.index, c.clients), per_msg) if n))

@@ -6,6 +6,7 @@ accounting of every outcome (bulk write errors per document), the audit's sample
 from __future__ import annotations
 
 import random
+import tracemalloc
 
 import pytest
 from native_helpers import compiled, latencies, twins
@@ -209,3 +210,28 @@ def test_bad_construction_is_refused(monkeypatch):
                 {"steps": (0, 10)}, {"docs": object()}):  # fmt: skip
         with pytest.raises((ValueError, TypeError)):
             module.Inserts(*common, **{**good, **bad})
+
+
+def test_the_compiled_source_does_not_allocate_the_python_source_s_message(monkeypatch):
+    """The twin writes into messages of its own: a client of 8 MB messages allocates one
+    of them, not also the Python source's buffer (48 clients of 1 MB held 48 MB more)."""
+    module = compiled()
+    settings = {
+        "doc_size_kb": 4,
+        "threads": 1,
+        "id_type": "uuid",
+        "batch_size": 2000,
+        "total_docs": 2000,
+    }
+    source = sources.make("insert", settings, "db")
+    run, stats = multiplex.Run(), ThreadStats()
+    source.compiled(multiplex.Client(0, 1, run, stats), module)  # the pool, built once
+    message = 2000 * 4096
+    tracemalloc.start()
+    try:
+        gen = source.compiled(multiplex.Client(0, 1, run, stats), module)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert message < peak < 1.5 * message
+    assert len(next(gen)[0]) > message  # its own, written
