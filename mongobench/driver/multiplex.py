@@ -42,6 +42,7 @@ client: the operation in flight is counted as an error under the check's `op`
 from __future__ import annotations
 
 import heapq
+import inspect
 import itertools
 import math
 import select
@@ -308,6 +309,9 @@ class Loop:
         paced = any(c.schedule is not None for c in clients)  # their sources set it
         self.native = native.module(tls, paced)
         self.kind = native.NATIVE if self.native is not None else native.PYTHON
+        # a compiled source is no generator; a twin that cannot stand in returns Python's
+        made = {"python" if inspect.isgenerator(c.gen) else "compiled" for c in self.conns.values()}
+        self.sources = ",".join(sorted(made)) or None
 
     # -- failures and the slow paths (partial sends and replies)
     def _fail(self, c: _Conn, kind: str, message) -> None:

@@ -56,7 +56,9 @@ class Result:
     wall_s: float  # from the common start to the last worker's end (the timed window)
     processes: int
     start: float = 0.0  # time.time() of the common start
-    per_process: list[dict] = field(default_factory=list)  # ops, cpu_s, wall_s, loop of each
+    per_process: list[dict] = field(
+        default_factory=list
+    )  # ops, cpu_s, wall_s, loop, sources of each
     worker_wall_s: float = 0.0  # the slowest worker's own timed wall time
 
     def __post_init__(self):
@@ -64,13 +66,14 @@ class Result:
             self.worker_wall_s = max(p["wall_s"] for p in self.per_process)
 
 
-def loops(parts) -> str | None:
-    """The loops of workers (or client VMs) `parts`: "native" (compiled), "python", or
-    "native,python" when they differ; None when none ran (driver.native)."""
-    kinds = set()
+def kinds(parts, key: str = "loop") -> str | None:
+    """What workers (or client VMs) `parts` ran, by `key`: their "loop" ("native", the
+    compiled one, or "python"; driver.native) or "sources" (their clients' sources,
+    "compiled" or "python"), joined when they differ ("native,python"); None when none ran."""
+    seen = set()
     for p in parts or ():
-        kinds.update((p.get("loop") or "").split(","))
-    return ",".join(sorted(kinds - {""})) or None
+        seen.update((p.get(key) or "").split(","))
+    return ",".join(sorted(seen - {""})) or None
 
 
 def default_processes() -> int:
@@ -137,6 +140,7 @@ def _worker(conn, uri, make_source, indices, clients, phase: Phase, stop, parent
         cpu = _cpu() - mark["cpu0"]
         part = dict(encode_stats(stats), cpu_s=cpu, wall_s=wall, end=end, clients=len(indices))
         part["loop"] = loop.kind if loop is not None else None  # compiled or Python
+        part["sources"] = loop.sources if loop is not None else None
         conn.send(("done", part))
     except BaseException:  # noqa: BLE001 - reported to the parent, which fails the run
         try:
@@ -285,6 +289,7 @@ def run(
                 "wall_s": p["wall_s"],
                 "clients": p["clients"],
                 "loop": p.get("loop"),
+                "sources": p.get("sources"),
             }
             for p in parts
         ],  # fmt: skip

@@ -130,7 +130,8 @@ class Leader:
             raise CoordinationError("\n".join(failed))
         cores = min(mine.processes, procs.default_processes())
         per_vm = [_summary(0, mine.stats, mine.cpu_s, mine.wall_s, mine.processes, 0.0)]
-        per_vm[0]["loop"] = procs.loops(mine.per_process)
+        per_vm[0]["loop"] = procs.kinds(mine.per_process)
+        per_vm[0]["sources"] = procs.kinds(mine.per_process, "sources")
         for i, k in zip(followers, ids, strict=True):
             d = got[k]
             stats = procs.decode_stats(d["stats"])
@@ -141,7 +142,7 @@ class Leader:
             mine.processes += d["processes"]
             cores += d["cores"]
             per_vm.append(_summary(i, stats, d["cpu_s"], d["wall_s"], d["processes"], d["late_s"]))
-            per_vm[-1]["loop"] = d.get("loop")
+            per_vm[-1]["loop"], per_vm[-1]["sources"] = d.get("loop"), d.get("sources")
         return mine, cores, per_vm
 
     def finish(self, timeout: float = 30.0) -> None:
@@ -238,7 +239,8 @@ def follow(
                 "cores": min(res.processes, procs.default_processes()),
                 "late_s": late.get("s", 0.0),
                 "clients": len(mine),
-                "loop": procs.loops(res.per_process),
+                "loop": procs.kinds(res.per_process),
+                "sources": procs.kinds(res.per_process, "sources"),
             }  # fmt: skip
             log(f"client VM {index}: job {seq}: {sum(res.stats.ops.values())} ops")
         except Exception:  # noqa: BLE001 - sent to the leader, which fails the variant

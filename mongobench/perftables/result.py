@@ -55,6 +55,7 @@ class VariantResult:
     threads: int | _Absent = ABSENT
     client_path: str | _Absent = ABSENT
     client_loop: str | _Absent = ABSENT  # multiplexed path: "native" or "python"
+    client_sources: str | _Absent = ABSENT  # multiplexed path: "compiled" or "python"
     ops: dict | _Absent = ABSENT
     docs: int | _Absent = ABSENT
     bytes: int | _Absent = ABSENT

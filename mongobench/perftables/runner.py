@@ -523,8 +523,9 @@ def _timed_multiplexed(uri, request, name, workload, nthreads, sampler, leader=N
         "client_worker_wall_s": res.worker_wall_s,
         "client_vms": vms,
         **({"client_per_vm": per_vm} if per_vm else {}),
-        # the loop the workers ran (driver.native), over every client VM
-        "client_loop": procs.loops(per_vm or res.per_process),
+        # the loop the workers ran (driver.native) and their sources, over every client VM
+        "client_loop": procs.kinds(per_vm or res.per_process),
+        "client_sources": procs.kinds(per_vm or res.per_process, "sources"),
     }
 
 

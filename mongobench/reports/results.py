@@ -231,8 +231,8 @@ def metadata(run: dict, res: dict) -> dict:
     if "overrides" in run:  # absent from results written before the engine recorded them
         md["overrides"] = overrides_text(run["overrides"])
     md.update(run.get("estimate") or {})  # what the run was estimated to cost, before it ran
-    # The client that ran the timed phase: its path, loop, processes and VMs.
-    for key in ("client_path", "client_loop", "client_processes", "client_vms"):
+    # The client that ran the timed phase: its path, loop, sources, processes and VMs.
+    for key in ("client_path", "client_loop", "client_sources", "client_processes", "client_vms"):
         if res.get(key) is not None:
             md[key] = res[key]
     # A client VM that started after the common start ran part of its share alone.

@@ -98,7 +98,7 @@ def run_multiplexed(client, uri, workload, settings, processes) -> procs.Result:
     res = procs.run(uri, make, int(settings["threads"]), processes, procs.Phase(total=total))
     # the loop asked for ran (the Python one over TLS: the compiled one reads plain sockets)
     tls = connection.options(uri).tls
-    assert procs.loops(res.per_process) == (native.PYTHON if tls else os.environ[native.ENV])
+    assert procs.kinds(res.per_process) == (native.PYTHON if tls else os.environ[native.ENV])
     return res
 
 

@@ -70,6 +70,10 @@ def test_both_paths_count_the_same(server_uri, tmp_path):
     assert md["client_path"] == "multiplexed" and md["client_vms"] == 1
     assert md["client_processes"] == 2
     assert md["client_loop"] == native.kind()  # the compiled loop where it is built
+    # concurrency's keyed updates have a compiled twin, which the compiled loop runs
+    compiled_twin = "compiled" if native.kind() == native.NATIVE else "python"
+    assert {r["client_sources"] for r in mux if r["experiment"] == "concurrency"} == {compiled_twin}
+    assert md["client_sources"] in ("compiled", "python")
 
 
 def test_max_seconds_stops_a_multiplexed_phase_early(server_uri, tmp_path):

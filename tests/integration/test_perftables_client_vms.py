@@ -82,6 +82,8 @@ def _run_with_follower(
         # is Python's)
         paced = "target_ops_per_s" in (overrides or {})
         assert {v["loop"] for v in vms} == {r["client_loop"]} == {native.kind(paced=paced)}
+        assert {v["sources"] for v in vms} == {r["client_sources"]}  # the same on both VMs
+        assert not paced or r["client_sources"] == "python"  # an open loop's sources
         assert sum(v["ops"] for v in vms) == sum(r["ops"].values())
         # both VMs' intervals merged by interval start on the common clock: they add up
         assert sum(r["series"]["ops"]) == sum(r["ops"].values())

@@ -20,7 +20,7 @@ import bson
 import pytest
 from native_helpers import compiled
 
-from mongobench.driver import multiplex, native, replies
+from mongobench.driver import multiplex, native, replies, sources
 from mongobench.remote import shipping
 
 KINDS = [native.NATIVE, native.PYTHON]
@@ -217,3 +217,30 @@ def test_the_compiled_count_refuses_what_python_refuses():
     struct.pack_into("<i", stuck, 7 + 4 + 3, -10)  # a negative length: Python loops on it
     with pytest.raises(ValueError, match="does not advance"):
         count(stuck, 7)
+
+
+@pytest.mark.parametrize(
+    ("kind", "ints", "made"),
+    [
+        (native.NATIVE, 0, "compiled"),
+        (native.NATIVE, 65, "python"),  # its twin writes 64 integer fields at most
+        (native.PYTHON, 0, "python"),
+    ],
+)
+def test_the_loop_says_whether_its_sources_are_compiled(monkeypatch, kind, ints, made):
+    """Loop.sources (the results' client_sources): a source's compiled twin where the
+    compiled loop runs, the Python source where the twin cannot stand in or the loop is
+    Python's."""
+    if kind == native.NATIVE:
+        compiled()
+    monkeypatch.setenv(native.ENV, kind)
+    settings = {"doc_size_kb": 1, "threads": 1, "id_type": "uuid", "batch_size": 10,
+                "total_docs": 10, "secondary_indexes": ints}  # fmt: skip
+    source = sources.make("insert", settings, "db")
+    mine, peer = socket.socketpair()
+    try:
+        loop = multiplex.prepare_clients(None, source, range(1), 1, socks=[mine])
+        assert (loop.kind, loop.sources) == (kind, made)
+    finally:
+        mine.close()
+        peer.close()
