@@ -56,9 +56,8 @@ class Result:
     wall_s: float  # from the common start to the last worker's end (the timed window)
     processes: int
     start: float = 0.0  # time.time() of the common start
-    per_process: list[dict] = field(
-        default_factory=list
-    )  # ops, cpu_s, wall_s, loop, sources of each
+    # ops, cpu_s, wall_s, clients, loop and sources of each worker
+    per_process: list[dict] = field(default_factory=list)
     worker_wall_s: float = 0.0  # the slowest worker's own timed wall time
 
     def __post_init__(self):
