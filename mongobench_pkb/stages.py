@@ -16,7 +16,8 @@
 - Not interrupted: SIGTERM and Ctrl-C during Cleanup are logged and held until it ends
   (`interrupt.held`), then raised as a KeyboardInterrupt (PKB stops, the run FAILED). A
   second SIGTERM used to end PKB half-way through Cleanup, the engine still running; a
-  Ctrl-C skipped the rest of it (PKB's second call finds the once-guard set).
+  Ctrl-C skipped the rest of it (PKB's second call finds the once-guard set). A terminal's
+  Ctrl-C no longer kills the ssh of a Cleanup command either (SIGINT blocked for them).
 """
 
 import logging

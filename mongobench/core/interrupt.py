@@ -83,12 +83,18 @@ def sigterm_as_ctrl_c():
 @contextlib.contextmanager
 def held(log, what: str = "the cleanup"):
     """While in the block, SIGTERM and SIGINT do not interrupt it: each is logged (`log`,
-    one line) and the block runs to its end; then the first one held is raised as
+    one line) and the block runs to its end; then the first one logged is raised as
     Interrupted, unless the block ended with an exception of its own (that one goes on).
     For a host program's cleanup (PKB's Cleanup stage): a second SIGTERM or a Ctrl-C during
     it would end the host half-way, leaving the engine it had not stopped yet running.
     SIGKILL still ends the host at once. Outside the main thread nothing changes; the
-    earlier handlers come back after the block."""
+    earlier handlers come back after the block.
+
+    A terminal's Ctrl-C goes to the whole process group, the host's children too: PKB's
+    ssh running a cleanup command died of it (PKB ran the command again, while the first
+    one may still run on the VM; a file copy is not run again). So SIGINT is blocked in
+    this thread during the block: the children it starts inherit the mask through fork and
+    exec (OpenSSH keeps it), and the signal reaches the host through `_sigint_taker`."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -102,13 +108,30 @@ def held(log, what: str = "the cleanup"):
         )
 
     before = {s: signal.signal(s, hold) for s in SIGNALS}
+    taker = _sigint_taker()
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield
     finally:
+        # unblocked first: a SIGINT still pending runs `hold` here (pthread_sigmask runs
+        # the handlers of the signals it unblocks), before the earlier handlers come back
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        taker.set()
         for s, handler in before.items():
             signal.signal(s, handler)
     if got:  # not reached when the block raised
         raise Interrupted(got[0])
+
+
+def _sigint_taker() -> threading.Event:
+    """A thread that only waits, started before SIGINT is blocked, so it keeps SIGINT
+    unblocked: the kernel delivers a process's SIGINT to a thread that does not block it,
+    and Python runs the handler in the main thread as soon as that one runs Python again
+    (without such a thread the signal would wait until the block's end). Set the event to
+    end the thread."""
+    done = threading.Event()
+    threading.Thread(target=done.wait, name="sigint-taker", daemon=True).start()
+    return done
 
 
 _PR_SET_PDEATHSIG = 1

@@ -3,7 +3,8 @@
 Refused before anything is provisioned (CheckPrerequisites or flag parsing, no VM
 contacted), or survived as stated: a server killed in the last variant fails the run with
 that variant marked (FAILED, no unmarked throughput), and Ctrl-C or SIGTERM to pkb.py
-mid-variant runs Cleanup and leaves no engine process behind. No device node is replaced. The engine's own cases are in
+mid-variant runs Cleanup and leaves no engine process behind (a terminal's Ctrl-C during
+Cleanup kills none of its ssh commands). No device node is replaced. The engine's own cases are in
 tests/integration/test_issue22_campaign.py (which lists all 36 cases and where each is replayed).
 Runs when PKB_DIR names a PKB checkout (see tests/e2e/conftest.py).
 """
@@ -84,7 +85,14 @@ def _sigint_as_from_a_terminal():
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def _start_pkb(pkb_python, config, temp_dir, *flags, cloud=False):
+def _own_group_with_sigint():
+    # a terminal's foreground job: PKB leads its own process group, so that a Ctrl-C sent to
+    # the group (os.killpg) reaches PKB and its ssh children, not this test
+    os.setpgid(0, 0)
+    _sigint_as_from_a_terminal()
+
+
+def _start_pkb(pkb_python, config, temp_dir, *flags, cloud=False, group=False):
     # output to a file: an unread pipe fills and blocks PKB
     out = open(temp_dir / "pkb-output.txt", "w+")
     return subprocess.Popen(
@@ -92,7 +100,7 @@ def _start_pkb(pkb_python, config, temp_dir, *flags, cloud=False):
          f"--benchmark_config_file={config}", f"--temp_dir={temp_dir}",
          "--mongobench_progress_seconds=0.5", *flags],
         cwd=PKB_DIR, stdout=out, stderr=subprocess.STDOUT, text=True,
-        preexec_fn=_sigint_as_from_a_terminal,
+        preexec_fn=_own_group_with_sigint if group else _sigint_as_from_a_terminal,
     )  # fmt: skip
 
 
@@ -138,7 +146,23 @@ def after_pkb_case(scratch=None):
 STOP_BOUND_S = 180  # from the signal to PKB's end, Cleanup included, on a loaded 2-core host
 
 
-def _two_variants_through_pkb(pkb_python, tmp_path, pkb_temp, duration_s, processes):
+def _ssh_children(pid: int) -> list[int]:
+    """PKB's ssh child processes (its remote commands)."""
+    out = []
+    for child in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{child}/stat") as f:
+                ppid = int(f.read().rpartition(")")[2].split()[1])
+            with open(f"/proc/{child}/cmdline", "rb") as f:
+                cmd = f.read().split(b"\0")[0]
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == pid and os.path.basename(cmd) == b"ssh":
+            out.append(int(child))
+    return out
+
+
+def _two_variants_through_pkb(pkb_python, tmp_path, pkb_temp, duration_s, processes, group=False):
     """./pkb.py started (not waited for) on update_fields' two variants against the bed."""
     state, vm, scratch = bed_vm(tmp_path)
     flags = {
@@ -150,7 +174,7 @@ def _two_variants_through_pkb(pkb_python, tmp_path, pkb_temp, duration_s, proces
         "mongodb_perftables_client_processes": processes,
     }
     config = config_with(tmp_path / "p.yaml", "mongodb_perftables", vm, flags)
-    return state, scratch, _start_pkb(pkb_python, config, pkb_temp)
+    return state, scratch, _start_pkb(pkb_python, config, pkb_temp, group=group)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
@@ -194,6 +218,54 @@ def test_B5_a_signal_to_pkb_mid_variant_runs_cleanup(pkb_python, tmp_path, pkb_t
         ), _pkb_log(pkb_temp)[-4000:]
     # well before the variant's 300 s would have ended by itself
     assert elapsed < STOP_BOUND_S, elapsed
+    after_pkb_case(scratch)
+
+
+def test_B5_a_terminal_s_ctrl_c_during_cleanup_leaves_every_step_undone(
+    pkb_python, tmp_path, pkb_temp
+):
+    # A terminal's Ctrl-C goes to the whole foreground process group: PKB and its ssh
+    # children. Our Cleanup held the signal, but the ssh child running a Cleanup command
+    # died of it, and that step was reported as not undone (on a static host: whatever
+    # it undoes stays). Here a first Ctrl-C mid-variant starts Cleanup, and a second one
+    # reaches the group while Cleanup's ssh command runs.
+    state, scratch, proc = _two_variants_through_pkb(
+        pkb_python, tmp_path, pkb_temp, duration_s=300, processes=2, group=True
+    )
+    try:
+        _wait_log(pkb_temp, "[1/2] update_fields/1, 500000, plain: running", proc)
+        deadline = time.monotonic() + 60
+        while len(_engine_processes(scratch)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(_engine_processes(scratch)) >= 3, _pkb_log(pkb_temp)[-4000:]
+        os.killpg(proc.pid, signal.SIGINT)
+        _wait_log(pkb_temp, "Cleaning up benchmark mongodb_perftables", proc, poll_s=0.02)
+        deadline = time.monotonic() + 60
+        while not _ssh_children(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        ssh = _ssh_children(proc.pid)
+        assert ssh, _pkb_log(pkb_temp)[-4000:]
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=STOP_BOUND_S + 120)
+        log = _pkb_log(pkb_temp)
+        left = _engine_processes(scratch)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        testbed.down(str(tmp_path / "tb"))
+    assert proc.returncode != 0, _output(pkb_temp)[-3000:]
+    assert (
+        "mongobench: SIGINT during mongodb_perftables's Cleanup: mongodb_perftables's"
+        " Cleanup goes on" in log
+    ), log[-4000:]
+    assert "cleanup: could not" not in log, log[-4000:]
+    # no remote command of Cleanup lost its ssh (255: PKB runs the command again, and a
+    # file copy, e.g. the diagnostics, is not retried)
+    cleanup = log.partition("Cleaning up benchmark mongodb_perftables")[2]
+    at = cleanup.find("ReturnCode:255")
+    assert at < 0, cleanup[max(0, at - 3000) : at + 200]
+    assert left == [], left
+    assert os.listdir(scratch) == []
     after_pkb_case(scratch)
 
 

@@ -15,7 +15,8 @@ Bad (14)
   B3  SIGTERM to the engine left its workers running ................. test_B3_B6 (SIGTERM)
   B4  SIGTERM to `sweep run` left YCSB's Java process ................ test_B4
   B5  Ctrl-C (or SIGTERM) on ./pkb.py mid-variant left engine workers  e2e (./pkb.py; with
-      a second SIGTERM during Cleanup, and a SIGTERM in PKB's Provision stage)
+      a second SIGTERM during Cleanup, a terminal's Ctrl-C during Cleanup, and a SIGTERM
+      in PKB's Provision stage)
   B6  SIGINT to the engine waited for the phase's end, then a traceback  test_B3_B6 (SIGINT)
   B7  --out /dev/full (perftables, sweep) made the device a JSON file  refused rows
   B8  report --out /dev/full: a traceback and a new /dev/plots/ ...... refused row, test_B8
@@ -127,6 +128,8 @@ CASES = [
     Case("B4", "sweep run leaves YCSB's Java process", replay="test_B4"),
     Case("B5", "Ctrl-C on ./pkb.py mid-variant left 2 engine workers",
          replay=E2E + "test_B5_a_signal_to_pkb_mid_variant_runs_cleanup"),
+    Case("B5", "a terminal's Ctrl-C during Cleanup killed its ssh commands",
+         replay=E2E + "test_B5_a_terminal_s_ctrl_c_during_cleanup_leaves_every_step_undone"),
     Case("B5", "SIGTERM to ./pkb.py in its Provision stage",
          replay=E2E + "test_B5_sigterm_during_provision_ends_pkb_with_nothing_started"),
     Case("B6", "SIGINT to the engine alone waits, then a traceback", replay="test_B3_B6"),

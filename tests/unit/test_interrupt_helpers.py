@@ -2,6 +2,7 @@
 
 import os
 import signal
+import subprocess
 import threading
 import time
 
@@ -63,6 +64,7 @@ def test_held_signals_let_the_block_finish_then_interrupt(signum):
     with pytest.raises(interrupt.Interrupted) as e:
         with interrupt.held(lines.append, "X's Cleanup"):
             os.kill(os.getpid(), signum)
+            time.sleep(0.1)  # (SIGINT reaches the host through another thread)
             os.kill(os.getpid(), signal.SIGTERM)  # a further one is held too
             time.sleep(0.2)
             done.append(True)
@@ -74,6 +76,37 @@ def test_held_signals_let_the_block_finish_then_interrupt(signum):
     )
     assert len(lines) == 2
     assert {s: signal.getsignal(s) for s in interrupt.SIGNALS} == before
+
+
+def test_a_held_ctrl_c_does_not_reach_the_children_started_in_the_block():
+    # A terminal's Ctrl-C reaches the host's children too: PKB's ssh running a Cleanup
+    # command died of it (exit 255, run again by PKB while the first still ran on the VM)
+    lines = []
+    with pytest.raises(interrupt.Interrupted) as e:
+        with interrupt.held(lines.append, "X's Cleanup"):
+            child = subprocess.Popen(["sleep", "0.5"])
+            blocked = _sigint_blocked(child.pid)
+            os.kill(child.pid, signal.SIGINT)  # the terminal's Ctrl-C, as the child gets it
+            os.kill(os.getpid(), signal.SIGINT)  # and as the host gets it
+            time.sleep(0.2)
+            logged_in_the_block = list(lines)
+            assert child.wait(timeout=5) == 0
+    assert blocked and e.value.signum == signal.SIGINT
+    assert len(logged_in_the_block) == 1  # logged when it came, not at the block's end
+    assert len(lines) == 1
+    assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, set())
+    after = subprocess.Popen(["sleep", "5"])  # after the block, Ctrl-C reaches children again
+    try:
+        assert not _sigint_blocked(after.pid)
+    finally:
+        after.kill()
+        after.wait()
+
+
+def _sigint_blocked(pid: int) -> bool:
+    with open(f"/proc/{pid}/status") as f:
+        mask = next(int(line.split()[1], 16) for line in f if line.startswith("SigBlk:"))
+    return bool(mask >> (signal.SIGINT - 1) & 1)
 
 
 def test_a_held_signal_gives_way_to_the_blocks_own_error():
