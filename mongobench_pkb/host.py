@@ -7,6 +7,12 @@ unrelated ones in a trial. Unless the user opts in, these benchmarks switch
 install_packages off on static VMs before they install anything: nothing is
 installed, so nothing is purged or upgraded at teardown.
 
+With the opt-in, PKB's teardown of a static VM that installed packages (PackageCleanup:
+uninstall each package, restore the snapshot) stopped at the first package with "Set changed
+size during iteration": it iterates the set of installed packages while Uninstall removes
+from it, so the host's packages were never restored. ProtectStaticVm gives such a VM a set
+that iterates over a copy of itself (`_PackageSet`).
+
 What Cleanup keeps and undoes is `mongobench_pkb.stages`.
 """
 
@@ -35,6 +41,9 @@ def ProtectStaticVm(vm):
             " restore its package snapshot at teardown.",
             vm.name,
         )
+        packages = getattr(vm, "_installed_packages", None)
+        if isinstance(packages, set) and not isinstance(packages, _PackageSet):
+            vm._installed_packages = _PackageSet(packages)
         return
     logging.warning(
         "%s: static VM: install_packages switched off so that PKB leaves the"
@@ -43,3 +52,11 @@ def ProtectStaticVm(vm):
         vm.name,
     )
     vm.install_packages = False
+
+
+class _PackageSet(set):
+    """PKB's set of the packages a VM installed, iterated over a copy of itself: PKB's
+    PackageCleanup uninstalls while it iterates, and Uninstall removes from the set."""
+
+    def __iter__(self):
+        return iter(list(super().__iter__()))

@@ -454,9 +454,9 @@ def fresh_vm(machine: dict, key: str) -> dict:
 
 
 # The plugin installs OS packages on the fresh machines (its own install steps are what the
-# fresh bed tests). Run PKB with FRESH_RUN_STAGES: PKB's teardown of a static Debian VM that
-# installed packages fails on a PKB bug (PackageCleanup: "Set changed size during
-# iteration"); the bed's `down` discards the machines instead.
+# fresh bed tests). FRESH_RUN_STAGES skips PKB's teardown, which restores the machine's
+# packages (purging what the run installed), so that the next run finds them installed; the
+# bed's `down` discards the machines. A run with teardown leaves them as they were.
 FRESH_FLAGS = {"mongobench_static_package_changes": True}
 FRESH_RUN_STAGES = "--run_stage=provision,prepare,run,cleanup"
 

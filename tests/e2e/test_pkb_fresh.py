@@ -69,11 +69,12 @@ def config(state, tmp_path, flags, clients=("client",)):
     return path
 
 
-def run(pkb_python, benchmark, path, pkb_temp):
-    """run_pkb (no teardown stage: see testbed.FRESH_RUN_STAGES); asserts success and that this host's packages are untouched. Returns
-    (pkb.log text, samples)."""
+def run(pkb_python, benchmark, path, pkb_temp, stages=(testbed.FRESH_RUN_STAGES,)):
+    """run_pkb (by default without the teardown stage: see testbed.FRESH_RUN_STAGES);
+    asserts success and that this host's packages are untouched. Returns (pkb.log text,
+    samples)."""
     before = dpkg_selections()
-    p = run_pkb(pkb_python, benchmark, path, pkb_temp, testbed.FRESH_RUN_STAGES, timeout=1800)
+    p = run_pkb(pkb_python, benchmark, path, pkb_temp, *stages, timeout=1800)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert dpkg_selections() == before
     [run_dir] = glob.glob(str(pkb_temp / "runs" / "*"))
@@ -113,6 +114,7 @@ def test_standalone_installs_what_a_fresh_server_lacks(bed, pkb_python, tmp_path
     for package in fresh.NOT_IN_IMAGE:
         assert not installed(bed, "server", package)
     log_before = dpkg_installs(bed, "server")
+    selections = {m: on(bed, m, "dpkg --get-selections") for m in ("server", "client")}
     server = bed["machines"]["server"]["address"]
     path = config(
         bed,
@@ -122,10 +124,15 @@ def test_standalone_installs_what_a_fresh_server_lacks(bed, pkb_python, tmp_path
             "mongodb_perftables_experiments": "insert_docsize",
         },
     )
-    log, samples = run(pkb_python, "mongodb_perftables", path, pkb_temp)
+    # every stage, teardown too: PKB's PackageCleanup restores both machines' packages
+    log, samples = run(pkb_python, "mongodb_perftables", path, pkb_temp, stages=())
     tput = [s for s in samples if s["metric"] == "Operation Throughput"]
     assert tput and all(s["value"] > 0 for s in tput)
     assert all("|server_kind:standin|" in s["labels"] for s in tput)
+    assert "Set changed size during iteration" not in log
+    for machine, before in selections.items():
+        assert on(bed, machine, "dpkg --get-selections") == before, machine
+        assert on(bed, machine, "test -e /opt/pkb || echo gone") == "gone\n"
     # The plugin's own install steps put them on the server VM during the run.
     new = dpkg_installs(bed, "server")[len(log_before) :]
     for package in fresh.NOT_IN_IMAGE:
