@@ -657,14 +657,16 @@ def _start_fake_mongod(tmp_path, version):
 
 
 def _environ(pid):
-    for _ in range(50):  # just after the fork the environment may still be the shell's
-        env = dict(
-            kv.split("=", 1) for kv in open(f"/proc/{pid}/environ").read().split("\0") if "=" in kv
-        )
-        if "sleep" in open(f"/proc/{pid}/cmdline").read():
-            return env
+    # just after the fork the environment is still the shell's, until the script's exec of
+    # sleep. The program is sleep when argv[0] is: the forked shell's command line (the whole
+    # start command) contains "sleep" too. 2.5 s were not always enough on a loaded host.
+    deadline = time.monotonic() + 30
+    while True:
+        final = open(f"/proc/{pid}/cmdline").read().split("\0")[0] == "sleep"
+        if final or time.monotonic() > deadline:
+            environ = open(f"/proc/{pid}/environ").read()
+            return dict(kv.split("=", 1) for kv in environ.split("\0") if "=" in kv)
         time.sleep(0.05)
-    return env
 
 
 @pytest.mark.parametrize("version,expected", [("8.0", "glibc.pthread.rseq=0"), ("7.0", None)])
