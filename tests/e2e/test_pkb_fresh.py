@@ -114,7 +114,8 @@ def test_standalone_installs_what_a_fresh_server_lacks(bed, pkb_python, tmp_path
     for package in fresh.NOT_IN_IMAGE:
         assert not installed(bed, "server", package)
     log_before = dpkg_installs(bed, "server")
-    selections = {m: on(bed, m, "dpkg --get-selections") for m in ("server", "client")}
+    packages = "dpkg-query -W -f='${Package} ${Version} ${Status}\\n'"
+    before = {m: on(bed, m, packages) for m in ("server", "client")}
     server = bed["machines"]["server"]["address"]
     path = config(
         bed,
@@ -124,15 +125,18 @@ def test_standalone_installs_what_a_fresh_server_lacks(bed, pkb_python, tmp_path
             "mongodb_perftables_experiments": "insert_docsize",
         },
     )
-    # every stage, teardown too: PKB's PackageCleanup restores both machines' packages
+    # every stage, teardown too: PKB's PackageCleanup removes what the run installed, with
+    # the plugin's restore (mongobench_pkb.host): the same packages at the same versions
     log, samples = run(pkb_python, "mongodb_perftables", path, pkb_temp, stages=())
     tput = [s for s in samples if s["metric"] == "Operation Throughput"]
     assert tput and all(s["value"] > 0 for s in tput)
     assert all("|server_kind:standin|" in s["labels"] for s in tput)
     assert "Set changed size during iteration" not in log
-    for machine, before in selections.items():
-        assert on(bed, machine, "dpkg --get-selections") == before, machine
+    assert "dselect-upgrade" not in log
+    for machine, listed in before.items():
+        assert on(bed, machine, packages) == listed, machine
         assert on(bed, machine, "test -e /opt/pkb || echo gone") == "gone\n"
+    assert "the run installed: " in log
     # The plugin's own install steps put them on the server VM during the run.
     new = dpkg_installs(bed, "server")[len(log_before) :]
     for package in fresh.NOT_IN_IMAGE:

@@ -1,0 +1,58 @@
+"""What a run may undo of a static Debian host's packages: the ones it installed, no other.
+
+PKB snapshots a static VM's `dpkg --get-selections` before anything is installed and at
+teardown restores it with `apt-get --purge dselect-upgrade`. That purges what the run
+installed, and also upgrades every host package that has a newer version in the apt lists
+(the run refreshed them): 135 unrelated packages in a trial. Here the packages to purge are
+those selected for install now and not in the snapshot, and only when apt's own simulation
+of their purge removes nothing else (a host package upgraded during the run to a version
+that needs one of them would go too). Pure functions; `mongobench_pkb.host` runs them.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+# `apt-get -s` prints one line a package it would remove: "Purg name [version]" or
+# "Remv name [version]".
+_SIMULATED = re.compile(r"^(?:Purg|Remv) (\S+)", re.M)
+
+
+def installed(selections: str) -> set[str]:
+    """The packages `dpkg --get-selections` output selects for install."""
+    out = set()
+    for line in selections.splitlines():
+        fields = line.split()
+        if len(fields) == 2 and fields[1] == "install":
+            out.add(fields[0])
+    return out
+
+
+def added(snapshot: str, now: str) -> list[str]:
+    """The packages selected for install now and not in the snapshot (both
+    `dpkg --get-selections` outputs), sorted."""
+    return sorted(installed(now) - installed(snapshot))
+
+
+def simulate_command(packages: list[str]) -> str:
+    return "sudo apt-get -s purge " + " ".join(map(shlex.quote, packages))
+
+
+def purge_command(packages: list[str]) -> str:
+    return "sudo DEBIAN_FRONTEND=noninteractive apt-get purge -y -q " + " ".join(
+        map(shlex.quote, packages)
+    )
+
+
+def _base(name: str) -> str:
+    # dpkg selections may name a package with its architecture (libc6:amd64), apt's
+    # simulation without it for the native one
+    return name.split(":", 1)[0]
+
+
+def others_removed(packages: list[str], simulation: str) -> list[str]:
+    """The packages apt's simulated purge of `packages` would also remove (sorted): none
+    may be purged then."""
+    ours = {_base(p) for p in packages}
+    return sorted({p for p in _SIMULATED.findall(simulation) if _base(p) not in ours})
