@@ -299,6 +299,9 @@ def replay_figures(rep: dict, experiment, v, more, rec: str, pairs: str, recorde
         "one_client_us_per_op": one["duration_s"] * 1e6 / one_ops,
         "floor_round_trip_us": one_floor["round_trip_us"] * trips,
         "replay_server": counts,
+        # which loop and sources ran (a compiled twin that cannot stand in runs Python)
+        "client_loop": res.get("client_loop"),
+        "client_sources": res.get("client_sources"),
     }
     out["added_latency_us"] = out["one_client_us_per_op"] - out["floor_round_trip_us"]
     if res["docs"]:
@@ -392,6 +395,7 @@ def replay_targets(replayed: dict) -> dict:
             f" ops per core-s; one client: +{e['added_latency_us']:6.1f} us over the floor's"
             f" {e['floor_round_trip_us']:6.1f} us round trip"
             + (f"; {missed} requests not recorded" if missed else "")
+            + f"; {e.get('client_loop')} loop, {e.get('client_sources')} sources"
         )
     median = statistics.median(single.values()) if single else None
     out = {

@@ -52,6 +52,9 @@ def test_replay_json_keeps_the_earlier_schema_and_adds_the_replay_figures(tmp_pa
         assert e["floor_round_trip_us"] > 0
         # every request the client sent was answered from the recording
         assert e["replay_server"]["missed"] == 0 and e["replay_server"]["requests"] > 0
+        assert e["client_loop"] in ("native", "python"), key
+        assert e["client_sources"] in ("compiled", "python"), key
+        assert f"; {e['client_loop']} loop, {e['client_sources']} sources" in run.stdout, key
     single = doc["experiments"]["query_fetch/1 document, cached"]
     assert not single["bulk"] and "client_us_per_op" in single
     bulk = doc["experiments"]["insert_batchsize/100"]

@@ -212,7 +212,7 @@ def test_bad_construction_is_refused(monkeypatch):
             module.Inserts(*common, **{**good, **bad})
 
 
-def test_the_compiled_source_does_not_allocate_the_python_source_s_message(monkeypatch):
+def test_the_compiled_source_does_not_allocate_the_python_source_s_message():
     """The twin writes into messages of its own: a client of 8 MB messages allocates one
     of them, not also the Python source's buffer (48 clients of 1 MB held 48 MB more)."""
     module = compiled()
