@@ -6,12 +6,22 @@ from MongoDB's own repository for the VM's OS (series or full version
 --mongobench_mongodb_version), curl and tar for a tarball, a Java runtime for the stand-in,
 nothing for preinstalled binaries. Deploying, starting and stopping instances is
 `mongobench_pkb.mongod`.
+
+`vm.Uninstall("mongobench_mongod")` (PKB's teardown of a static VM that installed packages)
+removes the repository's files the install created; the packages themselves go with PKB's
+restore (`mongobench_pkb.host`).
 """
+
+import posixpath
 
 from perfkitbenchmarker import errors
 
 from mongobench.deploy import install
-from mongobench_pkb import mongod
+from mongobench_pkb import host, mongod
+
+# the repository's files the install created (not those the host had), in PKB's install
+# directory, which PKB's teardown removes after the packages
+CREATED_FILES = posixpath.join(host.PKB_INSTALL_DIR, "mongobench_mongod.created")
 
 
 def _InstallFromRepository(vm):
@@ -21,6 +31,7 @@ def _InstallFromRepository(vm):
     version = mongod.MongodbVersion()
     try:
         repo = install.repo_setup_commands(plat.family, plat.release, plat.arch, version)
+        files = install.repo_files(plat.family, plat.release, plat.arch, version)
         packages = install.server_packages(plat.family, plat.release, plat.arch, version)
     except install.UnsupportedPlatform as e:
         raise errors.Setup.InvalidSetupError(
@@ -30,6 +41,7 @@ def _InstallFromRepository(vm):
     prerequisites = install.repo_prerequisites(plat)
     if prerequisites:
         vm.InstallPackages(" ".join(prerequisites))
+    vm.RemoteCommand(install.record_new_files_command(files, CREATED_FILES))
     for cmd in repo:
         vm.RemoteCommand(cmd)
     if plat.package_manager == "apt":
@@ -57,3 +69,17 @@ def AptInstall(vm):
 def YumInstall(vm):
     """mongod from MongoDB's yum repository (or a JRE for the stand-in, curl for tarballs)."""
     _Install(vm)
+
+
+def _Uninstall(vm):
+    vm.RemoteCommand(install.remove_recorded_files_command(CREATED_FILES))
+
+
+def AptUninstall(vm):
+    """Removes MongoDB's apt list and keyring if the install created them."""
+    _Uninstall(vm)
+
+
+def YumUninstall(vm):
+    """Removes MongoDB's yum repo file if the install created it."""
+    _Uninstall(vm)

@@ -187,6 +187,33 @@ def repo_setup_commands(
     return [f"printf %s {shlex.quote(repo)} | {s}tee {YUM_REPO_FILE.format(series=ser)} >/dev/null"]
 
 
+def repo_files(os_family: str, os_version: str, arch: str, mongodb_version: str) -> list[str]:
+    """The files repo_setup_commands writes: apt's keyring and list file, or the yum repo
+    file."""
+    plat = platform(os_family, os_version, arch)
+    ser = check_supported(plat, mongodb_version)
+    if plat.package_manager == "apt":
+        return [APT_KEYRING.format(series=ser), APT_LIST.format(series=ser)]
+    return [YUM_REPO_FILE.format(series=ser)]
+
+
+def record_new_files_command(paths: list[str], record: str) -> str:
+    """Before files are written: appends to `record` those of `paths` that do not exist yet
+    (what the run creates, and may remove again; a file the host had stays)."""
+    names = " ".join(map(shlex.quote, paths))
+    return f'for f in {names}; do [ -e "$f" ] || echo "$f"; done >> {shlex.quote(record)}'
+
+
+def remove_recorded_files_command(record: str, sudo: bool = True) -> str:
+    """Removes the files `record` lists (record_new_files_command), then the record; does
+    nothing without a record."""
+    r = shlex.quote(record)
+    return (
+        f'if [ -f {r} ]; then while IFS= read -r f; do {_sudo(sudo)}rm -f -- "$f"; done < {r};'
+        f" rm -f {r}; fi"
+    )
+
+
 def repo_prerequisites(plat: Platform) -> list[str]:
     """OS packages repo_setup_commands needs on `plat` (curl and gpg for apt's keyring)."""
     return ["gnupg", "curl", "ca-certificates"] if plat.package_manager == "apt" else []

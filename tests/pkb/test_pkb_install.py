@@ -6,13 +6,14 @@ repository and packages with PKB's InstallPackages and AptUpdate, which retry, a
 hand-written apt-get or dnf (defect 7)."""
 
 import pytest
-from fakevm import NEEDS_PKB, RHEL_9, FakeVm
+from fakevm import NEEDS_PKB, RHEL_9, UBUNTU_2204, FakeVm
 
 pytest.importorskip("perfkitbenchmarker.pkb", reason=NEEDS_PKB)
 
-from perfkitbenchmarker import vm_util
+from perfkitbenchmarker import linux_packages, vm_util
 from perfkitbenchmarker.linux_packages import mongobench_mongod
 
+from mongobench.deploy import install
 from mongobench.remote import shipping
 from mongobench_pkb import engine
 
@@ -70,11 +71,26 @@ def test_mongodb_comes_from_pkbs_package_mechanism_on_apt(pkb_flags):
     steps = [c[0] if c[0] != "RemoteCommand" else c[1].split()[0] for c in vm.calls]
     prereq = vm.calls.index(("InstallPackages", "gnupg curl ca-certificates"))
     key = next(i for i, c in enumerate(vm.calls) if c[1:] and "gpg --batch" in str(c[1]))
-    listed = next(i for i, c in enumerate(vm.calls) if c[1:] and "sources.list.d" in str(c[1]))
+    listed = next(i for i, c in enumerate(vm.calls) if c[1:] and "| sudo tee" in str(c[1]))
     update = vm.calls.index(("AptUpdate",))
     server = vm.calls.index(("InstallPackages", "mongodb-org-server mongodb-org-mongos"))
-    assert prereq < key < listed < update < server, steps
+    # which of the repository's files the host lacks is recorded before they are written
+    recorded = next(i for i, c in enumerate(vm.calls) if c[1:] and ".created" in str(c[1]))
+    assert prereq < recorded < key < listed < update < server, steps
     assert "systemctl disable --now mongod" in commands[-2]
+
+
+@pytest.mark.parametrize("os_release", [UBUNTU_2204, RHEL_9])
+def test_pkbs_teardown_removes_the_repository_files_the_install_created(pkb_flags, os_release):
+    from perfkitbenchmarker import linux_virtual_machine as lvm
+
+    vm = FakeVm("server0", os_release=os_release)
+    vm._installed_packages = {"mongobench_mongod"}
+    uninstall = lvm.BaseDebianMixin if "ubuntu" in os_release else lvm.BaseRedHatMixin
+    uninstall.Uninstall(vm, "mongobench_mongod")  # as PKB's PackageCleanup calls it
+    record = mongobench_mongod.CREATED_FILES
+    assert vm.commands() == [install.remove_recorded_files_command(record)]
+    assert record.startswith(linux_packages.INSTALL_DIR + "/")  # PKB removes it after
 
 
 def test_mongodb_comes_from_pkbs_package_mechanism_on_dnf(pkb_flags):
