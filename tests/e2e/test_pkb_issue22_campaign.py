@@ -177,6 +177,15 @@ def _two_variants_through_pkb(pkb_python, tmp_path, pkb_temp, duration_s, proces
     return state, scratch, _start_pkb(pkb_python, config, pkb_temp, group=group)
 
 
+def _wait_timed_phase(pkb_temp, scratch, proc):
+    """Until the first variant's timed phase runs: the engine and its two workers."""
+    _wait_log(pkb_temp, "[1/2] update_fields/1, 500000, plain: running", proc)
+    deadline = time.monotonic() + 60
+    while len(_engine_processes(scratch)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert len(_engine_processes(scratch)) >= 3, _pkb_log(pkb_temp)[-4000:]
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_B5_a_signal_to_pkb_mid_variant_runs_cleanup(pkb_python, tmp_path, pkb_temp, signum):
     # bad 2: Ctrl-C on ./pkb.py left two engine workers running for about 30 s, their work
@@ -186,11 +195,7 @@ def test_B5_a_signal_to_pkb_mid_variant_runs_cleanup(pkb_python, tmp_path, pkb_t
         pkb_python, tmp_path, pkb_temp, duration_s=300, processes=2
     )
     try:
-        _wait_log(pkb_temp, "[1/2] update_fields/1, 500000, plain: running", proc)
-        deadline = time.monotonic() + 60  # the timed phase: the engine and two workers
-        while len(_engine_processes(scratch)) < 3 and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert len(_engine_processes(scratch)) >= 3, _pkb_log(pkb_temp)[-4000:]
+        _wait_timed_phase(pkb_temp, scratch, proc)
         t0 = time.monotonic()
         proc.send_signal(signum)
         if signum == signal.SIGTERM:
@@ -233,11 +238,7 @@ def test_B5_a_terminal_s_ctrl_c_during_cleanup_leaves_every_step_undone(
         pkb_python, tmp_path, pkb_temp, duration_s=300, processes=2, group=True
     )
     try:
-        _wait_log(pkb_temp, "[1/2] update_fields/1, 500000, plain: running", proc)
-        deadline = time.monotonic() + 60
-        while len(_engine_processes(scratch)) < 3 and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert len(_engine_processes(scratch)) >= 3, _pkb_log(pkb_temp)[-4000:]
+        _wait_timed_phase(pkb_temp, scratch, proc)
         os.killpg(proc.pid, signal.SIGINT)
         _wait_log(pkb_temp, "Cleaning up benchmark mongodb_perftables", proc, poll_s=0.02)
         deadline = time.monotonic() + 60
