@@ -79,8 +79,8 @@ class _PackageSet(set):
 
 def RestoreAddedPackages(vm):
     """In place of PKB's RestorePackages on a static Debian or Ubuntu VM (its PackageCleanup
-    calls it at teardown): purges the packages selected for install now and not in PKB's
-    snapshot, when apt's simulation of that purge removes no other package; raises
+    calls it at teardown): takes off the packages selected for install now and not in PKB's
+    snapshot, when apt's simulation of their purge removes no other package; raises
     otherwise, naming them (mongobench.deploy.hostpackages)."""
     snapshot_file = posixpath.join(PKB_INSTALL_DIR, "dpkg_selections")
     snapshot, _ = vm.RemoteCommand(f"cat {snapshot_file}")
@@ -104,8 +104,9 @@ def RestoreAddedPackages(vm):
             f"{vm.name}: the {len(packages)} packages this run installed were left installed"
             f" ({why}). Installed by the run: {', '.join(packages)}"
         )
-    vm.RemoteCommand(hostpackages.purge_command(packages))
+    for command in hostpackages.undo_commands(snapshot, packages):
+        vm.RemoteCommand(command)
     logging.info(
-        "%s: purged the %d packages the run installed: %s", vm.name, len(packages),
+        "%s: removed the %d packages the run installed: %s", vm.name, len(packages),
         " ".join(packages),
     )  # fmt: skip

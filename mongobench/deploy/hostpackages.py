@@ -3,10 +3,12 @@
 PKB snapshots a static VM's `dpkg --get-selections` before anything is installed and at
 teardown restores it with `apt-get --purge dselect-upgrade`. That purges what the run
 installed, and also upgrades every host package that has a newer version in the apt lists
-(the run refreshed them): 135 unrelated packages in a trial. Here the packages to purge are
+(the run refreshed them): 135 unrelated packages in a trial. Here the packages taken off are
 those selected for install now and not in the snapshot, and only when apt's own simulation
 of their purge removes nothing else (a host package upgraded during the run to a version
-that needs one of them would go too). Pure functions; `mongobench_pkb.host` runs them.
+that needs one of them would go too); they are purged, or removed where the host had
+removed them and kept their configuration files. Pure functions; `mongobench_pkb.host`
+runs them.
 """
 
 from __future__ import annotations
@@ -39,10 +41,19 @@ def simulate_command(packages: list[str]) -> str:
     return "sudo apt-get -s purge " + " ".join(map(shlex.quote, packages))
 
 
-def purge_command(packages: list[str]) -> str:
-    return "sudo DEBIAN_FRONTEND=noninteractive apt-get purge -y -q " + " ".join(
-        map(shlex.quote, packages)
-    )
+def undo_commands(snapshot: str, packages: list[str]) -> list[str]:
+    """The apt commands that take `packages` (added) off: removed, keeping their
+    configuration files, where the snapshot lists them (the host had removed them and kept
+    those files), first; purged otherwise. Never an upgrade."""
+    known = {line.split()[0] for line in snapshot.splitlines() if line.split()}
+    remove = [p for p in packages if p in known]
+    purge = [p for p in packages if p not in known]
+    return [_apt(verb, names) for verb, names in (("remove", remove), ("purge", purge)) if names]
+
+
+def _apt(verb: str, packages: list[str]) -> str:
+    names = " ".join(map(shlex.quote, packages))
+    return f"sudo DEBIAN_FRONTEND=noninteractive apt-get {verb} -y -q {names}"
 
 
 def _base(name: str) -> str:

@@ -15,8 +15,13 @@ from perfkitbenchmarker import linux_virtual_machine as lvm
 from mongobench_pkb import host
 
 PACKAGES = {"mongobench_client", "mongobench_ycsb", "mongobench_stress_ng"}
-SNAPSHOT = "adduser\t\t\tinstall\nstress-ng\t\t\tinstall\n"
-NOW = SNAPSHOT + "python3-venv\t\t\tinstall\nlibjudydebian1:amd64\t\t\tinstall\n"
+SNAPSHOT = "adduser\t\t\tinstall\nstress-ng\t\t\tinstall\nold-tool\t\t\tdeinstall\n"
+# the run installed two packages, and old-tool again (the host had removed it, keeping its
+# configuration files)
+NOW = (
+    "adduser\t\t\tinstall\nstress-ng\t\t\tinstall\nold-tool\t\t\tinstall\n"
+    "python3-venv\t\t\tinstall\nlibjudydebian1:amd64\t\t\tinstall\n"
+)
 ALONE = "Purg python3-venv [3.11.2-1+b1]\nPurg libjudydebian1 [1.0.5-5+b2]\n"
 WITH_A_HOST_PACKAGE = ALONE + "Purg stress-ng [0.15.06-2]\n"
 
@@ -48,7 +53,7 @@ class StaticDebianVm(FakeVm):
         lvm.BaseLinuxMixin.PackageCleanup(self)
 
     def purges(self):
-        return [c for c in self.commands() if "apt-get purge" in c]
+        return [c for c in self.commands() if "apt-get purge" in c or "apt-get remove" in c]
 
 
 def test_the_snapshot_is_where_pkb_writes_it():
@@ -73,7 +78,8 @@ def test_teardown_purges_what_the_run_installed_and_upgrades_nothing(pkb_flags):
     assert vm._installed_packages == set()
     assert not vm.pkbs_restore  # PKB's apt-get --purge dselect-upgrade
     assert vm.purges() == [
-        "sudo DEBIAN_FRONTEND=noninteractive apt-get purge -y -q libjudydebian1:amd64 python3-venv"
+        "sudo DEBIAN_FRONTEND=noninteractive apt-get remove -y -q old-tool",
+        "sudo DEBIAN_FRONTEND=noninteractive apt-get purge -y -q libjudydebian1:amd64 python3-venv",
     ]
     assert not [c for c in vm.commands() if "upgrade" in c]
     assert vm.commands()[-1] == "sudo rm -rf /opt/pkb"

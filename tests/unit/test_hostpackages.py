@@ -46,6 +46,16 @@ def test_a_purge_that_removes_a_package_the_host_had_is_not():
 
 def test_the_commands_quote_and_never_upgrade():
     assert hostpackages.simulate_command(["a", "b:amd64"]) == "sudo apt-get -s purge a b:amd64"
-    cmd = hostpackages.purge_command(["a", "x;rm"])
-    assert cmd.endswith("apt-get purge -y -q a 'x;rm'")
-    assert "upgrade" not in cmd
+    [cmd] = hostpackages.undo_commands(SNAPSHOT, ["a", "x;rm"])
+    assert cmd == "sudo DEBIAN_FRONTEND=noninteractive apt-get purge -y -q a 'x;rm'"
+
+
+def test_a_package_the_host_had_removed_keeps_its_configuration_files():
+    # old-tool was removed before the run, its configuration files kept ("deinstall"); the
+    # run installed it again: it is removed first (a purge would delete the host's files),
+    # then the new ones are purged
+    assert hostpackages.undo_commands(SNAPSHOT, ["libnew", "old-tool"]) == [
+        "sudo DEBIAN_FRONTEND=noninteractive apt-get remove -y -q old-tool",
+        "sudo DEBIAN_FRONTEND=noninteractive apt-get purge -y -q libnew",
+    ]
+    assert hostpackages.undo_commands(SNAPSHOT, []) == []
