@@ -46,7 +46,7 @@ from perfkitbenchmarker import configs, errors, sample
 from mongobench.core import interrupt
 from mongobench.deploy import mongod
 from mongobench.stress import report as stress_report
-from mongobench.stress import search, seeding, steady
+from mongobench.stress import search, steady
 from mongobench.stress import settings as stress_settings
 from mongobench.stress.settings import StressSettings
 from mongobench_pkb import engine as mongobench_engine
@@ -107,7 +107,7 @@ _MIN_INSTANCES = flags.DEFINE_integer(
 _SEARCH = flags.DEFINE_enum(
     "mongodb_stress_search",
     DEFAULTS.search,
-    search.SEARCHES,
+    stress_settings.SEARCHES,
     "bounded: skip only steps that cannot change a KPI (n processes cannot exceed n x"
     " target); linear: seed 003's schedule 1, 2, 3, ... until the throughput fell at two"
     " successive steps.",
@@ -256,7 +256,7 @@ _TLS = flags.DEFINE_bool(
 _SEEDING = flags.DEFINE_enum(
     "mongodb_stress_data_seeding",
     DEFAULTS.seeding,
-    seeding.SEEDINGS,
+    stress_settings.SEEDINGS,
     "copy: YCSB loads instance 0, which is then shut down cleanly and its data files copied"
     " to the other instances (cp --reflink=auto), each copy verified (record count, SHA-256"
     " of sampled records) before its step; loading is used instead where copying is not"

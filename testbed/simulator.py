@@ -10,14 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from mongobench.stress import steady
-from mongobench.stress.search import (
-    READ_P99_SLA_MS,
-    Kpi,
-    _walk_stop,
-    run_search,
-    select_kpis,
-)
-from mongobench.stress.steps import TARGET_PER_PROCESS, Copying, StepResult, plan_step
+from mongobench.stress.search import Kpi, _walk_stop, run_search, select_kpis
+from mongobench.stress.settings import READ_P99_SLA_MS, TARGET_PER_PROCESS
+from mongobench.stress.steps import Copying, StepResult, plan_step
 
 # ----------------------------------------------------------------------------- simulation
 

@@ -7,10 +7,8 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from mongobench.stress.steps import TARGET_PER_PROCESS, StepError, StepResult
-
-READ_P99_SLA_MS = 3.0
-SEARCHES = ("linear", "bounded")
+from mongobench.stress.settings import READ_P99_SLA_MS, SEARCHES, TARGET_PER_PROCESS
+from mongobench.stress.steps import StepError, StepResult
 
 MAX_METRIC = "Maximum Throughput"
 SLA_METRIC = "Maximum Throughput for Latency SLA"

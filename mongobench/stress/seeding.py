@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 import yaml
 
+from mongobench.stress.settings import SEEDINGS
 from mongobench.stress.steps import StepError
 
-SEEDINGS = ("copy", "load")
 SOURCE = 0  # the instance YCSB loads; the others get copies of its files
 VERIFY_SAMPLES = 64
 SAMPLES_PROPERTY = "mongobench.verify.samples"  # VerifyData: records sampled

@@ -16,10 +16,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from mongobench.deploy.mongod import FIRST_PORT, WIREDTIGER_MIN_CACHE_GB
-from mongobench.stress import seeding, steady
-from mongobench.stress.search import READ_P99_SLA_MS, SEARCHES
-from mongobench.stress.steps import LOAD_THREADS, RUN_THREADS, TARGET_PER_PROCESS
+from mongobench.stress import steady
 from mongobench.ycsb.status import STATUS_INTERVAL_S
+
+# Seed 003's defaults and the choices of the options; the modules that act on them (steps,
+# search, seeding) import them from here, so settings imports none of those.
+TARGET_PER_PROCESS = 25_000  # ops/s offered by each YCSB process
+RUN_THREADS = 10
+LOAD_THREADS = 30
+READ_P99_SLA_MS = 3.0
+SEARCHES = ("linear", "bounded")  # search.next_step
+SEEDINGS = ("copy", "load")  # seeding.choose
 
 FLAG_PREFIX = "--mongodb_stress_"
 # Fields whose PKB flag is not FLAG_PREFIX + the field's name.
@@ -58,7 +65,7 @@ class StressSettings:
     """What one stress run is asked to do (see each flag's help in mongodb_stress_benchmark).
     The defaults are the flags' defaults."""
 
-    search: str = "bounded"  # search.SEARCHES
+    search: str = "bounded"  # SEARCHES
     target_ops: int = TARGET_PER_PROCESS  # ops/s offered by each YCSB process
     step_seconds: int = 180
     sla_ms: float = READ_P99_SLA_MS  # read p99 SLA of "Maximum Throughput for Latency SLA"
@@ -87,7 +94,7 @@ class StressSettings:
     drop_caches: bool = True
     host_settings: bool = True
     tls: bool = False
-    seeding: str = "copy"  # seeding.SEEDINGS
+    seeding: str = "copy"  # SEEDINGS
     source_loaders: int | None = None  # YCSB load processes of the copy source; None: clients
     step_stop: str = "steady"  # steady.STOPS
     steady_min_seconds: float = steady.MIN_SECONDS
@@ -111,7 +118,7 @@ class StressSettings:
             ("search", SEARCHES),
             ("numactl_cpu", NUMACTL_CPU),
             ("numactl_memory", NUMACTL_MEMORY),
-            ("seeding", seeding.SEEDINGS),
+            ("seeding", SEEDINGS),
             ("step_stop", steady.STOPS),
         ):
             if getattr(self, key) not in choices:

@@ -3,22 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
-import typing
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from mongobench.deploy.mongod import FIRST_PORT, instance_port
+from mongobench.stress.settings import LOAD_THREADS, StressSettings
 from mongobench.ycsb import merge, parse, properties, status
 
-if typing.TYPE_CHECKING:  # settings imports this module (its defaults): no import cycle
-    from mongobench.stress.settings import StressSettings
-
-TARGET_PER_PROCESS = 25_000  # ops/s offered by each YCSB process
 # java/ycsb-binding: CoreWorkload that ends its run early when its stop file appears
 STOPPABLE_WORKLOAD = "io.github.mongobench.ycsb.StoppableCoreWorkload"
 STOP_FILE_PROPERTY = "mongobench.stopfile"
-RUN_THREADS = 10
-LOAD_THREADS = 30
 
 
 class StepError(RuntimeError):

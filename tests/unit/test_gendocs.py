@@ -51,16 +51,16 @@ def test_a_flag_without_help_is_named(tmp_path):
     (tmp_path / "linux_benchmarks/x_benchmark.py").write_text(
         "from absl import flags\n"
         "from perfkitbenchmarker import sample\n"
-        "from mongobench.stress import steps\n"
+        "from mongobench.stress import settings\n"
         "KINDS = ('a', 'b')\n"
-        "_A = flags.DEFINE_integer('x_rate', steps.TARGET_PER_PROCESS, 'Offered load.')\n"
+        "_A = flags.DEFINE_integer('x_rate', settings.TARGET_PER_PROCESS, 'Offered load.')\n"
         "_B = flags.DEFINE_enum('x_kind', 'a', KINDS, '')\n"
     )
     flags = gendocs.all_flags(tmp_path)
-    from mongobench.stress import steps
+    from mongobench.stress import settings
 
     assert [(f.name, f.default, f.choices) for f in flags] == [
-        ("x_rate", steps.TARGET_PER_PROCESS, ()),
+        ("x_rate", settings.TARGET_PER_PROCESS, ()),
         ("x_kind", "a", ("a", "b")),
     ]
     parser = argparse.ArgumentParser(prog="mongobench")
