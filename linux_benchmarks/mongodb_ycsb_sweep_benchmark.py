@@ -40,6 +40,7 @@ from mongobench.perftables import estimate as estimate_mod
 from mongobench.remote import shipping
 from mongobench.sweep import estimate as sweep_estimate
 from mongobench.sweep import plan, runner
+from mongobench.sweep import properties as sweep_properties
 from mongobench.sweep import samples as sweep_samples
 from mongobench.sweep.request import SweepRun, phases_option, pkb_flag, sizes_option
 from mongobench.ycsb import parse as ycsb_parse
@@ -295,7 +296,7 @@ def _RunPhase(clients, state: SweepState, step, phase, base_md, local_dir):
             posixpath.join(mongobench_ycsb.RunDir(vm), name + "-")
             for vm, name in zip(clients, names, strict=True)
         ]
-    props = plan.process_properties(step, phase, request, state.uri_files, prefixes)
+    props = sweep_properties.process_properties(step, phase, request, state.uri_files, prefixes)
     used = list(zip(clients, names, props, strict=False))  # empty shares are the last ones
     started = []
     try:

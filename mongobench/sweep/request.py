@@ -4,7 +4,7 @@
 mongodb_ycsb_sweep benchmark builds one from its flags in CheckPrerequisites. `validate()`
 checks it once, before anything touches the target, in one line naming the option (the
 flag or the JSON key) and the value. The sweep takes the object: runner.run_sweep,
-runner.sweep_steps, plan.phase_properties, plan.process_properties.
+runner.sweep_steps, properties.phase_properties, properties.process_properties.
 
 PKB's benchmark drives YCSB from the PKB host (its client VMs run YCSB processes; the
 engine there only drops the collection), so the request is not shipped to a VM: it is the

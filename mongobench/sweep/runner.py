@@ -27,8 +27,8 @@ from mongobench.sweep.plan import (
     FAILED_METRIC,
     Phase,
     SizeStep,
-    phase_properties,
 )
+from mongobench.sweep.properties import phase_properties
 from mongobench.sweep.request import SweepRun
 from mongobench.sweep.samples import (
     base_metadata,

@@ -12,6 +12,7 @@ from mongobench.core import stats
 from mongobench.remote import shipping
 from mongobench.reports import caption, report
 from mongobench.sweep import plan, runner
+from mongobench.sweep import properties as sweep_properties
 from mongobench.sweep import samples as sweep_samples
 from mongobench.sweep.request import SweepRun
 from mongobench.ycsb import merge
@@ -107,7 +108,9 @@ def test_phases():
 def test_property_files_per_phase():
     step = plan.plan([2], operation_count=5000)[0]
     load = props(
-        plan.phase_properties(step, PH["load"], SweepRun(load_batchsize=100), "/w/target.uri")
+        sweep_properties.phase_properties(
+            step, PH["load"], SweepRun(load_batchsize=100), "/w/target.uri"
+        )
     )
     assert load["recordcount"] == "2000" and load["operationcount"] == "2000"
     assert load["insertproportion"] == "1" and load["readproportion"] == "0"
@@ -117,16 +120,20 @@ def test_property_files_per_phase():
     assert load["requestdistribution"] == "zipfian"
     assert "99" in load["hdrhistogram.percentiles"].split(",")
 
-    read = props(plan.phase_properties(step, PH["read_only"], SweepRun(threads=4), "/u"))
+    read = props(
+        sweep_properties.phase_properties(step, PH["read_only"], SweepRun(threads=4), "/u")
+    )
     assert (read["readproportion"], read["updateproportion"]) == ("1", "0")
     assert read["operationcount"] == "5000" and read["threadcount"] == "4"
     assert "batchsize" not in read and "table" not in read
 
-    update = props(plan.phase_properties(step, PH["update_only"], RUN, "/u"))
+    update = props(sweep_properties.phase_properties(step, PH["update_only"], RUN, "/u"))
     assert (update["readproportion"], update["updateproportion"]) == ("0", "1")
 
     mixed = props(
-        plan.phase_properties(step, PH["read_update"], SweepRun(max_seconds=60, table="t"), "/u")
+        sweep_properties.phase_properties(
+            step, PH["read_update"], SweepRun(max_seconds=60, table="t"), "/u"
+        )
     )
     assert (mixed["readproportion"], mixed["updateproportion"]) == ("0.5", "0.5")
     assert mixed["maxexecutiontime"] == "60" and mixed["table"] == "t"
@@ -343,7 +350,9 @@ def test_cli_run_needs_a_target():
 
 def test_several_processes_split_the_keys_of_a_load_and_the_operations_of_a_run():
     step = plan.plan([0.01], operation_count=7)[0]  # 10 records
-    load = [props(t) for t in plan.process_properties(step, PH["load"], RUN, ["/u"] * 3)]
+    load = [
+        props(t) for t in sweep_properties.process_properties(step, PH["load"], RUN, ["/u"] * 3)
+    ]
     assert [(p["insertstart"], p["insertcount"]) for p in load] == [
         ("0", "4"),
         ("4", "3"),
@@ -352,7 +361,7 @@ def test_several_processes_split_the_keys_of_a_load_and_the_operations_of_a_run(
     assert {p["recordcount"] for p in load} == {"10"}
     run = [
         props(t)
-        for t in plan.process_properties(
+        for t in sweep_properties.process_properties(
             step, PH["read_update"], RUN, ["/u"] * 3, ["/r/a-", "/r/b-", "/r/c-"]
         )
     ]
@@ -361,10 +370,10 @@ def test_several_processes_split_the_keys_of_a_load_and_the_operations_of_a_run(
     assert [p["hdrhistogram.output.path"] for p in run] == ["/r/a-", "/r/b-", "/r/c-"]
     # More processes than operations: the empty shares are left out.
     tiny = plan.plan([0.002], operation_count=1)[0]
-    assert len(plan.process_properties(tiny, PH["read_only"], RUN, ["/u"] * 4)) == 1
-    assert len(plan.process_properties(tiny, PH["load"], RUN, ["/u"] * 4)) == 2
-    one = plan.process_properties(step, PH["load"], RUN, ["/u"])
-    assert one == [plan.phase_properties(step, PH["load"], RUN, "/u")]
+    assert len(sweep_properties.process_properties(tiny, PH["read_only"], RUN, ["/u"] * 4)) == 1
+    assert len(sweep_properties.process_properties(tiny, PH["load"], RUN, ["/u"] * 4)) == 2
+    one = sweep_properties.process_properties(step, PH["load"], RUN, ["/u"])
+    assert one == [sweep_properties.phase_properties(step, PH["load"], RUN, "/u")]
 
 
 def test_combining_processes_sums_throughput_and_merges_histograms():
@@ -487,5 +496,5 @@ def test_p50_latency_is_a_sample_of_every_operation_when_ycsb_printed_it():
     assert m["update p50 latency"]["unit"] == "ms"
     assert m["update p50 latency"]["metadata"]["op"] == "UPDATE"
     for phase in plan.PHASES:
-        asked = props(plan.phase_properties(step, phase, RUN, "/u"))
+        asked = props(sweep_properties.phase_properties(step, phase, RUN, "/u"))
         assert {"50", "95", "99"} <= set(asked["hdrhistogram.percentiles"].split(","))

@@ -10,6 +10,7 @@ import pytest
 from mongobench import cli
 from mongobench.core.units import MiB
 from mongobench.sweep import plan, runner
+from mongobench.sweep import properties as sweep_properties
 from mongobench.sweep import request as request_mod
 from mongobench.sweep.request import RequestError, SweepRun
 
@@ -143,9 +144,9 @@ def test_request_file_and_equivalent_flags_build_one_sweep(tmp_path):
     assert [p.name for p in from_file.phase_list] == ["load", "read_update"]
     step = from_file.steps()[0]
     for phase in from_file.phase_list:
-        assert plan.phase_properties(step, phase, from_file, "/u") == plan.phase_properties(
-            step, phase, from_flags, "/u"
-        )
+        assert sweep_properties.phase_properties(
+            step, phase, from_file, "/u"
+        ) == sweep_properties.phase_properties(step, phase, from_flags, "/u")
 
 
 def test_defaults_of_the_flags_are_the_requests():
@@ -186,8 +187,8 @@ def test_the_sweep_functions_take_the_request_and_few_parameters():
     for fn in (
         runner.run_sweep,
         runner.sweep_steps,
-        plan.phase_properties,
-        plan.process_properties,
+        sweep_properties.phase_properties,
+        sweep_properties.process_properties,
     ):
         params = inspect.signature(fn).parameters
         assert "request" in params and len(params) <= 8, (fn.__name__, list(params))

@@ -16,6 +16,7 @@ from mongobench.stress import report as stress_report
 from mongobench.stress import search, steps
 from mongobench.stress.settings import StressSettings
 from mongobench.sweep import plan
+from mongobench.sweep import properties as sweep_properties
 from mongobench.sweep import samples as sweep_samples
 from mongobench.sweep.request import SweepRun
 from mongobench.ycsb import status
@@ -58,18 +59,20 @@ def _write_lines(path: pathlib.Path, samples: list[dict], run_uri: str = "r1") -
 def test_the_sweep_status_interval_reaches_ycsb_and_the_series():
     step = plan.plan([1])[0]
     for phase in plan.PHASES:
-        default = plan.phase_properties(step, phase, SweepRun(), "/u")
+        default = sweep_properties.phase_properties(step, phase, SweepRun(), "/u")
         assert _props(default)["status.interval"] == "10"
-        given = plan.phase_properties(step, phase, SweepRun(status_interval_s=3), "/u")
+        given = sweep_properties.phase_properties(step, phase, SweepRun(status_interval_s=3), "/u")
         assert _props(given)["status.interval"] == "3"
-    [props] = plan.process_properties(step, READ_UPDATE, SweepRun(status_interval_s=2), ["/u"])
+    [props] = sweep_properties.process_properties(
+        step, READ_UPDATE, SweepRun(status_interval_s=2), ["/u"]
+    )
     assert _props(props)["status.interval"] == "2"
     out = sweep_samples.measure_processes(step, READ_UPDATE, _recorded_run(), status_interval_s=1)
     [tput] = [s for s in out if s["metric"] == "overall Throughput time series"]
     assert tput["metadata"]["interval"] == 1 and tput["metadata"]["interval_s"] == 1
     assert len(tput["metadata"]["values"]) == 84  # a 1 s series of the 84 s recorded run
     with pytest.raises(ValueError, match="status_interval_s must be a whole number >= 1"):
-        plan.phase_properties(step, READ_UPDATE, SweepRun(status_interval_s=0), "/u")
+        sweep_properties.phase_properties(step, READ_UPDATE, SweepRun(status_interval_s=0), "/u")
 
 
 def test_the_stress_status_interval_reaches_ycsb_and_the_series():
