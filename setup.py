@@ -99,10 +99,16 @@ setup(
         "mongobench_pkb.linux_benchmarks": "linux_benchmarks",
         "mongobench_pkb.linux_packages": "linux_packages",
     },
-    # driver/_loop*.c, _loop.h: the driver's compiled loop, built on each client VM
+    # driver/_loop*.c, _loop_common.h: the driver's compiled loop, built on each client VM
     # (driver.native)
     package_data={
-        "mongobench": ["*.txt", "experiments/*.yaml", "data/*", "driver/_loop*.c", "driver/_loop.h"]
+        "mongobench": [
+            "*.txt",
+            "experiments/*.yaml",
+            "data/*",
+            "driver/_loop*.c",
+            "driver/_loop_common.h",
+        ]
     },
     # cryptography: the PKB host makes the run's TLS material (mongobench.remote.tlscerts)
     install_requires=_requirements("client-requirements.txt")

@@ -1,5 +1,6 @@
 /* The multiplexed driver's event loop in C (multiplex.Loop.run_all's inner loop), and the
- * module `_loop` (with _loop_bson.c and _loop_sources.c; see _loop.h).
+ * module `_loop` (with _loop_bson.c, _loop_common.c, _loop_sources.c and _loop_docs.c; see
+ * _loop_common.h).
  *
  * Per reply it does what the Python loop does: read it whole into the client's buffer, check
  * its header (length, responseTo), call the client's check, hand the outcome to its source
@@ -14,7 +15,7 @@
  * left. conns maps fd -> multiplex._Conn. Closed loop and plain sockets only (the caller
  * checks).
  */
-#include "_loop.h"
+#include "_loop_common.h"
 
 #include <errno.h>
 #include <math.h>
@@ -360,7 +361,7 @@ PyMODINIT_FUNC PyInit__loop(void) {
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     if (PyModule_AddStringConstant(m, "SOURCE_HASH", LOOP_SOURCE_HASH) < 0 ||
-        sources_init(m) < 0 || docs_init(m) < 0) {
+        common_init_module() < 0 || sources_init(m) < 0 || docs_init(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

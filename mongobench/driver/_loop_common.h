@@ -1,9 +1,10 @@
 /* What the driver's compiled module's parts share (driver.native builds them into one
  * module, `_loop`): _loop.c (the event loop, the module), _loop_bson.c (BSON walking: the
- * checks' element count, a cursor's plain success), _loop_sources.c (the compiled sources:
- * their common part and the keyed ones), _loop_docs.c (documents and the inserts' source). */
-#ifndef MONGOBENCH_LOOP_H
-#define MONGOBENCH_LOOP_H
+ * checks' element count, a cursor's plain success), _loop_common.c (what every compiled
+ * source shares), _loop_sources.c (the keyed sources), _loop_docs.c (documents and the
+ * inserts' source). */
+#ifndef MONGOBENCH_LOOP_COMMON_H
+#define MONGOBENCH_LOOP_COMMON_H
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -71,7 +72,7 @@ static inline uint32_t mt_next(Mt *g) {
 /* The generator from random.Random.getstate()[1]: 0, or -1 with an exception */
 int mt_load(Mt *g, PyObject *state);
 
-/* -- the compiled sources (_loop_sources.c): what each has, and how the loop drives it */
+/* -- the compiled sources: what each has, and how the loop drives it (_loop_common.c) */
 #define MAX_DRAWS 128 /* values an operation (a $in's 100 among them) */
 typedef struct {
     /* the step after `out` (NULL: the first): the next request (*req, *check: borrowed).
@@ -120,7 +121,10 @@ int common_init(Common *s, const SourceOps *ops, Py_buffer *tmpl, int rid, PyObj
                 PyObject *stats, PyObject *count_error, PyObject *record);
 int common_traverse(Common *s, visitproc visit, void *arg);
 void common_clear(Common *s);
+int common_init_module(void); /* the names it interns: 0, or -1 */
 int source_begin(Common *s);
+int source_fill(Common *s); /* the next operation's values drawn into s->req: as source_begin */
+double mt_random(Common *s); /* Random.random() */
 int source_record(Common *s);
 int source_error(Common *s, PyObject *kind, PyObject *message);
 int incr_item(PyObject *d, PyObject *key, long long by);
@@ -141,9 +145,11 @@ typedef struct {
 } LastReply;
 PyObject *cached_outcome(LastReply *last, PyObject *check, PyObject *buf, Py_ssize_t length);
 
-int sources_init(PyObject *module); /* their types into the module: 0, or -1 */
 int is_source(PyObject *o);
 int source_serve(PyObject *self, PyObject *buf, Py_ssize_t length, PyObject **req);
+
+/* _loop_sources.c */
+int sources_init(PyObject *module); /* the keyed sources' types into the module: 0, or -1 */
 
 /* _loop_docs.c */
 int docs_init(PyObject *module); /* its types into the module: 0, or -1 */

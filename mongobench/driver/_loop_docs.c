@@ -7,7 +7,7 @@
  * A DocWriter replaces its factory: the factory's generator is not advanced by it, so a
  * client uses one or the other. */
 
-#include "_loop.h"
+#include "_loop_common.h"
 
 #include <time.h>
 

@@ -27,9 +27,10 @@ import warnings
 SOURCE = pathlib.Path(__file__).with_name("_loop.c")
 # every file the module is built from (the .c files compiled, the header they share)
 SOURCES = tuple(
-    SOURCE.with_name(n) for n in ("_loop.c", "_loop_bson.c", "_loop_sources.c", "_loop_docs.c")
+    SOURCE.with_name(n)
+    for n in ("_loop.c", "_loop_bson.c", "_loop_common.c", "_loop_sources.c", "_loop_docs.c")
 )
-HEADER = SOURCE.with_name("_loop.h")
+HEADER = SOURCE.with_name("_loop_common.h")
 ENV = "MONGOBENCH_DRIVER_LOOP"
 NATIVE, PYTHON = "native", "python"
 
