@@ -11,7 +11,7 @@ import json
 import sys
 from collections.abc import Sequence
 
-from mongobench.cli import positive_int
+from mongobench.cli.options import positive_int
 from testbed import bed, ferretdb, fresh
 
 

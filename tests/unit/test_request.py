@@ -8,6 +8,7 @@ import json
 import pytest
 
 from mongobench import cli
+from mongobench.cli import perftables as cli_perftables
 from mongobench.perftables import request as request_mod
 from mongobench.perftables.request import PerftablesRun, RequestError
 
@@ -109,7 +110,7 @@ def test_plans_name_the_options_as_validate_was_told(tmp_path):
 
 def _cli_request(*argv):
     args = cli.build_parser().parse_args(["perftables", "run", "--uri-file", "u", *argv])
-    return cli._run_request(args)
+    return cli_perftables.run_request(args)
 
 
 def test_request_file_and_equivalent_flags_build_one_run(tmp_path):

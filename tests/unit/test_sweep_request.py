@@ -8,6 +8,7 @@ import json
 import pytest
 
 from mongobench import cli
+from mongobench.cli import sweep as cli_sweep
 from mongobench.core.units import MiB
 from mongobench.sweep import plan, runner
 from mongobench.sweep import properties as sweep_properties
@@ -122,7 +123,7 @@ def test_local_timeout_is_the_phase_timeout_else_the_cap_and_a_grace():
 
 def _cli_request(*argv):
     args = cli.build_parser().parse_args(["sweep", "run", "--uri-file", "u", *argv])
-    return cli._sweep_request(args)
+    return cli_sweep.run_request(args)
 
 
 def test_request_file_and_equivalent_flags_build_one_sweep(tmp_path):
