@@ -91,6 +91,7 @@ from mongobench.driver import multiplex, ops
 from mongobench.perftables import experiments as exp_mod
 from mongobench.perftables import runner as perftables
 from mongobench.perftables.request import PerftablesRun
+from mongobench.perftables.variant import run_variant
 from testbed import bed as testbed
 
 SINGLE_RATIO, BULK_US_PER_KB = 0.5, 2.0
@@ -228,7 +229,7 @@ def _variant(rep: dict, experiment, v, more: dict | None, uri: str, processes, *
     variant = copy.deepcopy(v)
     variant.settings.update({**(more or {}), **extra})
     request = PerftablesRun(database=DB, os_path="none", processes=processes)
-    res = perftables.run_variant(
+    res = run_variant(
         rep["standin"], experiment, variant, request, uri, log=lambda m: None
     ).to_dict()
     if res["errors"]:
@@ -539,7 +540,7 @@ def scaling(client, uri: str, clients: int, seconds: float, processes: int) -> d
     [v] = [x for x in e.resolve("smoke") if x.settings["driver"] == "pymongo"]
     v.settings.update(preload_docs=20000, threads=clients, duration_s=seconds, total_ops=None)
     request = PerftablesRun(database="bench_client", os_path="none", processes=processes)
-    res = perftables.run_variant(client, e, v, request, uri, log=lambda m: None).to_dict()
+    res = run_variant(client, e, v, request, uri, log=lambda m: None).to_dict()
     ops = sum(res["ops"].values())
     if res["errors"] or not ops:
         raise RuntimeError(f"scaling run: {res['errors']}")

@@ -2,7 +2,7 @@
 """Harness cost, measured in one run against one test-bed server.
 
 1. Client CPU per operation of this project's driver (the kv_read_update
-   experiment with the pipelined OP_MSG driver, run by perftables.run_variant;
+   experiment with the pipelined OP_MSG driver, run by perftables.variant.run_variant;
    the pymongo path is printed too) and of YCSB (our binding) on the same
    50/50 read/update workload: 1 KB records, zipfian keys, same record count
    and threads, both in steady state (YCSB's JIT warm-up excluded), rounds
@@ -35,6 +35,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))  # testb
 from mongobench.perftables import experiments as exp_mod
 from mongobench.perftables import runner as perftables
 from mongobench.perftables.request import PerftablesRun
+from mongobench.perftables.variant import run_variant
 from mongobench.remote import javabuild
 from mongobench.ycsb import properties as ycsb
 from testbed import bed as testbed
@@ -145,9 +146,7 @@ def driver_round(client, uri, records, threads, seconds, driver="pipelined", sam
         os_path=tempfile.gettempdir() if sample_os else "none",
         client_path="pymongo" if driver == "pymongo" else "multiplexed",
     )
-    res = perftables.run_variant(
-        client, experiment, variant, request, uri, log=lambda m: None
-    ).to_dict()
+    res = run_variant(client, experiment, variant, request, uri, log=lambda m: None).to_dict()
     ops = sum(res["ops"].values())
     if res["errors"] or not ops:
         raise RuntimeError(f"driver errors: {res['errors']}")

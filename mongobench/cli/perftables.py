@@ -25,7 +25,7 @@ from mongobench.cli.options import (
     target_uri,
 )
 from mongobench.core import files, interrupt, redact
-from mongobench.perftables import checks, coordination, runner
+from mongobench.perftables import checks, coordination, runner, target
 from mongobench.perftables import estimate as estimate_mod
 from mongobench.perftables import experiments as exp_mod
 from mongobench.perftables.request import PerftablesRun
@@ -249,7 +249,7 @@ def cmd_list(args) -> int:
 def cmd_follow(args) -> int:
     uri = target_uri(args)
     try:
-        with runner.connect(uri) as client:
+        with target.connect(uri) as client:
             n = coordination.follow(
                 client, uri, args.run_id, args.client_index, args.processes, log=log,
                 leader_wait_s=args.leader_wait_s,

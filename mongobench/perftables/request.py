@@ -4,7 +4,7 @@
 reads one (PKB's benchmark writes it beside `target.uri` on the client VM instead of a
 long command line). `validate()` checks it once, before anything touches the target, in
 one line naming the option (the flag or the JSON key) and the value; `plan()` loads and
-plans the experiments once. The runner takes the object (runner.run, runner.run_variant).
+plans the experiments once. The runner takes the object (runner.run, variant.run_variant).
 The target is not in the request: its connection string stays in its file.
 """
 

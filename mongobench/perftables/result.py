@@ -41,7 +41,7 @@ class VariantResult:
     prepared: object = ABSENT
     prepare_s: float | _Absent = ABSENT
     planned: object = ABSENT
-    # the timed phase (runner._timed_threads, _timed_multiplexed)
+    # the timed phase (variant._timed_threads, _timed_multiplexed)
     start: float | _Absent = ABSENT
     duration_s: float | _Absent = ABSENT
     stopped_early: bool | _Absent = ABSENT

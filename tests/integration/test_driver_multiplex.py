@@ -71,7 +71,7 @@ def mongo(server_uri):
 
 
 def run_pymongo(client, workload, settings, uri=None) -> ThreadStats:
-    """What perftables.run_variant does with the workload's threads (no sampling)."""
+    """What variant.run_variant does with the workload's threads (no sampling)."""
     client[DB]["perftables_meta"].delete_many({})  # fresh data: every run starts equal
     w = WORKLOADS[workload](client[DB], settings, log=lambda m: None)
     w.uri = uri

@@ -13,6 +13,7 @@ from standin_helpers import built_workdir, write_users_file
 
 from mongobench.driver.catalog import WORKLOADS
 from mongobench.perftables import runner as perftables
+from mongobench.perftables import variant
 from mongobench.perftables.request import PerftablesRun
 from mongobench.reports import report, results
 from testbed import bed as testbed
@@ -119,16 +120,16 @@ def test_server_dying_mid_run_flags_the_variant_and_fails_the_rest_fast(
 ):
     srv = testbed.start_server(str(workdir / "mid"))
     uri = f"{srv.uri}?{QUICK}"
-    real = perftables._timed_multiplexed
+    real = variant._timed_multiplexed
 
     def killed_in_the_first_timed_phase(*args, **kwargs):
         # a second into the timed phase (not a fixed time after "running": a loaded
         # machine may still be preparing then)
         threading.Timer(1.0, srv.stop).start()
-        monkeypatch.setattr(perftables, "_timed_multiplexed", real)
+        monkeypatch.setattr(variant, "_timed_multiplexed", real)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(perftables, "_timed_multiplexed", killed_in_the_first_timed_phase)
+    monkeypatch.setattr(variant, "_timed_multiplexed", killed_in_the_first_timed_phase)
     t0 = time.monotonic()
     run = perftables.run(
         PerftablesRun(
@@ -164,7 +165,7 @@ def test_a_server_lost_mid_variant_costs_seconds_not_server_selection(
     # issue 22, slow failure: each client thread's next operation, then the variant's
     # finish, waited pymongo's 30 s server selection for a server that was gone
     srv = testbed.start_server(str(workdir / "lost"))
-    real, killed = perftables._timed_threads, {}
+    real, killed = variant._timed_threads, {}
 
     def killed_soon(*args, **kwargs):
         def kill():
@@ -174,7 +175,7 @@ def test_a_server_lost_mid_variant_costs_seconds_not_server_selection(
         threading.Timer(0.5, kill).start()
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(perftables, "_timed_threads", killed_soon)
+    monkeypatch.setattr(variant, "_timed_threads", killed_soon)
     run = perftables.run(
         PerftablesRun(
             experiments=["update_fields"],

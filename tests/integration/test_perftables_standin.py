@@ -9,6 +9,7 @@ from pymongo import MongoClient
 
 from mongobench.perftables import experiments as exp_mod
 from mongobench.perftables import runner as perftables
+from mongobench.perftables import variant
 from mongobench.perftables.request import PerftablesRun
 from mongobench.reports import results
 
@@ -190,7 +191,7 @@ def test_pipelined_driver_reads_and_updates_for_real(server_uri):
     v.settings.update(duration_s=None, total_ops=3000, read_proportion=0.5)
     with MongoClient(server_uri) as c:
         request = PerftablesRun(database="mb_wire", os_path="none")
-        res = perftables.run_variant(c, e, v, request, server_uri, log=lambda m: None).to_dict()
+        res = variant.run_variant(c, e, v, request, server_uri, log=lambda m: None).to_dict()
         assert not res["errors"]
         assert sum(res["ops"].values()) == 3000 and res["docs"] == 3000
         assert 1200 < res["ops"]["update"] < 1800

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from mongobench.perftables import runner as perftables
+from mongobench.perftables import target
 from mongobench.perftables.request import PerftablesRun
 from mongobench.remote import provenance
 from mongobench.reports import results
@@ -19,8 +20,8 @@ pytestmark = pytest.mark.integration
 
 def _expected_engine(server_uri):
     """The stand-in has no storage engine; a real mongod says wiredTiger."""
-    with perftables.connect(server_uri) as client:
-        status = perftables.server_status(client)
+    with target.connect(server_uri) as client:
+        status = target.server_status(client)
     return provenance.STANDIN_ENGINE if status.get("process") == "java" else "wiredTiger"
 
 

@@ -11,7 +11,7 @@ import pytest
 from standin_helpers import built_workdir
 
 from mongobench.driver.catalog import WORKLOADS
-from mongobench.perftables import checks
+from mongobench.perftables import checks, target, variant
 from mongobench.perftables import experiments as exp_mod
 from mongobench.perftables import runner as perftables
 from mongobench.perftables.request import PerftablesRun
@@ -120,7 +120,7 @@ def test_stuck_in_the_timed_phase_fails_within_the_bound(frozen_server):
         {"preload_docs": 200, "duration_s": 60, "threads": 2},
     )
     assert checks.reply_timeout(uri) == (BOUND_S, "uri")
-    client = perftables.connect(uri, socketTimeoutMS=int(BOUND_S * 1000))
+    client = target.connect(uri, socketTimeoutMS=int(BOUND_S * 1000))
 
     def on_phase(name, planned_s=None):
         if name == "timed":  # workers start, connect, then the server freezes mid-phase
@@ -128,7 +128,7 @@ def test_stuck_in_the_timed_phase_fails_within_the_bound(frozen_server):
 
     try:
         out, elapsed = _bounded(
-            lambda: perftables.run_variant(
+            lambda: variant.run_variant(
                 client,
                 experiment,
                 variants[0],

@@ -17,7 +17,7 @@ from mongobench.deploy import topology
 from mongobench.driver import connection, protocol
 from mongobench.driver.zipfian import Zipfian
 from mongobench.perftables import experiments as exp_mod
-from mongobench.perftables import runner as perftables
+from mongobench.perftables import variant
 from mongobench.perftables.request import PerftablesRun
 from mongobench.remote import tlscerts
 from testbed import bed as testbed
@@ -89,7 +89,7 @@ def kv_pipelined(uri: str, total_ops=1000, database=DB, pymongo_uri=None, **sett
     v.settings.update(duration_s=None, total_ops=total_ops, **settings)
     with pymongo.MongoClient(pymongo_uri or uri, serverSelectionTimeoutMS=5000) as c:
         request = PerftablesRun(database=database, os_path="none")
-        return perftables.run_variant(c, e, v, request, uri, log=lambda m: None).to_dict()
+        return variant.run_variant(c, e, v, request, uri, log=lambda m: None).to_dict()
 
 
 # ---- authentication --------------------------------------------------------------------

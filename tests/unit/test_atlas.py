@@ -839,7 +839,7 @@ def test_waiting_for_apply_is_bounded_and_says_what_is_pending():
 def test_first_use_retries_authentication_failures_for_a_bounded_time():
     from pymongo.errors import OperationFailure
 
-    from mongobench.perftables import runner
+    from mongobench.perftables import target
 
     class Client:
         def __init__(self, failures):
@@ -857,22 +857,22 @@ def test_first_use_retries_authentication_failures_for_a_bounded_time():
             raise OperationFailure("Authentication failed.", code=18)
         return "ReplicaSetWithPrimary"
 
-    orig = runner.topology
-    runner.topology = topology
+    orig = target.topology
+    target.topology = topology
     try:
 
         def sleep(s):
             now[0] += s
 
-        got = runner.first_use(Client(2), 60, lines.append, sleep, lambda: now[0])
+        got = target.first_use(Client(2), 60, lines.append, sleep, lambda: now[0])
         assert got == ("ReplicaSetWithPrimary", "8.0.4") and calls == [0.0, 5.0, 10.0]
         assert "authentication failed; retrying" in lines[0]
         with pytest.raises(OperationFailure):  # bounded: gives up at the deadline
-            runner.first_use(Client(100), 12, lines.append, sleep, lambda: now[0])
+            target.first_use(Client(100), 12, lines.append, sleep, lambda: now[0])
         with pytest.raises(OperationFailure):  # without a retry time: at once
-            runner.first_use(Client(1), 0, lines.append, sleep, lambda: now[0])
+            target.first_use(Client(1), 0, lines.append, sleep, lambda: now[0])
     finally:
-        runner.topology = orig
+        target.topology = orig
 
 
 # ---- defect 8: nothing leaks, nothing that existed before is deleted

@@ -18,7 +18,7 @@ from mongobench.core import latency as lat
 from mongobench.driver import multiplex, protocol
 from mongobench.driver.base import ThreadStats
 from mongobench.driver.cursor_sources import micros
-from mongobench.perftables import checks, runner
+from mongobench.perftables import checks, variant
 from mongobench.perftables import experiments as exp_mod
 
 
@@ -265,11 +265,11 @@ def test_open_loop_figures_compare_the_achieved_rate_with_the_target():
     stats = ThreadStats()
     stats.ops["update"] = 450
     stats.counters["open_loop_owed_ops"] = 3
-    fig = runner.open_loop_figures({"target_ops_per_s": 100}, stats, 5.0)
+    fig = variant.open_loop_figures({"target_ops_per_s": 100}, stats, 5.0)
     assert fig == {
         "target_ops_per_s": 100.0,
         "achieved_ops_per_s": 90.0,
         "achieved_share": 0.9,
         "owed_ops": 3,
     }
-    assert runner.open_loop_figures({}, stats, 5.0) is None
+    assert variant.open_loop_figures({}, stats, 5.0) is None
