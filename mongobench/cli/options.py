@@ -22,24 +22,25 @@ def positive_int(text: str) -> int:
     return value
 
 
-def positive_seconds(text: str) -> float:
+def _seconds(text: str, zero: bool) -> float:
     try:
         value = float(text)
     except ValueError:
         value = float("nan")
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, not {text!r}")
+    if not (0 <= value if zero else 0 < value) or value == float("inf"):
+        bound = ">= 0" if zero else "> 0"
+        raise argparse.ArgumentTypeError(f"must be a number of seconds {bound}, not {text!r}")
     return value
+
+
+def positive_seconds(text: str) -> float:
+    """argparse type: a finite number of seconds > 0."""
+    return _seconds(text, zero=False)
 
 
 def seconds_or_zero(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, not {text!r}")
-    return value
+    """argparse type: a finite number of seconds >= 0."""
+    return _seconds(text, zero=True)
 
 
 def add_target(parser, with_uri: bool = False) -> None:

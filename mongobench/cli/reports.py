@@ -14,6 +14,19 @@ from mongobench.reports import runs as report_runs
 from mongobench.reports.compare import compare
 
 
+def _add_results(parser, more: str) -> None:
+    parser.add_argument(
+        "--results",
+        "--pkb-results",
+        dest="results",
+        nargs="+",
+        required=True,
+        metavar="FILE",
+        help="results files, one run or more each: PKB's (perfkitbenchmarker_results.json),"
+        " `perftables run --out` or --samples, `sweep run --out`" + more,
+    )
+
+
 def add_report(subparsers) -> argparse.ArgumentParser:
     """`mongobench report --results F ... [--out report.md]`."""
     rp = subcommand(
@@ -24,17 +37,7 @@ def add_report(subparsers) -> argparse.ArgumentParser:
         "  mongobench report --results perftables-results.json     # tables on stdout, no plots\n"
         "  mongobench report --results sweep-results.json --out sweep.md\n",
     )
-    rp.add_argument(
-        "--results",
-        "--pkb-results",
-        dest="results",
-        nargs="+",
-        required=True,
-        metavar="FILE",
-        help="results files: PKB's (perfkitbenchmarker_results.json), `perftables run --out`"
-        " or --samples, `sweep run --out`; with several, the tables get a Run column and"
-        " rows per run",
-    )
+    _add_results(rp, "; with several, the tables get a Run column and rows per run")
     rp.add_argument("--out", help="markdown file (default: stdout)")
     rp.add_argument("--plots-dir", help="PNG plots (default: plots/ beside --out; none on stdout)")
     rp.set_defaults(func=cmd_report)
@@ -102,16 +105,7 @@ def add_compare(subparsers) -> argparse.ArgumentParser:
         "  mongobench compare --results a.json b.json --label a.json=before \\\n"
         "      --label b.json=after --baseline before --price n2-standard-4=0.19 --out report.md\n",
     )
-    p.add_argument(
-        "--results",
-        "--pkb-results",
-        dest="results",
-        nargs="+",
-        required=True,
-        metavar="FILE",
-        help="results files, one run or more each: PKB's (perfkitbenchmarker_results.json),"
-        " `perftables run --out` or --samples, `sweep run --out`",
-    )
+    _add_results(p, "")
     p.add_argument(
         "--label",
         action="append",
