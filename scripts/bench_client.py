@@ -97,6 +97,7 @@ from testbed import bed as testbed
 SINGLE_RATIO, BULK_US_PER_KB = 0.5, 2.0
 # --replay's targets: client over C floor, against the replay server (issue 26)
 REPLAY_SINGLE_MAX, REPLAY_SINGLE_MEDIAN, REPLAY_BULK_MAX, ADDED_LATENCY_US = 2.0, 1.5, 1.5, 10.0
+BULK_REPEATS = 5
 ONE_CLIENT_FLOOR_REPLIES = 2000  # the C floor's round trip at one client: this many replies
 DB = "bench_client"
 DELETE_DOCS = 20_000  # documents the delete variants start with at least (smoke: 200)
@@ -278,9 +279,17 @@ def replay_figures(rep: dict, experiment, v, more, rec: str, pairs: str, recorde
     server = replay.Server(rep["binary"], pairs, rep["server_cpu"])
     try:
         with replay.pinned(rep["client_cpus"]):
-            res = _variant(rep, experiment, v, more, server.uri, 1)
+            # A bulk insert's run is a few tens of requests, tens of ms: its least CPU of
+            # BULK_REPEATS runs, the floor's too, in turns (one-off stalls weigh on neither)
+            runs, floors = [], []
+            for _ in range(BULK_REPEATS if is_bulk(recorded) else 1):
+                runs.append(_variant(rep, experiment, v, more, server.uri, 1))
+                floors.append(
+                    native_floor.replay(rep["native"], server.uri, sent, runs[-1]["threads"])
+                )
+            res = min(runs, key=lambda r: r["client_process_cpu_s"])
+            floor = min(floors, key=lambda f: f["cpu_us"])
             ops, cpu_s = sum(res["ops"].values()), res["client_process_cpu_s"]
-            floor = native_floor.replay(rep["native"], server.uri, sent, res["threads"])
             one = _variant(
                 rep, experiment, v, more, server.uri, 1, **one_client(recorded, docs_per_request)
             )

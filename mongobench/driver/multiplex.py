@@ -294,6 +294,9 @@ class Loop:
         self.run, self.stats = run, stats
         self.deadline, self.stop, self.timeout = deadline, stop, timeout
         self.conns = {}
+        # Ended clients, kept until release(): freeing a source's buffers (tens of MB for
+        # bulk inserts, unmapped page by page) is teardown, not the timed phase's work
+        self.ended: list[_Conn] = []
         self.timers = []  # open loop: (due, fd, request) held until due (a heap)
         self.ep = select.epoll()
         tls = any(isinstance(s, ssl.SSLSocket) for s in socks)
@@ -333,6 +336,11 @@ class Loop:
             pass
         c.gen.close()
         c.sock.close()
+        self.ended.append(c)
+
+    def release(self) -> None:
+        """Frees the ended clients' sources and buffers: after the timed phase's CPU is read."""
+        self.ended.clear()
 
     def _send(self, c: _Conn, data) -> None:
         """Sends a request (what the socket does not take now goes on EPOLLOUT)."""
@@ -568,7 +576,9 @@ def run_prepared(
     prepared loop for at most `duration` seconds, and returns (stats, seconds of this
     process's CPU, wall seconds) of the timed phase alone. `interval`: seconds of the
     per-interval figures (stats.series, core.series), counted from `common_start`
-    (time.time() of the phase's common start; default: this process's own start)."""
+    (time.time() of the phase's common start; default: this process's own start). The
+    ended clients stay allocated until `loop.release()`, for the caller to call once it
+    has read its CPU."""
     if start_at is not None:
         start_at()
     t0 = time.perf_counter()
@@ -594,4 +604,7 @@ def run_clients(
     (`prepare`: its total, stop, timeout, socks), then run_prepared (`start_at` is called
     between them)."""
     loop = prepare_clients(uri, source, indices, clients, **prepare)
-    return run_prepared(loop, duration, start_at)
+    try:
+        return run_prepared(loop, duration, start_at)
+    finally:
+        loop.release()

@@ -137,6 +137,8 @@ def _worker(conn, uri, make_source, indices, clients, phase: Phase, stop, parent
             )
         end = time.time()
         cpu = _cpu() - mark["cpu0"]
+        if loop is not None:
+            loop.release()  # after the CPU is read: the sources' teardown is not timed
         part = dict(encode_stats(stats), cpu_s=cpu, wall_s=wall, end=end, clients=len(indices))
         part["loop"] = loop.kind if loop is not None else None  # compiled or Python
         part["sources"] = loop.sources if loop is not None else None

@@ -10,6 +10,7 @@ import inspect
 import random
 import socket
 import struct
+import sys
 import threading
 
 import bson
@@ -515,3 +516,37 @@ def test_a_replacement_s_document_is_checked():
                 {"docs": docs, "doc_at": 4}):  # fmt: skip
         with pytest.raises(ValueError, match="DocWriter"):
             module.KeyedWrites(*args, **bad)
+
+
+def test_ended_sources_are_freed_after_the_timed_phase_not_in_it(monkeypatch):
+    """A bulk insert's source holds tens of MB of messages: freeing them (unmapped page by
+    page) is teardown, so the loop keeps every ended client until release(), which the
+    workers call once they have read the timed phase's CPU."""
+    compiled()
+    monkeypatch.setenv(native.ENV, native.NATIVE)
+    ok = {"n": 1, "nModified": 1, "ok": 1.0}
+    source = sources.make("update_fields", dict(WORKLOAD_CASES["update_fields"], total_ops=2), "db")
+    mine, peer = socket.socketpair()
+    mine.setblocking(False)
+
+    def serve():
+        for _ in range(2):
+            head = peer.recv(16, socket.MSG_WAITALL)
+            peer.recv(struct.unpack_from("<i", head)[0] - 16, socket.MSG_WAITALL)
+            peer.sendall(_reply(struct.unpack_from("<i", head, 4)[0], ok))
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    loop = multiplex.prepare_clients(None, source, range(1), 1, total=2, socks=[mine])
+    [c] = loop.conns.values()
+    gen = c.gen
+    del c
+    held = sys.getrefcount(gen)
+    stats, _, _ = multiplex.run_prepared(loop)
+    server.join(5)
+    peer.close()
+    assert stats.ops == {"update": 2} and not loop.conns
+    assert [e.gen for e in loop.ended] == [gen]
+    assert sys.getrefcount(gen) == held  # still the ended client's
+    loop.release()
+    assert not loop.ended and sys.getrefcount(gen) == held - 1
