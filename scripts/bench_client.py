@@ -36,8 +36,8 @@ Against a test-bed server it starts (issue 12, item 4):
    second per client core (one process), the native floor's (native_floor.c's replay of
    the recorded requests against the same replay server), per document and per KB for
    bulk inserts (each the least of BULK_REPEATS runs, client and floor in turns: a bulk
-   insert's run is a few tens of requests), and at one virtual client the latency the client adds over the C
-   floor's round trip. YCSB (read and update) is recorded and replayed the same way.
+   insert's run is a few tens of requests), and at one virtual client the latency the
+   client adds over the C floor's round trip. YCSB (read and update) is recorded and replayed the same way.
    Targets, as ratios of this run: every single-operation variant <= 2.0 x its C floor,
    their median <= 1.5 x; bulk inserts <= 1.5 x the floor per KB; latency added at one
    client <= the floor's round trip + 10 us. With --replay, these targets set the exit

@@ -200,6 +200,13 @@ def _reply(rid: int, doc: dict) -> bytes:
 def _run_over_socketpair(kind, monkeypatch, replies_: list[dict]):
     """update_fields' one client against a peer answering `replies_` in turn; (stats,
     requests the peer read, the loop's kind, the source's type)."""
+    stats, seen, loop, gen = _loop_over_socketpair(kind, monkeypatch, replies_)
+    return stats, seen, loop.kind, type(gen).__name__
+
+
+def _loop_over_socketpair(kind, monkeypatch, replies_: list[dict]):
+    """As _run_over_socketpair: (stats, requests the peer read, the loop once run, its
+    client's source)."""
     monkeypatch.setenv(native.ENV, kind)
     s = dict(WORKLOAD_CASES["update_fields"], total_ops=len(replies_))
     source = sources.make("update_fields", s, "db")
@@ -218,11 +225,12 @@ def _run_over_socketpair(kind, monkeypatch, replies_: list[dict]):
     server.start()
     loop = multiplex.prepare_clients(None, source, range(1), 1, total=len(replies_), socks=[mine])
     [c] = loop.conns.values()
-    gen = type(c.gen).__name__
+    gen = c.gen
+    del c
     stats, _, _ = multiplex.run_prepared(loop)
     server.join(5)
     peer.close()
-    return stats, seen, loop.kind, gen
+    return stats, seen, loop, gen
 
 
 def test_the_compiled_loop_runs_it_and_checks_every_new_reply(monkeypatch):
@@ -523,30 +531,10 @@ def test_ended_sources_are_freed_after_the_timed_phase_not_in_it(monkeypatch):
     page) is teardown, so the loop keeps every ended client until release(), which the
     workers call once they have read the timed phase's CPU."""
     compiled()
-    monkeypatch.setenv(native.ENV, native.NATIVE)
     ok = {"n": 1, "nModified": 1, "ok": 1.0}
-    source = sources.make("update_fields", dict(WORKLOAD_CASES["update_fields"], total_ops=2), "db")
-    mine, peer = socket.socketpair()
-    mine.setblocking(False)
-
-    def serve():
-        for _ in range(2):
-            head = peer.recv(16, socket.MSG_WAITALL)
-            peer.recv(struct.unpack_from("<i", head)[0] - 16, socket.MSG_WAITALL)
-            peer.sendall(_reply(struct.unpack_from("<i", head, 4)[0], ok))
-
-    server = threading.Thread(target=serve, daemon=True)
-    server.start()
-    loop = multiplex.prepare_clients(None, source, range(1), 1, total=2, socks=[mine])
-    [c] = loop.conns.values()
-    gen = c.gen
-    del c
-    held = sys.getrefcount(gen)
-    stats, _, _ = multiplex.run_prepared(loop)
-    server.join(5)
-    peer.close()
+    stats, _, loop, gen = _loop_over_socketpair(native.NATIVE, monkeypatch, [ok, ok])
+    held = sys.getrefcount(gen)  # this test's two references, and the ended client's
     assert stats.ops == {"update": 2} and not loop.conns
     assert [e.gen for e in loop.ended] == [gen]
-    assert sys.getrefcount(gen) == held  # still the ended client's
     loop.release()
     assert not loop.ended and sys.getrefcount(gen) == held - 1
