@@ -277,10 +277,10 @@ _STEP_STOP = flags.DEFINE_enum(
     DEFAULTS.step_stop,
     steady.STOPS,
     "steady: a step ends early once its throughput is steady (after"
-    " --mongodb_stress_steady_min_seconds, the 95 % confidence interval of the mean of its"
-    " last 6 status intervals and their trend within --mongodb_stress_steady_tolerance);"
-    " its throughput counts the seconds left to --mongodb_stress_step_seconds at that"
-    " steady rate. full: every step runs --mongodb_stress_step_seconds (seed 003).",
+    " --mongodb_stress_steady_min_seconds, its last 6 status intervals give the full"
+    " step's throughput within --mongodb_stress_steady_tolerance); its throughput counts"
+    " the seconds left to --mongodb_stress_step_seconds at their mean rate. full: every"
+    " step runs --mongodb_stress_step_seconds (seed 003).",
 )
 _STEADY_MIN_SECONDS = flags.DEFINE_float(
     "mongodb_stress_steady_min_seconds",
@@ -291,8 +291,9 @@ _STEADY_MIN_SECONDS = flags.DEFINE_float(
 _STEADY_TOLERANCE = flags.DEFINE_float(
     "mongodb_stress_steady_tolerance",
     DEFAULTS.steady_tolerance,
-    "Relative half-width of the confidence interval, and largest relative trend, of a"
-    " steady window (--mongodb_stress_step_stop=steady).",
+    "Largest relative error a steady stop may add to a step's throughput: the 95 %"
+    " confidence interval of the window's mean rate plus its trend's continuation, times"
+    " the share of the step left (--mongodb_stress_step_stop=steady).",
     lower_bound=0.001,
     upper_bound=0.5,
 )

@@ -469,7 +469,12 @@ def Step(server_vm, clients, st, n):
             )
 
         watch = (
-            steady.Watch(settings.steady_rule, len(plan.run), settings.status_interval_s)
+            steady.Watch(
+                settings.steady_rule,
+                len(plan.run),
+                settings.step_seconds,
+                settings.status_interval_s,
+            )
             if early
             else None
         )
@@ -503,7 +508,7 @@ def Step(server_vm, clients, st, n):
         status_interval_s=settings.status_interval_s,
     )
     if watch is not None:
-        result, stop_info = watch.apply(result, settings.step_seconds)
+        result, stop_info = watch.apply(result)
         info.update(stop_info)
         if watch.steady:
             logging.info(

@@ -164,7 +164,7 @@ def measured_step(
     full = (sum(rates) / len(rates), len(rates) * interval_s)
     if stop == "full":
         return full
-    got = steady.steady_at(rates, interval_s, cost.steady_rule)
+    got = steady.steady_at(rates, interval_s, cost.steady_rule, cost.step_seconds)
     if got is None:
         return full
     # YCSB ends stop_lag_seconds after the interval that made the rule hold closed: what it

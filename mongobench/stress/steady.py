@@ -3,16 +3,20 @@
 Seed 003 measures every step for 3 minutes. Most of them settle much sooner: after the JVMs
 start and the dropped page cache warms up, the step's throughput (the sum of its YCSB
 processes' status-line rates, ycsb.status) stays within its noise. A step stops early when,
-after `min_seconds`, the last `window` status intervals are steady:
+after `min_seconds`, the last `window` status intervals give its full `step_seconds`
+throughput within `tolerance`.
 
-- the 95 % confidence interval of their mean (Student's t) is within `tolerance` of it, and
-- their least-squares trend moves the rate by at most `tolerance` across the window.
+That throughput is the operations measured plus the seconds left counted at the window's
+rate, (measured x seconds + rate x (step_seconds - seconds)) / step_seconds, so a warm-up at
+the start weighs as it would over the full step (full_step_throughput). Only the seconds left
+are estimated, so the rule bounds the estimate's error on them (step_error), both:
 
-The step's throughput is then what its full `step_seconds` give under that rule: the
-operations measured plus the seconds left counted at the window's rate,
-(measured x seconds + rate x (step_seconds - seconds)) / step_seconds, so a warm-up at the
-start weighs as it would over the full step (full_step_throughput). Without a steady window
-the step runs its full time, as the seed's. p99 latencies are the measured seconds' own.
+- the 95 % confidence interval of the window's mean rate (Student's t), plus
+- the error if the window's least-squares trend went on to the end of the step,
+
+scaled by the share of the step left. A step stopped at 60 of 180 s estimates two thirds
+of it; one stopped at 120 s, a third. Without a steady window the step runs its full time, as
+the seed's. p99 latencies are the measured seconds' own.
 """
 
 from __future__ import annotations
@@ -62,13 +66,15 @@ class SteadyRule:
 @dataclass(frozen=True)
 class Steady:
     """Where a step became steady: after `intervals` status intervals (`seconds`), at the
-    window's mean `rate` (ops/s), with the CI half-width and trend relative to it."""
+    window's mean `rate` (ops/s), with the CI half-width and trend relative to it, and the
+    bound they give on the full step's throughput (step_error)."""
 
     intervals: int
     seconds: float
     rate: float
     half_width: float
     drift: float
+    step_error: float
 
 
 def window_stats(rates: Sequence[float]) -> tuple[float, float, float]:
@@ -83,16 +89,35 @@ def window_stats(rates: Sequence[float]) -> tuple[float, float, float]:
     return mean, half, abs(slope) * (w - 1) / mean
 
 
-def steady_at(rates: Sequence[float], interval_s: float, rule: SteadyRule) -> Steady | None:
+def step_error(
+    half: float, drift: float, seconds: float, window: int, interval_s: float, step_seconds: float
+) -> float:
+    """The relative error bound of a full step's throughput estimated at `seconds` from a
+    window of `window` intervals with CI half-width `half` and trend `drift` (window_stats):
+    the CI plus the trend's continuation (the window's rate is off by both at worst), on the
+    share of the step left. The trend runs from the window's middle to the middle of the
+    seconds left."""
+    left = max(0.0, step_seconds - seconds)
+    share = left / step_seconds
+    per_second = drift / ((window - 1) * interval_s)
+    bias = per_second * (left / 2 + window * interval_s / 2)
+    return (half + bias) * share
+
+
+def steady_at(
+    rates: Sequence[float], interval_s: float, rule: SteadyRule, step_seconds: float
+) -> Steady | None:
     """The first point at which the step's interval rates (ops/s of each complete status
-    interval, in order) are steady under `rule`, or None."""
+    interval, in order) give its `step_seconds` throughput within rule.tolerance, or None."""
     w = rule.window
     for k in range(w, len(rates) + 1):
-        if k * interval_s < rule.min_seconds:
+        seconds = k * interval_s
+        if seconds < rule.min_seconds:
             continue
         mean, half, drift = window_stats(rates[k - w : k])
-        if half <= rule.tolerance and drift <= rule.tolerance:
-            return Steady(k, k * interval_s, mean, half, drift)
+        err = step_error(half, drift, seconds, w, interval_s, step_seconds)
+        if err <= rule.tolerance:
+            return Steady(k, seconds, mean, half, drift, err)
     return None
 
 
@@ -129,14 +154,21 @@ def describe(stop: str, rule: SteadyRule) -> dict:
 class Watch:
     """The live check of one step (stop_when of the PKB wing's RunOnClients): called with
     the status lines of its `processes` YCSB processes so far (name -> lines), true once
-    they are steady (then `steady` says where). Only intervals every process has closed
-    count, so a client whose lines arrive later never looks like a fall. The status interval
+    they are steady for a step of `step_seconds` (then `steady` says where). Only intervals
+    every process has closed count, so a client whose lines arrive later never looks like a fall. The status interval
     is read from the lines (YCSB prints one at the start, then one every interval) unless
     `interval_s` is given."""
 
-    def __init__(self, rule: SteadyRule, processes: int, interval_s: float | None = None):
+    def __init__(
+        self,
+        rule: SteadyRule,
+        processes: int,
+        step_seconds: float,
+        interval_s: float | None = None,
+    ):
         self.rule = rule
         self.processes = processes
+        self.step_seconds = step_seconds
         self.interval_s = interval_s
         self.steady: Steady | None = None
 
@@ -155,14 +187,15 @@ class Watch:
         # every process has closed these intervals: each a full interval of operations (the
         # series takes its newest interval's length from its last line, which may lag)
         rates = [ops / interval for ops in ser["ops"][:closed]] if ser else []
-        self.steady = steady_at(rates, interval, self.rule)
+        self.steady = steady_at(rates, interval, self.rule, self.step_seconds)
         return self.steady is not None
 
-    def apply(self, result, step_seconds: float):
+    def apply(self, result):
         """The step's result and metadata after the run: with a steady stop, its throughput
-        counts the seconds left to `step_seconds` at the steady rate (full_step_throughput);
+        counts the seconds left to its `step_seconds` at the steady rate (full_step_throughput);
         YCSB's own figure over the measured seconds stays in `measured_throughput`."""
         meta = {}
+        step_seconds = self.step_seconds
         ser = result.series
         seconds = (ser["t_s"][-1] + ser["seconds"][-1]) if ser and ser["t_s"] else None
         meta["step_measured_seconds"] = round(seconds, 1) if seconds is not None else None
@@ -176,6 +209,7 @@ class Watch:
             steady_rate=round(self.steady.rate, 3),
             steady_half_width=round(self.steady.half_width, 5),
             steady_drift=round(self.steady.drift, 5),
+            steady_step_error=round(self.steady.step_error, 5),
             measured_throughput=result.throughput,
         )
         return dataclasses.replace(result, throughput=full), meta

@@ -257,6 +257,8 @@ def test_stress_steady_stop_on_the_test_bed(pkb_python, tmp_path, pkb_temp):
     assert 60 <= measured < 200, meta
     assert float(meta["run_wall_seconds"]) < 240, meta
     assert float(meta["steady_after_seconds"]) >= 60
+    # the rule's bound on the step's throughput, within the tolerance given
+    assert 0 <= float(meta["steady_step_error"]) <= 0.5, meta
     # YCSB's own figure over the measured seconds, and the full step's estimate beside it
     assert float(meta["measured_throughput"]) > 0 and step["value"] > 0
     assert step["value"] == pytest.approx(top["value"])
