@@ -59,6 +59,9 @@ class Result:
     # ops, cpu_s, wall_s, clients, loop and sources of each worker
     per_process: list[dict] = field(default_factory=list)
     worker_wall_s: float = 0.0  # the slowest worker's own timed wall time
+    # this process's CPU from the common start to the last worker's result: its share of
+    # the timed phase (not the results' decoding after it, as the workers' encoding)
+    parent_cpu_s: float = 0.0
 
     def __post_init__(self):
         if self.per_process and not self.worker_wall_s:
@@ -245,6 +248,7 @@ def run(
             stop.set()
             raise RuntimeError("multiplexed driver: " + "\n".join(map(str, failures)))
         start = (on_ready() if on_ready is not None else None) or time.time() + START_MARGIN_S
+        cpu0 = time.process_time()
         for pipe in pipes:
             pipe.send(start)
         for i, pipe in enumerate(pipes):
@@ -256,6 +260,7 @@ def run(
                 parts[i] = what
             else:
                 failures.append(what)
+        parent_cpu = time.process_time() - cpu0
         # From the common start to the last worker's end: not the results' transfer
         ends = [p["end"] for p in parts if p is not None]
         wall = (max(ends) if ends else time.time()) - start
@@ -283,6 +288,7 @@ def run(
         wall_s=wall,
         processes=procs_n,
         start=start,
+        parent_cpu_s=parent_cpu,
         per_process=[
             {
                 "ops": sum(p["ops"].values()),

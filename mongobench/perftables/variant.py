@@ -299,7 +299,8 @@ def _timed_threads(workload, nthreads: int, sampler, max_seconds, interval_s=Non
 def _timed_multiplexed(uri, request, name, workload, nthreads, sampler, leader=None):
     """The timed phase as `nthreads` virtual clients over worker processes (and over
     every client VM with a coordination `leader`); the client CPU is the workers'
-    (over their timed phases) plus this process's. `request`: the run options (database,
+    (over their timed phases) plus this process's from the common start to the last
+    worker's result (procs.Result.parent_cpu_s). `request`: the run options (database,
     max_seconds, processes, reply_timeout, interval_s; see run_variant)."""
     database, max_seconds, processes = request.database, request.max_seconds, request.processes
     reply_timeout = request.reply_timeout or checks.DEFAULT_REPLY_TIMEOUT_S
@@ -310,12 +311,10 @@ def _timed_multiplexed(uri, request, name, workload, nthreads, sampler, leader=N
     make = functools.partial(sources.make, name, s, database, wc)
     duration = float(s["duration_s"]) if s.get("duration_s") else None
     cap = max_seconds if max_seconds and (duration is None or max_seconds < duration) else None
-    mark = {}
 
     def on_ready():
         if sampler:
             sampler.start()
-        mark.update(start=time.time(), cpu0=time.process_time())
 
     vms, per_vm = 1, None
     phase = procs.Phase(
@@ -332,14 +331,13 @@ def _timed_multiplexed(uri, request, name, workload, nthreads, sampler, leader=N
     else:
         res = procs.run(uri, make, nthreads, processes, phase, on_ready=on_ready)
         cores = min(res.processes, procs.default_processes())
-    parent_cpu = time.process_time() - mark["cpu0"]
     return {
         "stats": res.stats,
         "failures": [],
         "start": res.start,  # the common start (of every client VM)
         "duration_s": res.wall_s,
         "stopped_early": cap is not None and res.wall_s >= cap,
-        "client_process_cpu_s": res.cpu_s + parent_cpu,
+        "client_process_cpu_s": res.cpu_s + res.parent_cpu_s,
         "client_processes": res.processes,
         "client_cores": cores,
         "client_per_process": res.per_process,

@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import threading
+import time
 import urllib.parse
 
 import bson
@@ -279,6 +280,34 @@ def test_duration_ends_the_run_at_its_deadline(mongo, server_uri):
     got = procs.run(server_uri, make, 4, 1, procs.Phase(duration=0.3))
     assert sum(got.stats.ops.values()) > 0 and not got.stats.errors
     assert 0.3 <= got.per_process[0]["wall_s"] < 0.3 + multiplex.TICK
+
+
+def test_this_process_counts_its_cpu_up_to_the_results_not_their_decoding(
+    mongo, server_uri, monkeypatch
+):
+    """The caller's share of the timed phase (parent_cpu_s) ends when the last worker's
+    result is in: decoding and merging the results comes after the phase, as the workers'
+    encoding does (their CPU is read before it)."""
+    client, _ = mongo
+    settings = {k: v for k, v in CASES["read_update"][1].items() if k != "total_ops"}
+    client[DB]["perftables_meta"].delete_many({})
+    WORKLOADS["read_update"](client[DB], settings, log=lambda m: None).prepare()
+    make = functools.partial(sources.make, "read_update", settings, DB, None)
+    decode = procs.decode_stats
+
+    def slow_decode(part):  # 0.2 s of this process's CPU after the phase
+        t0 = time.process_time()
+        while time.process_time() - t0 < 0.2:
+            pass
+        return decode(part)
+
+    monkeypatch.setattr(procs, "decode_stats", slow_decode)
+    cpu0 = time.process_time()
+    got = procs.run(server_uri, make, 4, 1, procs.Phase(duration=0.3))
+    assert time.process_time() - cpu0 >= 0.2  # the decoding ran in this process
+    assert sum(got.stats.ops.values()) > 0 and not got.stats.errors
+    assert 0 < got.parent_cpu_s < 0.1, got.parent_cpu_s
+    assert got.cpu_s > 0  # the worker's own
 
 
 def _cursor(c, first, buf, get_more, limit, batch=0):
