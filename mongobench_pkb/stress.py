@@ -481,11 +481,17 @@ def Step(server_vm, clients, st, n):
         before = _OsReadings(vms)
         t1 = time.time()
         timeout = settings.step_seconds + settings.step_grace
+        after = {}  # read as the last YCSB process ends, before the outputs are fetched
         results = mongobench_ycsb.RunOnClients(
-            clients, plan.run, props, timeout, _LocalDir, stop_when=watch
+            clients,
+            plan.run,
+            props,
+            timeout,
+            _LocalDir,
+            stop_when=watch,
+            on_end=lambda: after.update(_OsReadings(vms)),
         )
         info["run_wall_seconds"] = round(time.time() - t1, 1)
-        after = _OsReadings(vms)
         dead = mongobench_mongod.DeadInstances(
             server_vm, st.server, [_Instance(st, settings, i) for i in range(n)]
         )

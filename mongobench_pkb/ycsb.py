@@ -408,7 +408,7 @@ def Fetch(vm, procs, local_dir):
     return out
 
 
-def RunOnClients(clients, procs, props, timeout_s, local_dir_of, *, stop_when=None):
+def RunOnClients(clients, procs, props, timeout_s, local_dir_of, *, stop_when=None, on_end=None):
     """Starts the YCSB processes `procs` (each names its client by index in `clients`) with
     the properties `props(process, vm)`, waits for them on every client at once (their status
     lines reaching pkb.log), stops what
@@ -419,13 +419,19 @@ def RunOnClients(clients, procs, props, timeout_s, local_dir_of, *, stop_when=No
     STOP_CHECK_S while they run; once it returns true, every process is asked to end
     (RequestStop: their properties must name their StopFile). With `stop_when` the clients
     are polled every STOP_CHECK_S too (not --mongobench_progress_seconds, 10 s): the status
-    lines reach it, and the processes' end is seen, within seconds."""
+    lines reach it, and the processes' end is seen, within seconds.
+
+    `on_end()` is called once, as soon as every client's processes have ended (or failed),
+    before what still runs is stopped and the outputs are fetched: readings that bracket
+    the run end at its end, not seconds of copying later."""
     by_client = {}
     for p in procs:
         by_client.setdefault(p.client, []).append(p)
     collected = {}
     started_on = {}
     done = threading.Event()
+    running = [len(by_client)]  # clients whose processes may still run
+    lock = threading.Lock()
     poll_s = None if stop_when is None else min(engine.ProgressSeconds(), STOP_CHECK_S)
 
     def one(client_index):
@@ -434,7 +440,14 @@ def RunOnClients(clients, procs, props, timeout_s, local_dir_of, *, stop_when=No
         started = Start(vm, specs)
         started_on[client_index] = (vm, started)
         try:
-            states = Wait(vm, started, timeout_s, poll_s=poll_s, collected=collected)
+            try:
+                states = Wait(vm, started, timeout_s, poll_s=poll_s, collected=collected)
+            finally:
+                with lock:
+                    running[0] -= 1
+                    last = running[0] == 0
+                if last and on_end is not None:
+                    on_end()
         finally:
             Stop(vm, started)  # nothing is left running, whatever happened
         outputs = Fetch(vm, started, local_dir_of(vm))

@@ -2,8 +2,9 @@
 step's run phase, and the step's bottleneck line.
 
 The PKB module reads each VM's /proc/stat and /proc/diskstats (READING_COMMAND) right before
-the YCSB run processes start and right after they end; the window therefore includes YCSB's
-JVM start-up (a few seconds of a step's minutes). The averages are the OS sampler's
+the YCSB run processes start and as soon as the last has ended, before their outputs are
+fetched; the window therefore includes YCSB's start and JVM start-up (seconds of a step's
+minutes). The averages are the OS sampler's
 (measure.ossampler.summarize) and the bottleneck is measure.bottleneck's, as for perftables.
 """
 
