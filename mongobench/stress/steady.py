@@ -9,9 +9,9 @@ throughput within `tolerance`.
 That throughput is the operations measured plus the seconds left counted at the window's
 rate, (measured x seconds + rate x (step_seconds - seconds)) / step_seconds, so a warm-up at
 the start weighs as it would over the full step (full_step_throughput). Only the seconds left
-are estimated, so the rule bounds the estimate's error on them (step_error), both:
+are estimated, so the rule bounds the estimate's error on them (step_error), the sum of:
 
-- the 95 % confidence interval of the window's mean rate (Student's t), plus
+- the 95 % confidence interval of the window's mean rate (Student's t), and
 - the error if the window's least-squares trend went on to the end of the step,
 
 scaled by the share of the step left. A step stopped at 60 of 180 s estimates two thirds
@@ -155,9 +155,9 @@ class Watch:
     """The live check of one step (stop_when of the PKB wing's RunOnClients): called with
     the status lines of its `processes` YCSB processes so far (name -> lines), true once
     they are steady for a step of `step_seconds` (then `steady` says where). Only intervals
-    every process has closed count, so a client whose lines arrive later never looks like a fall. The status interval
-    is read from the lines (YCSB prints one at the start, then one every interval) unless
-    `interval_s` is given."""
+    every process has closed count, so a client whose lines arrive later never looks like a
+    fall. The status interval is read from the lines (YCSB prints one at the start, then one
+    every interval) unless `interval_s` is given."""
 
     def __init__(
         self,
