@@ -86,7 +86,7 @@ from pymongo.errors import PyMongoError
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import native_floor
 import replay
-from bench_driver import start_loaded_server, ycsb_round
+from bench_driver import discard_work, start_loaded_server, ycsb_round
 
 from mongobench.driver import multiplex, ops
 from mongobench.perftables import experiments as exp_mod
@@ -601,6 +601,9 @@ def main() -> int:
     ap.add_argument("--experiment", action="append", help="only this experiment (repeatable)")
     ap.add_argument("--variant", action="append", help="only this variant label (repeatable)")
     ap.add_argument("--json", help="write the figures here")
+    ap.add_argument(
+        "--keep-work", action="store_true", help="keep the work directory (deleted by default)"
+    )
     args = ap.parse_args()
     if args.replay and args.no_native:
         ap.error("--replay needs the native floor: leave out --no-native")
@@ -609,6 +612,7 @@ def main() -> int:
     rep = replay_context(work, srv.uri, native) if args.replay else None
     if args.replay and rep is None:
         srv.stop()
+        discard_work(work, args.keep_work)
         print("--replay: no C compiler (cc) on this machine", file=sys.stderr)
         return 2
     ok = True
@@ -767,6 +771,7 @@ def main() -> int:
         if rep:
             rep["standin"].close()
         srv.stop()
+        discard_work(work, args.keep_work)
     if rep:  # the replay targets replace the withdrawn ones (issue 26)
         ok = targets["met"]
     print("OK" if ok else "TARGET MISSED")

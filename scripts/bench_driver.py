@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -107,10 +108,14 @@ def ycsb_load(uri, uri_file, work, records):
 def start_loaded_server(prefix, records):
     """A test-bed server (the stand-in built first) in a fresh work directory, its URI in a
     file for YCSB, and `records` YCSB records loaded; returns (work, server, uri_file).
-    The caller stops the server."""
+    The caller stops the server, then calls discard_work."""
     work = tempfile.mkdtemp(prefix=prefix)
-    javabuild.build()
-    srv = testbed.start_server(work)
+    try:
+        javabuild.build()
+        srv = testbed.start_server(work)
+    except BaseException:
+        discard_work(work)
+        raise
     try:
         uri_file = os.path.join(work, "uri")
         with open(uri_file, "w") as f:
@@ -118,8 +123,18 @@ def start_loaded_server(prefix, records):
         ycsb_load(srv.uri, uri_file, work, records)
     except BaseException:
         srv.stop()
+        discard_work(work)
         raise
     return work, srv, uri_file
+
+
+def discard_work(work: str, keep: bool = False) -> None:
+    """Delete a bench's work directory (server data, recordings, YCSB files: up to a GB
+    per run, which filled /tmp over a few sessions), unless asked to keep it."""
+    if keep:
+        print(f"work directory kept: {work}")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _status_ops(err) -> int:
@@ -163,6 +178,7 @@ def main() -> int:
     ap.add_argument("--warmup", type=float, default=25, help="YCSB JIT warm-up (s)")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--driver-only", action="store_true", help="skip the sampling and suite parts")
+    ap.add_argument("--keep-work", action="store_true", help="keep the work directory")
     args = ap.parse_args()
     work, srv, uri_file = start_loaded_server("bench-driver-", args.records)
     ok = True
@@ -226,6 +242,7 @@ def main() -> int:
         ok &= wall < 60
     finally:
         srv.stop()
+        discard_work(work, args.keep_work)
     print("OK" if ok else "TARGET MISSED")
     return 0 if ok else 1
 

@@ -35,7 +35,10 @@ def test_replay_json_keeps_the_earlier_schema_and_adds_the_replay_figures(tmp_pa
         # not the experiment's first: at one client it must stay itself (threads set to 1)
         "--experiment", "concurrency", "--variant", "20, False",
     ]  # fmt: skip
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = dict(os.environ, TMPDIR=str(tmp))  # the bench's work directory goes here
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
     # 0: every target met, 1: one missed (this machine decides); a traceback: failed
     said = run.stdout[-3000:] + run.stderr[-3000:]
     assert run.returncode in (0, 1) and "Traceback" not in run.stderr, said
@@ -79,3 +82,5 @@ def test_replay_json_keeps_the_earlier_schema_and_adds_the_replay_figures(tmp_pa
         assert e["ratio"] == pytest.approx(e["python_us"] / e["c_us"])
     [line] = [ln for ln in run.stdout.splitlines() if "a bare Python loop" in ln]
     assert "'missed': 0" in line, line
+    # its work directory (server data, recordings: up to a GB at full scale) is gone
+    assert not [p.name for p in tmp.iterdir() if p.name.startswith("bench-client-")]
