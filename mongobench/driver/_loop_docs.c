@@ -31,6 +31,8 @@ typedef struct {
     uint32_t oid_counter;
     unsigned char oid_rand[5];
     uint32_t *account_seq, lane;
+    uint32_t *scratch; /* a batch's draws (doc_write) */
+    Py_ssize_t scratch_len;
 } DocWriter;
 
 static PyTypeObject DocWriterType;
@@ -44,36 +46,44 @@ static void be32(unsigned char *p, uint32_t v) {
     p[3] = (unsigned char)v;
 }
 
+/* The scratch words for n documents' draws, grown as needed (malloc: no GIL needed). */
+static uint32_t *scratch(DocWriter *w, Py_ssize_t words) {
+    if (words > w->scratch_len) {
+        uint32_t *p = realloc(w->scratch, (size_t)words * sizeof(uint32_t));
+        if (p == NULL) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        w->scratch = p;
+        w->scratch_len = words;
+    }
+    return w->scratch;
+}
+
+static const char HEX[] = "0123456789abcdef";
+
+/* "ACC" + the account in 5 decimal digits + its sequence in 5 hex digits + the lane in
+ * 3: snprintf("ACC%05u%05x%03x") cost some 250 ns a document. */
+static void business_key(char *p, uint32_t a, uint32_t c, uint32_t lane) {
+    p[0] = 'A', p[1] = 'C', p[2] = 'C';
+    for (int k = 7; k >= 3; k--, a /= 10) p[k] = (char)('0' + a % 10);
+    for (int k = 12; k >= 8; k--, c >>= 4) p[k] = HEX[c & 15];
+    for (int k = 15; k >= 13; k--, lane >>= 4) p[k] = HEX[lane & 15];
+}
+
+/* Draws first, in the Python reference's order (every document's _id, then each integer
+ * field for every document), into scratch; then each document written in one pass. A
+ * batch of 4 MB written in a pass per field went through memory once per pass: 170 ns
+ * a 1 KB document against 105 for a batch that fits the core's cache. */
 int doc_write(PyObject *self, char *dst, Py_ssize_t n, long long first) {
     DocWriter *w = (DocWriter *)self;
-    Py_ssize_t size = w->size;
-    for (Py_ssize_t d = 0; d < n; d++) memcpy(dst + d * size, w->raw, (size_t)w->body_at);
-    if (w->kind == ID_OBJECTID) { /* timestamp, 5 random bytes, counter: as a driver */
-        unsigned char id[12];
-        be32(id, (uint32_t)time(NULL));
-        memcpy(id + 4, w->oid_rand, 4);
-        uint32_t base = (uint32_t)w->oid_rand[4] << 24, c = w->oid_counter;
-        for (Py_ssize_t d = 0; d < n; d++) {
-            be32(id + 8, base | ((c + (uint32_t)d) & 0xFFFFFF));
-            memcpy(dst + d * size + w->id_off, id, 12);
-        }
-        w->oid_counter = (c + (uint32_t)n) & 0xFFFFFF;
-    } else if (w->kind == ID_SERIAL) {
-        for (Py_ssize_t d = 0; d < n; d++) {
-            int64_t v = first + d;
-            memcpy(dst + d * size + w->id_off, &v, 8);
-        }
-    } else if (w->kind == ID_UUID) { /* randbytes(16 n), version 4 and its variant set */
-        for (Py_ssize_t d = 0; d < n; d++) {
-            unsigned char *p = (unsigned char *)dst + d * size + w->id_off;
-            for (int k = 0; k < 16; k += 4) {
-                uint32_t r = mt_next(&w->rng);
-                memcpy(p + k, &r, 4); /* getrandbits' words, least significant first */
-            }
-            p[6] = (unsigned char)((p[6] & 0x0F) | 0x40);
-            p[8] = (unsigned char)((p[8] & 0x3F) | 0x80);
-        }
-    } else { /* business ids: an account's next key in this lane (docgen._business_ids) */
+    Py_ssize_t size = w->size, id_words = w->kind == ID_UUID ? 4 : w->kind == ID_BUSINESS ? 2 : 0;
+    uint32_t *r = scratch(w, n * (id_words + w->n_ints) + 1);
+    if (r == NULL) return -1;
+    uint32_t *ints = r + n * id_words;
+    if (w->kind == ID_UUID) { /* randbytes(16 n): getrandbits' words, least significant first */
+        for (Py_ssize_t k = 0; k < 4 * n; k++) r[k] = mt_next(&w->rng);
+    } else if (w->kind == ID_BUSINESS) { /* an account's next key in this lane */
         for (Py_ssize_t d = 0; d < n; d++) {
             uint32_t a = mt_next(&w->rng) % ACCOUNTS, c = w->account_seq[a];
             if (c >= SEQ_LIMIT) {
@@ -82,21 +92,44 @@ int doc_write(PyObject *self, char *dst, Py_ssize_t n, long long first) {
                 return -1;
             }
             w->account_seq[a] = c + 1;
-            char key[17];
-            snprintf(key, sizeof key, "ACC%05u%05x%03x", a, c, w->lane);
-            memcpy(dst + d * size + w->id_off, key, 16);
+            r[2 * d] = a, r[2 * d + 1] = c;
         }
     }
     for (int f = 0; f < w->n_ints; f++) /* randbytes(4 n) a field, each word mod the range */
-        for (Py_ssize_t d = 0; d < n; d++) {
-            int32_t v = (int32_t)(mt_next(&w->rng) % w->int_range);
-            memcpy(dst + d * size + w->int_offs[f], &v, 4);
-        }
+        for (Py_ssize_t d = 0; d < n; d++)
+            ints[f * n + d] = mt_next(&w->rng) % w->int_range;
+    unsigned char oid[12];
+    uint32_t oid_base = (uint32_t)w->oid_rand[4] << 24, oid_c = w->oid_counter;
+    if (w->kind == ID_OBJECTID) { /* timestamp, 5 random bytes, counter: as a driver */
+        be32(oid, (uint32_t)time(NULL));
+        memcpy(oid + 4, w->oid_rand, 4);
+    }
     Py_ssize_t blen = size - w->body_at, m = w->n_bodies, at = w->at;
     for (Py_ssize_t d = 0; d < n; d++) {
+        char *doc = dst + d * size;
+        memcpy(doc, w->raw, (size_t)w->body_at);
+        if (w->kind == ID_OBJECTID) {
+            be32(oid + 8, oid_base | ((oid_c + (uint32_t)d) & 0xFFFFFF));
+            memcpy(doc + w->id_off, oid, 12);
+        } else if (w->kind == ID_SERIAL) {
+            int64_t v = first + d;
+            memcpy(doc + w->id_off, &v, 8);
+        } else if (w->kind == ID_UUID) {
+            unsigned char *p = (unsigned char *)doc + w->id_off;
+            memcpy(p, r + 4 * d, 16);
+            p[6] = (unsigned char)((p[6] & 0x0F) | 0x40); /* version 4 and its variant */
+            p[8] = (unsigned char)((p[8] & 0x3F) | 0x80);
+        } else {
+            business_key(doc + w->id_off, r[2 * d], r[2 * d + 1], w->lane);
+        }
+        for (int f = 0; f < w->n_ints; f++) {
+            int32_t v = (int32_t)ints[f * n + d];
+            memcpy(doc + w->int_offs[f], &v, 4);
+        }
         PyObject *body = PyList_GET_ITEM(w->bodies, (at + d) % m);
-        memcpy(dst + d * size + w->body_at, PyBytes_AS_STRING(body), (size_t)blen);
+        memcpy(doc + w->body_at, PyBytes_AS_STRING(body), (size_t)blen);
     }
+    if (w->kind == ID_OBJECTID) w->oid_counter = (oid_c + (uint32_t)n) & 0xFFFFFF;
     w->at = (at + n) % m;
     return 0;
 }
@@ -264,6 +297,7 @@ static void writer_dealloc(PyObject *self) {
     writer_clear(self);
     PyMem_Free(w->raw);
     PyMem_Free(w->account_seq);
+    free(w->scratch);
     Py_TYPE(self)->tp_free(self);
 }
 

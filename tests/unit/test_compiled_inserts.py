@@ -67,7 +67,7 @@ def test_object_ids_carry_the_clock_and_count_on(monkeypatch):
 
 def _near_the_end(seq: int):
     """A business-id factory whose every account has used `seq` keys, and its writer."""
-    a, b = DocFactory(128, "business_id", seed=5), DocFactory(128, "business_id", seed=5)
+    a, b = (DocFactory(128, "business_id", seed=docgen.LANES - 1) for _ in range(2))
     a._account_seq = [seq] * docgen.ACCOUNTS
     b._account_seq = [seq] * docgen.ACCOUNTS
     return a, compiled().DocWriter(b)
