@@ -104,6 +104,15 @@ _MIN_INSTANCES = flags.DEFINE_integer(
     "Smallest number of instances the search may measure.",
     lower_bound=1,
 )
+_FIRST_STEP = flags.DEFINE_integer(
+    "mongodb_stress_first_step",
+    None,
+    "The bounded search's first step (instances); it doubles from there while every step"
+    " delivers its offered load. Default: 40 % of the most instances the server holds, at"
+    " least 3 (fewest steps when the peak may lie anywhere). Set it just below a peak you"
+    " expect (a server type measured before) to measure fewer steps.",
+    lower_bound=1,
+)
 _SEARCH = flags.DEFINE_enum(
     "mongodb_stress_search",
     DEFAULTS.search,
@@ -346,6 +355,7 @@ def _Settings() -> StressSettings:
             step_seconds=_DURATION.value,
             sla_ms=_SLA_MS.value,
             min_instances=_MIN_INSTANCES.value,
+            first_step=_FIRST_STEP.value,
             max_instances=_MAX_INSTANCES.value,
             records=_RECORDS.value,
             cache_gb=_CACHE_GB.value,
@@ -410,6 +420,7 @@ def Run(benchmark_spec: bm_spec.BenchmarkSpec) -> list[sample.Sample]:
         st.sizing.max_instances,
         search=settings.search,
         min_instances=settings.min_instances,
+        first_step=settings.first_step,
         target_per_process=settings.target_ops,
         sla_ms=settings.sla_ms,
         log=_Log,

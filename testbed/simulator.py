@@ -196,6 +196,7 @@ def simulate(
     sla_ms: float = READ_P99_SLA_MS,
     clients: int = 2,
     measure: Callable[[int], StepResult] | None = None,
+    first_step: int | None = None,
 ) -> SimRun:
     """Runs a search against `server` with the engine's own run_search and plan_step.
     search "anchor" is the anchor's schedule (linear, every step reloads all its instances);
@@ -243,6 +244,7 @@ def simulate(
         search="linear" if search == "anchor" else search,
         target_per_process=target,
         sla_ms=sla_ms,
+        first_step=first_step,
     ).history
     kpis = select_kpis(history, sla_ms=sla_ms, max_instances=server.max_instances)
     return SimRun(

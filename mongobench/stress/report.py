@@ -12,6 +12,7 @@ from mongobench.stress.search import (
     MAX_METRIC,
     STEP_THROUGHPUT_METRIC,
     Search,
+    first_bounded_step,
     select_kpis,
     step_kpis,
 )
@@ -69,6 +70,15 @@ def run_metadata(
         **provenance.ycsb(),
         **sizing.metadata(),
         "search": s.search,
+        **(
+            {
+                "search_first_step": first_bounded_step(
+                    sizing.max_instances, s.min_instances, s.first_step
+                )
+            }
+            if s.search == "bounded"
+            else {}
+        ),
         "target_ops_per_client": s.target_ops,
         "step_seconds": s.step_seconds,
         "run_threads": s.run_threads,

@@ -70,6 +70,9 @@ class StressSettings:
     step_seconds: int = 180
     sla_ms: float = READ_P99_SLA_MS  # read p99 SLA of "Maximum Throughput for Latency SLA"
     min_instances: int = 1
+    first_step: int | None = (
+        None  # the bounded search's first step; None: search.first_bounded_step
+    )
     max_instances: int | None = None  # None: what fits in memory and on disk
     records: int | None = None  # per instance; None: sized from the server
     cache_gb: float | None = None  # WiredTiger cache per instance; None: sized
@@ -153,6 +156,11 @@ class StressSettings:
                 f"{name('first_port')} {self.first_port}: instance ports would exceed"
                 f" {MAX_PORT} (the last would be {last})"
             )
+        if self.first_step is not None and self.search != "bounded":
+            raise SettingsError(
+                f"{name('first_step')} {self.first_step}: only the bounded search has a first"
+                f" step, not {name('search')} {self.search}"
+            )
         if self.stress_ng_per_numa and not self.hold:
             raise SettingsError(f"{name('stress_ng_per_numa')} needs {name('hold')}")
         return self
@@ -172,7 +180,7 @@ class StressSettings:
 
 
 _WHOLE = (
-    "target_ops", "step_seconds", "min_instances", "max_instances", "records", "vcpus",
+    "target_ops", "step_seconds", "min_instances", "first_step", "max_instances", "records", "vcpus",
     "first_port", "run_threads", "load_threads", "load_batch", "load_timeout", "step_grace",
     "stress_ng_workers", "source_loaders", "status_interval_s",
 )  # fmt: skip

@@ -65,6 +65,9 @@ def test_stress_on_the_test_bed(pkb_python, tmp_path, pkb_temp):
             # processes of a step connected after their 3 s were over (0 operations)
             "--mongodb_stress_step_seconds=10",
             "--mongodb_stress_status_interval_s=2",
+            # at most 3 instances would start at 3 and end there: from 2, two steps, the
+            # second on the first's data and its copies
+            "--mongodb_stress_first_step=2",
             timeout=1200,
         )
         leftover = os.listdir(scratch)  # the run's directories are gone (before `down`)
@@ -92,6 +95,7 @@ def test_stress_on_the_test_bed(pkb_python, tmp_path, pkb_temp):
     assert "not MongoDB" in meta["mongodb_version"] and "not MongoDB" in meta["server_warning"]
     assert meta["p99_source"] == "merged histograms"  # every process had its own .hdr files
     assert meta["search"] == "bounded" and meta["records_per_instance"] == "1000"
+    assert meta["search_first_step"] == "2"
     assert meta["memory_hold"].startswith("stress-ng")
     assert int(meta["instances"]) <= 3
     sla_meta = labels(sla)

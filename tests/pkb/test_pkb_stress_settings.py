@@ -43,13 +43,15 @@ def test_the_flags_reach_the_settings(pkb_flags):
         mongodb_stress_steady_tolerance="0.05",
         mongodb_stress_read_p99_sla_ms="7.5",
         mongodb_stress_hold_memory="false",
+        mongodb_stress_first_step="5",
     )
     got = stress._Settings()
-    assert (got.records, got.addresses, got.sla_ms, got.hold) == (
+    assert (got.records, got.addresses, got.sla_ms, got.hold, got.first_step) == (
         5000,
         ("10.0.0.5", "eth1"),
         7.5,
         False,
+        5,
     )
     assert got.steady_rule.tolerance == 0.05
 

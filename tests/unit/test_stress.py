@@ -600,8 +600,9 @@ def test_linear_search_is_the_anchors_schedule():
 
 def test_bounded_search_finds_the_same_kpis_in_fewer_steps():
     linear, bounded = run("linear"), run("bounded")
-    # 1 cannot beat 2's 49,750 ops/s, 3 (<= 76,500) cannot beat 4's 92,000 within the SLA.
-    assert [r.instances for r in bounded] == [2, 4, 5, 6, 7]
+    # From 3 (at least 3; a quarter of 10 is less), which delivers its load, then 6; 4 and 5
+    # could beat 6's 96,000 (n x 25,500); 1 and 2 cannot beat 3's 74,000.
+    assert [r.instances for r in bounded] == [3, 6, 4, 5, 7]
     assert len(bounded) < len(linear)
     assert [k.value for k in stress_search.select_kpis(bounded)] == [
         k.value for k in stress_search.select_kpis(linear)
@@ -615,7 +616,8 @@ def test_bounded_search_measures_a_skipped_step_when_it_could_hold_the_sla_kpi()
     def measure(n):
         return steps.StepResult(n, min(0.995 * 25_000 * n, PEAK5[n - 1]), p99[n])
 
-    linear, bounded = run("linear", measure=measure), run("bounded", measure=measure)
+    # from 2, doubling steps over 3
+    linear, bounded = run("linear", measure=measure), run("bounded", measure=measure, first_step=2)
     assert [r.instances for r in bounded] == [2, 4, 5, 6, 7, 3]
     sla_linear, sla_bounded = (stress_search.select_kpis(h)[1] for h in (linear, bounded))
     assert sla_linear.value == sla_bounded.value == 74_000
@@ -636,10 +638,42 @@ def test_linear_search_goes_on_until_two_successive_falls():
 
 def test_bounded_search_measures_above_the_peak_what_linear_would():
     linear, bounded = run("linear", measure=measure_dip), run("bounded", measure=measure_dip)
-    assert [r.instances for r in bounded] == [2, 4, 5, 6, 7, 8, 9]
+    assert [r.instances for r in bounded] == [3, 6, 4, 5, 7, 8, 9]
     assert [k.value for k in stress_search.select_kpis(bounded)] == [
         k.value for k in stress_search.select_kpis(linear)
     ]
+
+
+def test_first_step_is_a_quarter_of_the_instances_at_least_3_within_the_range():
+    first = stress_search.first_bounded_step
+    assert [first(m) for m in (1, 2, 3, 8, 12, 16, 18, 32)] == [1, 2, 3, 3, 3, 4, 4, 8]
+    assert first(16, min_instances=6) == 6 and first(16, asked=2) == 2 and first(4, asked=9) == 4
+
+
+def test_first_step_measures_fewer_steps_beyond_the_proof_than_starting_at_2():
+    """Peaks anywhere from 1 to max_instances, three saturations: the steps measured beyond
+    those that prove the KPIs (simulator.proof_steps), summed over max_instances 4..16."""
+
+    def excess(first_step):
+        total = 0
+        for m in range(4, 17):
+            for sat in (0.6, 0.8, 0.95):
+                for peak in range(1, m + 1):
+                    server = simulator.SimulatedServer(
+                        simulator.peaked_capacity(peak, m, saturation=sat)
+                    )
+                    ran = stress_search.run_search(
+                        lambda n, s=server: (s.measure(n, 25_000.0), {}),
+                        m,
+                        search="bounded",
+                        target_per_process=25_000.0,
+                        first_step=first_step(m),
+                    )
+                    total += len(ran.history) - len(simulator.proof_steps(server))
+        return total
+
+    default, from_2 = excess(stress_search.first_bounded_step), excess(lambda m: 2)
+    assert 0 < default < 0.6 * from_2
 
 
 def test_bounded_search_needs_a_target():
@@ -658,7 +692,10 @@ def test_search_stops_at_the_instance_limit_and_warns():
         top = stress_search.select_kpis(h, max_instances=6)[0]
         assert top.metadata["instances"] == 6
         assert "largest instance count tried, 6 (the instance limit)" in top.metadata["warning"]
-    assert [r.instances for r in run("bounded", measure=rising, max_instances=6)] == [2, 4, 6]
+    assert [r.instances for r in run("bounded", measure=rising, max_instances=6)] == [3, 6]
+    assert [r.instances for r in run("bounded", measure=rising, max_instances=6, first_step=2)] == [
+        2, 4, 6,
+    ]  # fmt: skip
 
 
 def test_sla_kpi_is_zero_with_a_reason_when_no_step_meets_it():
@@ -712,7 +749,8 @@ def test_simulated_peaks_found_with_load_once(peak):
     assert anchor.records_loaded == n * (n + 1) // 2 * R
     assert linear.records_loaded == n * R
     assert bounded.records_loaded <= 2 * n * R
-    assert len(bounded.steps) <= len(anchor.steps)
+    # one step more than the anchor where the peak is at 1: the first step is above it
+    assert len(bounded.steps) <= len(anchor.steps) + (peak == 1)
     assert bounded.wall_seconds < anchor.wall_seconds and linear.wall_seconds < anchor.wall_seconds
 
 

@@ -155,6 +155,7 @@ def test_run_metadata_keys_and_values():
         "java_driver_version",
         *_sizing().metadata(),
         "search",
+        "search_first_step",
         "target_ops_per_client",
         "step_seconds",
         "run_threads",

@@ -186,8 +186,9 @@ def test_plain_copies_are_made_per_step():
     cost = simulator.CostModel(seeding="copy", copy_rate=200_000.0)
     run = simulator.simulate(server, search="bounded", cost=cost)
     assert not math.isinf(cost.copy_rate)
-    # 2, 4, 8 instances: three rounds copying 1 + 2 + 4 instances
-    rounds = 3 * cost.copy_overhead_seconds + 7 * R / cost.copy_rate
+    # from 4 instances (a quarter of 16), then 8: two rounds copying 3 + 4 instances
+    assert run.steps[:2] == (4, 8)
+    rounds = 2 * cost.copy_overhead_seconds + 7 * R / cost.copy_rate
     steps_s = len(run.steps) * cost.step_total_seconds
     assert run.load_seconds == pytest.approx(cost.load_seconds(1) + rounds)
     assert run.wall_seconds == pytest.approx(cost.load_seconds(1) + rounds + steps_s)

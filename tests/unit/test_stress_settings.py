@@ -16,6 +16,7 @@ OLD_DEFAULTS = {
     "step_seconds": 180,
     "sla_ms": 3.0,
     "min_instances": 1,
+    "first_step": None,
     "max_instances": None,
     "records": None,
     "cache_gb": None,
@@ -84,6 +85,7 @@ def test_addresses_given_as_a_list_are_kept_as_a_tuple():
         ({"target_ops": 2.5}, "--mongodb_stress_target_ops_per_client: must be a whole number >= 1, not 2.5"),
         ({"step_seconds": None}, "--mongodb_stress_step_seconds: must be a whole number >= 1, not None"),
         ({"load_batch": True}, "--mongodb_stress_load_batch_size: must be a whole number >= 1, not True"),
+        ({"first_step": 0}, "--mongodb_stress_first_step: must be a whole number >= 1, not 0"),
         ({"sla_ms": -1.0}, "--mongodb_stress_read_p99_sla_ms: must be a number >= 0, not -1.0"),
         ({"memory_gb": float("inf")}, "--mongodb_stress_server_memory_gb: must be a number >= 0, not inf"),
         ({"cache_gb": 0.1}, "--mongodb_stress_cache_gb: must be a number of GB >= 0.25, not 0.1"),
@@ -93,6 +95,11 @@ def test_addresses_given_as_a_list_are_kept_as_a_tuple():
         (
             {"max_instances": 2, "min_instances": 3},
             "--mongodb_stress_max_instances 2 is below --mongodb_stress_min_instances 3",
+        ),
+        (
+            {"first_step": 4, "search": "linear"},
+            "--mongodb_stress_first_step 4: only the bounded search has a first step, not"
+            " --mongodb_stress_search linear",
         ),
         (
             {"first_port": 65534, "max_instances": 3},

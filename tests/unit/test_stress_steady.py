@@ -204,7 +204,11 @@ def test_proof_steps_and_floor_are_what_no_search_goes_below():
     run = simulator.simulate(server, search="bounded", cost=cost)
     assert set(simulator.proof_steps(server)) <= set(run.steps)  # every search measures them
     floor = simulator.floor_seconds(server, cost)
-    assert floor < run.wall_seconds - run.load_seconds  # the search measures one step more
+    # from step 4 (a quarter of 16) the search measures just those; from step 2, one more
+    assert floor == pytest.approx(run.wall_seconds - run.load_seconds)
+    assert sorted(run.steps) == [3, 4, 5, 6, 7, 8]
+    from_2 = simulator.simulate(server, search="bounded", cost=cost, first_step=2)
+    assert floor < from_2.wall_seconds - from_2.load_seconds and 2 in from_2.steps
     full = simulator.floor_seconds(server, simulator.CostModel(curves=True))
     assert full == pytest.approx(6 * (180 + simulator.CostModel().step_overhead_seconds))
 
