@@ -478,7 +478,8 @@ def Step(server_vm, clients, st, n):
             if early
             else None
         )
-        before = _OsReadings(vms)
+        before = _OsReadings(vms)  # kept if the workload's start is not seen
+        began = {}  # read once every YCSB process has printed a status line
         t1 = time.time()
         timeout = settings.step_seconds + settings.step_grace
         after = {}  # read as the last YCSB process ends, before the outputs are fetched
@@ -489,6 +490,7 @@ def Step(server_vm, clients, st, n):
             timeout,
             _LocalDir,
             stop_when=watch,
+            on_start=lambda: began.update(_OsReadings(vms)),
             on_end=lambda: after.update(_OsReadings(vms)),
         )
         info["run_wall_seconds"] = round(time.time() - t1, 1)
@@ -521,7 +523,8 @@ def Step(server_vm, clients, st, n):
                 "mongobench: step %d steady after %.0f s (%.0f ops/s within %.1f %%): ended early",
                 n, watch.steady.seconds, watch.steady.rate, 100 * settings.steady_rule.tolerance,
             )  # fmt: skip
-    readings = {name: [before[name], after[name]] for name in before}
+    info["usage_from"] = "workload start" if began else "YCSB start"
+    readings = {name: [(began or before)[name], after[name]] for name in before}
     info.update(
         usage.step_usage(
             readings.pop(server_vm.name),

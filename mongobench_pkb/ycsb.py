@@ -408,7 +408,9 @@ def Fetch(vm, procs, local_dir):
     return out
 
 
-def RunOnClients(clients, procs, props, timeout_s, local_dir_of, *, stop_when=None, on_end=None):
+def RunOnClients(
+    clients, procs, props, timeout_s, local_dir_of, *, stop_when=None, on_start=None, on_end=None
+):
     """Starts the YCSB processes `procs` (each names its client by index in `clients`) with
     the properties `props(process, vm)`, waits for them on every client at once (their status
     lines reaching pkb.log), stops what
@@ -421,9 +423,13 @@ def RunOnClients(clients, procs, props, timeout_s, local_dir_of, *, stop_when=No
     are polled every STOP_CHECK_S too (not --mongobench_progress_seconds, 10 s): the status
     lines reach it, and the processes' end is seen, within seconds.
 
-    `on_end()` is called once, as soon as every client's processes have ended (or failed),
-    before what still runs is stopped and the outputs are fetched: readings that bracket
-    the run end at its end, not seconds of copying later."""
+    `on_start()` is called once, within STOP_CHECK_S of every process having printed a status
+    line (its workload has begun: the JVM's start and the binding's set-up are over), unless
+    the processes end first; `on_end()` once, as soon as every client's processes have ended
+    (or failed), before what still runs is stopped and the outputs are fetched. Readings
+    that bracket the run then hold its workload, not seconds of start-up before it or of
+    copying after it. The two never overlap, and on_start never comes after on_end; an
+    error in on_start is logged, and the run goes on without it."""
     by_client = {}
     for p in procs:
         by_client.setdefault(p.client, []).append(p)
@@ -432,7 +438,10 @@ def RunOnClients(clients, procs, props, timeout_s, local_dir_of, *, stop_when=No
     done = threading.Event()
     running = [len(by_client)]  # clients whose processes may still run
     lock = threading.Lock()
-    poll_s = None if stop_when is None else min(engine.ProgressSeconds(), STOP_CHECK_S)
+    marks = threading.Lock()  # on_start and on_end: one at a time, on_start first or never
+    ended = [False]
+    watching = stop_when is not None or on_start is not None
+    poll_s = min(engine.ProgressSeconds(), STOP_CHECK_S) if watching else None
 
     def one(client_index):
         vm = clients[client_index]
@@ -446,16 +455,36 @@ def RunOnClients(clients, procs, props, timeout_s, local_dir_of, *, stop_when=No
                 with lock:
                     running[0] -= 1
                     last = running[0] == 0
-                if last and on_end is not None:
-                    on_end()
+                if last:
+                    with marks:
+                        ended[0] = True
+                        if on_end is not None:
+                            on_end()
         finally:
             Stop(vm, started)  # nothing is left running, whatever happened
         outputs = Fetch(vm, started, local_dir_of(vm))
         return {name: (states[name], outputs[name]) for name in states}
 
+    def start_mark():
+        with marks:
+            if ended[0]:
+                return
+            try:
+                on_start()
+            except Exception as e:  # noqa: BLE001 - a reading lost must not end the run
+                logging.warning("YCSB run: the call at the workload's start failed: %s", e)
+
     def watch():
+        starting = on_start is not None
         while not done.wait(STOP_CHECK_S):
             lines = {name: list(got) for name, got in list(collected.items())}
+            if starting and len(lines) == len(procs) and all(lines.values()):
+                starting = False
+                start_mark()
+            if stop_when is None:
+                if not starting:
+                    return
+                continue
             try:
                 stop = stop_when(lines)
             except (ValueError, LookupError, ArithmeticError) as e:  # they run their full time
@@ -470,7 +499,7 @@ def RunOnClients(clients, procs, props, timeout_s, local_dir_of, *, stop_when=No
                 return
 
     watcher = None
-    if stop_when is not None:
+    if watching:
         watcher = threading.Thread(target=watch, name="ycsb-stop-when", daemon=True)
         watcher.start()
     merged = {}

@@ -1,10 +1,12 @@
 """What a stress step used: CPU and disk of the server and CPU of the client VMs over the
 step's run phase, and the step's bottleneck line.
 
-The PKB module reads each VM's /proc/stat and /proc/diskstats (READING_COMMAND) right before
-the YCSB run processes start and as soon as the last has ended, before their outputs are
-fetched; the window therefore includes YCSB's start and JVM start-up (seconds of a step's
-minutes). The averages are the OS sampler's
+The PKB module reads each VM's /proc/stat and /proc/diskstats (READING_COMMAND) once every
+YCSB run process has printed a status line (their workload has begun: within 2 s of it, not
+the JVM's start-up before it) and as soon as the last has ended, before their outputs are
+fetched (the step's metadata `usage_from`: "workload start"; "YCSB start" when the processes
+ended before that was seen, and the reading taken before they started stands in). The
+averages are the OS sampler's
 (measure.ossampler.summarize) and the bottleneck is measure.bottleneck's, as for perftables.
 """
 

@@ -128,6 +128,9 @@ def test_stress_on_the_test_bed(pkb_python, tmp_path, pkb_temp):
     cpu = by_metric["Server CPU Usage"]
     assert len(cpu) == len(steps) and all(s["unit"] == "%" and 0 <= s["value"] <= 100 for s in cpu)
     assert all(labels(s)["bottleneck"] != "unknown" for s in steps)
+    # the usage window begins once the step's workload has (its JVMs' start-up left out)
+    assert {labels(s)["usage_from"] for s in steps} <= {"workload start", "YCSB start"}
+    assert any(labels(s)["usage_from"] == "workload start" for s in steps)
     assert meta["bottleneck"] != "unknown" and meta["server_cpu_pct"] not in ("", "None")
     # Data seeding by copy: YCSB loaded instance 0 only, once; every other instance got a
     # copy of its data files (the stand-in keeps its store in its dbpath), verified (record

@@ -1,5 +1,6 @@
-"""RunOnClients (mongobench_pkb.ycsb): the readings that bracket a stress step's run end as
-the last YCSB process ends, before anything is stopped or fetched."""
+"""RunOnClients (mongobench_pkb.ycsb): the readings that bracket a stress step's run begin
+once every YCSB process's workload has begun and end as the last process ends, before
+anything is stopped or fetched."""
 
 import threading
 
@@ -91,3 +92,86 @@ def test_on_end_runs_when_a_client_fails_and_the_failure_still_reaches_the_calle
         )
     assert events.count(("readings", "vm0")) == 1
     assert ("stop", "vm1") in events  # nothing is left running
+
+
+def _printing(note, lines_after_s):
+    """A Wait whose processes print their first status line `lines_after_s[vm]` seconds in
+    and end 0.3 s later."""
+
+    def wait(vm, started, timeout_s, *, poll_s=None, collected=None, **kwargs):
+        assert poll_s is not None and collected is not None  # polled: their lines are seen
+        threading.Event().wait(lines_after_s[vm.name])
+        for s in started:
+            collected.setdefault(s.name, []).append("0 sec: 0 operations;")
+        note("printed", vm)
+        threading.Event().wait(0.3)
+        note("ended", vm)
+        return {s.name: ("state", vm.name) for s in started}
+
+    return wait
+
+
+def test_on_start_runs_once_after_every_process_printed_and_before_on_end(recorded, monkeypatch):
+    events, note = recorded
+    monkeypatch.setattr(mongobench_ycsb, "STOP_CHECK_S", 0.02)
+    monkeypatch.setattr(mongobench_ycsb, "Wait", _printing(note, {"vm0": 0.0, "vm1": 0.1}))
+    clients = [FakeVm("vm0"), FakeVm("vm1")]
+    mongobench_ycsb.RunOnClients(
+        clients,
+        [_Proc("p0", 0), _Proc("p1", 1), _Proc("p2", 1)],
+        lambda p, vm: {},
+        60,
+        lambda vm: "/tmp",
+        on_start=lambda: note("start readings", clients[0]),
+        on_end=lambda: note("end readings", clients[0]),
+    )
+    assert events.count(("start readings", "vm0")) == 1
+    at = events.index(("start readings", "vm0"))
+    # after the last process printed its first line (vm1's), before any ended
+    assert events.index(("printed", "vm1")) < at < events.index(("ended", "vm0"))
+    assert at < events.index(("end readings", "vm0"))
+
+
+def test_on_start_is_skipped_when_the_processes_end_before_every_one_printed(recorded, monkeypatch):
+    events, note = recorded
+    monkeypatch.setattr(mongobench_ycsb, "STOP_CHECK_S", 0.02)
+
+    def wait(vm, started, timeout_s, **kwargs):  # they end without a status line
+        note("ended", vm)
+        return {s.name: ("state", vm.name) for s in started}
+
+    monkeypatch.setattr(mongobench_ycsb, "Wait", wait)
+    clients = [FakeVm("vm0")]
+    mongobench_ycsb.RunOnClients(
+        clients,
+        [_Proc("p0", 0)],
+        lambda p, vm: {},
+        60,
+        lambda vm: "/tmp",
+        on_start=lambda: note("start readings", clients[0]),
+        on_end=lambda: note("end readings", clients[0]),
+    )
+    assert ("start readings", "vm0") not in events
+    assert events.count(("end readings", "vm0")) == 1
+
+
+def test_a_failed_on_start_is_logged_and_the_run_goes_on(recorded, monkeypatch, caplog):
+    events, note = recorded
+    monkeypatch.setattr(mongobench_ycsb, "STOP_CHECK_S", 0.02)
+    monkeypatch.setattr(mongobench_ycsb, "Wait", _printing(note, {"vm0": 0.0}))
+
+    def broken():
+        raise errors.VirtualMachine.RemoteCommandError("ssh: connection reset")
+
+    clients = [FakeVm("vm0")]
+    got = mongobench_ycsb.RunOnClients(
+        clients,
+        [_Proc("p0", 0)],
+        lambda p, vm: {},
+        60,
+        lambda vm: "/tmp",
+        on_start=broken,
+        on_end=lambda: note("end readings", clients[0]),
+    )
+    assert set(got) == {"p0"} and ("end readings", "vm0") in events
+    assert "the call at the workload's start failed: ssh: connection reset" in caplog.text
