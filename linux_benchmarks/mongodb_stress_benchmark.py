@@ -108,7 +108,7 @@ _FIRST_STEP = flags.DEFINE_integer(
     "mongodb_stress_first_step",
     None,
     "The bounded search's first step (instances); it doubles from there while every step"
-    " delivers its offered load. Default: 40 % of the most instances the server holds, at"
+    " delivers its offered load. Default: a quarter of the most instances the server holds, at"
     " least 3 (fewest steps when the peak may lie anywhere). Set it just below a peak you"
     " expect (a server type measured before) to measure fewer steps.",
     lower_bound=1,
