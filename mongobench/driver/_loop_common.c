@@ -2,7 +2,8 @@
  * sources and _loop_docs.c's inserts:
  *   - the draws: each operation's values as random.Random(index + 1).randrange(lo, hi) draws
  *     them (the generator's state copied; MT19937 and getrandbits as CPython's
- *     _randommodule.c), $in lists as queries.sample_distinct draws them;
+ *     _randommodule.c), $in lists as queries.sample_distinct draws them, text as
+ *     random.choices(alphabet, k=k) draws it;
  *   - the accounting: latency as LatencyRecorder.record keeps it, Counter and attribute
  *     increments, errors through multiplex.count_error, a check's call and its cached outcome;
  *   - the protocol: iterating a source yields (request, check) and send(outcome) takes the
@@ -104,6 +105,14 @@ int source_fill(Common *s) {
     if (go <= 0) return go;
     char *req = PyByteArray_AS_STRING(s->req);
     for (int d = 0; d < s->ndraws;) {
+        if (s->text_k[d]) { /* random.choices(alphabet, k=k): floor(random() * n) each */
+            char *out = req + s->at[d];
+            double n = (double)s->width[d];
+            for (int j = 0; j < s->text_k[d]; j++)
+                out[j] = s->alpha[d][(Py_ssize_t)(mt_random(s) * n)];
+            d++;
+            continue;
+        }
         if (s->list_n[d]) {
             if (2 * (uint32_t)s->list_n[d] > s->width[d]) mt_sample(s, d, s->list_n[d], req);
             else mt_distinct(s, d, s->list_n[d], req);
@@ -258,7 +267,8 @@ int source_serve(PyObject *self, PyObject *buf, Py_ssize_t length, PyObject **re
 int is_source(PyObject *o) { return Py_TYPE(o)->tp_iternext == source_iternext; }
 
 /* -- construction: the common part. template: the request; draws: ((offset, lo, hi), ...)
- * in the order drawn; state: random.Random.getstate()[1]. 0, or -1 with an exception. */
+ * in the order drawn, or (offset, alphabet bytes, k) for k letters at offset; state:
+ * random.Random.getstate()[1]. 0, or -1 with an exception. */
 int common_init(Common *s, const SourceOps *ops, Py_buffer *tmpl, int rid, PyObject *draws,
                 PyObject *state, PyObject *check, PyObject *op, long long quota, PyObject *run,
                 PyObject *stats, PyObject *count_error, PyObject *record) {
@@ -270,9 +280,28 @@ int common_init(Common *s, const SourceOps *ops, Py_buffer *tmpl, int rid, PyObj
     }
     int d = 0; /* the values so far: a draw of n distinct ones fills n */
     for (Py_ssize_t e = 0; e < nd; e++) {
-        PyObject *ats;
+        PyObject *ats, *item = PyTuple_GET_ITEM(draws, e);
         long long lo, hi;
-        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(draws, e), "OLL", &ats, &lo, &hi)) return -1;
+        if (PyTuple_Check(item) && PyTuple_GET_SIZE(item) == 3 &&
+            PyBytes_Check(PyTuple_GET_ITEM(item, 1))) { /* (offset, alphabet, k): letters */
+            Py_ssize_t at, k;
+            const char *alpha;
+            Py_ssize_t n;
+            if (!PyArg_ParseTuple(item, "ny#n", &at, &alpha, &n, &k)) return -1;
+            if (d >= MAX_DRAWS || n < 1 || n > UINT32_MAX || k < 1 || k > INT_MAX || at < 16 ||
+                at > tmpl->len - k) {
+                PyErr_SetString(PyExc_ValueError, "compiled source: more than 128 values, no"
+                                                  " letters, or letters past the template");
+                return -1;
+            }
+            s->at[d] = at;
+            s->text_k[d] = (int)k;
+            s->alpha[d] = alpha;
+            s->width[d] = (uint32_t)n;
+            s->list_n[d++] = 0;
+            continue;
+        }
+        if (!PyArg_ParseTuple(item, "OLL", &ats, &lo, &hi)) return -1;
         int list = PyTuple_Check(ats);
         Py_ssize_t n = list ? PyTuple_GET_SIZE(ats) : 1;
         if (n < 1 || d + n > MAX_DRAWS || hi <= lo || (unsigned long long)(hi - lo) >> 32 ||
@@ -290,6 +319,7 @@ int common_init(Common *s, const SourceOps *ops, Py_buffer *tmpl, int rid, PyObj
                 return -1;
             }
             s->at[d] = at;
+            s->text_k[d] = 0;
             s->list_n[d] = list && j == 0 ? (int)n : 0;
             s->lo[d] = lo;
             s->width[d] = (uint32_t)(hi - lo);
@@ -316,7 +346,7 @@ int common_init(Common *s, const SourceOps *ops, Py_buffer *tmpl, int rid, PyObj
     Py_XSETREF(s->latency, latency);
     Py_XSETREF(s->counts, counts);
 #define KEEP(name) Py_INCREF(name); Py_XSETREF(s->name, name);
-    KEEP(check) KEEP(op) KEEP(run) KEEP(stats) KEEP(count_error) KEEP(record)
+    KEEP(draws) KEEP(check) KEEP(op) KEEP(run) KEEP(stats) KEEP(count_error) KEEP(record)
 #undef KEEP
     s->quota = quota;
     s->i = 0;
@@ -324,14 +354,14 @@ int common_init(Common *s, const SourceOps *ops, Py_buffer *tmpl, int rid, PyObj
 }
 
 int common_traverse(Common *s, visitproc visit, void *arg) {
-    Py_VISIT(s->req); Py_VISIT(s->check); Py_VISIT(s->op); Py_VISIT(s->run);
+    Py_VISIT(s->req); Py_VISIT(s->draws); Py_VISIT(s->check); Py_VISIT(s->op); Py_VISIT(s->run);
     Py_VISIT(s->stats); Py_VISIT(s->latency); Py_VISIT(s->counts); Py_VISIT(s->count_error);
     Py_VISIT(s->record);
     return 0;
 }
 
 void common_clear(Common *s) {
-    Py_CLEAR(s->req); Py_CLEAR(s->check); Py_CLEAR(s->op); Py_CLEAR(s->run);
+    Py_CLEAR(s->req); Py_CLEAR(s->draws); Py_CLEAR(s->check); Py_CLEAR(s->op); Py_CLEAR(s->run);
     Py_CLEAR(s->stats); Py_CLEAR(s->latency); Py_CLEAR(s->counts); Py_CLEAR(s->count_error);
     Py_CLEAR(s->record);
 }

@@ -91,6 +91,9 @@ typedef struct {
     long long lo[MAX_DRAWS];
     uint32_t width[MAX_DRAWS];
     int bits[MAX_DRAWS];
+    int text_k[MAX_DRAWS]; /* n > 0: n letters of alpha[d] (width[d] of them), not an int64 */
+    const char *alpha[MAX_DRAWS]; /* into `draws`' bytes, which Common keeps */
+    PyObject *draws;
     Mt rng;
     PyObject *check, *op, *run, *stats, *latency, *counts, *count_error, *record;
     long long i, quota; /* quota -1: endless */

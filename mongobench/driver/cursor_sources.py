@@ -102,9 +102,19 @@ def _compiled(t: ops.Tmpl, d: CursorRead, check, get_more):
     """The source as the compiled loop's own (driver._loop.KeyedReads: the same requests,
     values and getMores, the same accounting, with no bytecode per operation but the
     checks'): `compiled(c, module)`, or None where it cannot stand in (a range of 2**32 or
-    more, more than 128 values)."""
-    draws, k = [], 0  # (offset, lo, hi), or (offsets, lo, hi) of n distinct values
+    more, more than 128 values, text not of one-byte letters)."""
+    draws, k = [], 0  # (offset, lo, hi), (offsets, lo, hi) of n distinct values, or letters
+    raw = bytearray(t.raw)  # text prefixes written once: only the letters are drawn
     for lo, hi, *n in d.ranges or ():
+        if isinstance(lo, str):  # (prefix, alphabet, letters)
+            at, code = t.slots[k]
+            prefix, alphabet = lo.encode(), hi.encode()
+            if not (alphabet.isascii() and code == f"{len(prefix) + n[0]}s"):
+                return None
+            raw[at : at + len(prefix)] = prefix
+            draws.append((at + len(prefix), alphabet, n[0]))
+            k += 1
+            continue
         slots = [t.slots[j] for j in range(k, k + (n[0] if n else 1))]
         if hi - lo >= 1 << 32 or any(code != "q" for _, code in slots):
             return None
@@ -112,7 +122,7 @@ def _compiled(t: ops.Tmpl, d: CursorRead, check, get_more):
         k += len(slots)
     if k > 128:
         return None
-    draws = tuple(draws)
+    draws, raw = tuple(draws), bytes(raw)
     gm, _, gm_check = get_more
     size_at = gm.slots[1][0] if 1 in gm.slots else -1
     expect = d.expect if d.expect is not None else -1
@@ -120,7 +130,7 @@ def _compiled(t: ops.Tmpl, d: CursorRead, check, get_more):
     def compiled(c: Client, module):
         state = random.Random(c.index + 1).getstate()[1]
         return module.KeyedReads(
-            t.raw, c.rid, draws, state, check, check.op, c.quota if c.quota is not None else -1,
+            raw, c.rid, draws, state, check, check.op, c.quota if c.quota is not None else -1,
             c.run, c.stats, count_error, c.record, gm.raw, gm.slots[0][0], size_at, gm_check,
             c.stats.counters, d.limit, expect,
         )  # fmt: skip

@@ -352,7 +352,7 @@ class RegexPrefixWorkload(Declared):
 
         return CursorRead(
             "find", self.coll_name, {"name": {"$regex": slot}}, (slot,), values, {"name": 1},
-            limit=int(self.s["limit"]),
+            limit=int(self.s["limit"]), ranges=(("^", alphabet, k),),
         )  # fmt: skip
 
 

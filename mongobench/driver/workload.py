@@ -136,7 +136,8 @@ class CursorRead:
     is an error ("<n> documents instead of <expect>"), after its latency is recorded.
     `ranges`: how `values` draws them, in order (query templates: queries.Template.ranges),
     so a compiled source can draw them: (lo, hi) for one rng.randrange(lo, hi), (lo, hi, n)
-    for n distinct values (queries.sample_distinct)."""
+    for n distinct values (queries.sample_distinct), (prefix, alphabet, k) for a text slot's
+    prefix + "".join(rng.choices(alphabet, k=k)) (ASCII)."""
 
     op: str
     coll: str

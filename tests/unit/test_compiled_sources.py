@@ -17,7 +17,7 @@ import bson
 import pytest
 from native_helpers import compiled, drive, latencies, twins
 
-from mongobench.driver import docgen, multiplex, native, ops, replies, sources
+from mongobench.driver import cursor_sources, docgen, multiplex, native, ops, replies, sources
 from mongobench.driver.base import ThreadStats
 from mongobench.driver.catalog import WORKLOADS
 
@@ -105,6 +105,47 @@ def test_values_drawn_in_order_as_randrange_draws_them():
         ]
 
 
+@pytest.mark.parametrize("alphabet,k", [("ab", 1), ("abcdefghijklmnopqrstuvwxyz", 2), ("xyz", 9)])
+def test_letters_drawn_as_random_choices_draws_them(alphabet, k):
+    """Text values (regex_prefix's): k letters as rng.choices(alphabet, k=k), between int
+    draws, past the generator's regeneration."""
+    module = compiled()
+    text, key = ops.text_sentinel(k + 1), ops.sentinel(0)
+    t = ops.find_tmpl("db", "c", {"name": {"$regex": text}, "n": key}, [text, key])
+    (at, code), (key_at, _) = t.slots[0], t.slots[1]
+    assert code == f"{k + 1}s"
+    raw = bytearray(t.raw)
+    raw[at : at + 1] = b"^"
+    draws = ((at + 1, alphabet.encode(), k), (key_at, 0, 1000))
+    gm = ops.get_more_tmpl("db", "c", False)
+    run, stats = multiplex.Run(), ThreadStats()
+    gen = module.KeyedReads(
+        bytes(raw), 1, draws, random.Random(5).getstate()[1], object(), "find", -1, run, stats,
+        multiplex.count_error, stats.latency.record, gm.raw, gm.slots[0][0], -1, object(),
+        stats.counters, 0, -1,
+    )  # fmt: skip
+    sent = drive(gen, run, [(None, 1, 0, None)] * 799)
+    rng = random.Random(5)
+    for req, _ in sent:
+        expected = ("^" + "".join(rng.choices(alphabet, k=k))).encode(), rng.randrange(1000)
+        assert (req[at : at + k + 1], struct.unpack_from("<q", req, key_at)[0]) == expected
+
+
+def test_regex_prefix_has_a_compiled_twin():
+    """The prefix queries (the shell loop's) from the compiled source: the same requests and
+    accounting as the Python source, a short batch counted as the Python one counts it."""
+    module = compiled()
+    settings = {"preload_docs": 100, "threads": 1, "prefix_len": 2, "limit": 10, "total_ops": 30}
+    source = sources.make("regex_prefix", settings, "db")
+    assert source.compiled is not None
+    script = [(None, 10, 0, None)] * 5 + [(None, 3, 0, None)] + [(None, 10, 0, None)] * 30
+    (py_sent, py), (c_sent, mine) = twins(source, module, 1, 30, script)
+    assert len(py_sent) == 10 and [r for r, _ in c_sent] == [r for r, _ in py_sent]
+    assert len({r for r, _ in py_sent}) > 5  # prefixes drawn, not one request
+    assert mine.ops == py.ops and (mine.docs, mine.bytes) == (py.docs, py.bytes)
+    assert py.docs == 93 and mine.errors == py.errors
+
+
 def test_an_outcome_of_the_wrong_shape_is_refused():
     module = compiled()
     source = sources.make("hot_update", dict(WORKLOAD_CASES["hot_update"], total_ops=9), "db")
@@ -173,7 +214,9 @@ def test_bad_construction_is_refused():
     bad_common = [{"draws": ((len(t.raw) - 4, 0, 10),)}, {"draws": ((at, 5, 5),)},
                   {"draws": ((at, 0, 2**32),)}, {"draws": ((8, 0, 10),)}, {"state": (1, 2)},
                   {"draws": ((at, 0, 10),) * 129}, {"draws": (((at,) * 12, 0, 11),)},
-                  {"draws": (((), 0, 10),)}, {"draws": (((at, 8), 0, 10),)}]  # fmt: skip
+                  {"draws": (((), 0, 10),)}, {"draws": (((at, 8), 0, 10),)},
+                  {"draws": ((len(t.raw) - 2, b"ab", 3),)}, {"draws": ((at, b"", 3),)},
+                  {"draws": ((at, b"ab", 0),)}, {"draws": ((8, b"ab", 2),)}]  # fmt: skip
     for bad in bad_common:
         for make in (writes, reads):
             with pytest.raises(ValueError, match="compiled source"):
@@ -320,11 +363,15 @@ def test_reads_same_requests_and_accounting_as_the_python_source(case, index):
 
 
 def test_reads_with_values_it_cannot_draw_run_in_python():
-    """Regex prefixes are drawn by the Python source, and lists of more than 128 values."""
+    """Lists of more than 128 values are drawn by the Python source, and letters of more than
+    one byte each."""
     s = dict(QUERY, query={"_id": {"$in": "RANDINTLIST(0,docs,129)"}}, limit=30)
     assert sources.make("query", s, "db").compiled is None  # more values than it holds
     regex = {"preload_docs": 2000, "threads": 3, "prefix_len": 1, "limit": 10, "total_ops": 60}
-    assert not hasattr(sources.make("regex_prefix", regex, "db"), "compiled")
+    assert sources.make("regex_prefix", regex, "db").compiled is not None
+    d = WORKLOADS["regex_prefix"](None, regex).declare()
+    wide = dataclasses.replace(d, ranges=(("^", "aé", 1),))  # é: two bytes in UTF-8
+    assert cursor_sources.declared(wide, "db").compiled is None
     assert sources.make("query", READ_CASES["find_limit"][1], "db").compiled is not None
 
 
