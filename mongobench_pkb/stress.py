@@ -11,6 +11,7 @@ installs nothing, so it lives here, not in linux_packages/.
     problems = mongobench_stress.Cleanup(server_vm, clients, keep_diagnostics)
 """
 
+import concurrent.futures
 import dataclasses
 import logging
 import os
@@ -478,27 +479,38 @@ def Step(server_vm, clients, st, n):
             if early
             else None
         )
-        before = _OsReadings(vms)  # kept if the workload's start is not seen
         began = {}  # read once every YCSB process has printed a status line
         t1 = time.time()
         timeout = settings.step_seconds + settings.step_grace
         after = {}  # read as the last YCSB process ends, before the outputs are fetched
-        results = mongobench_ycsb.RunOnClients(
-            clients,
-            plan.run,
-            props,
-            timeout,
-            _LocalDir,
-            stop_when=watch,
-            on_start=lambda: began.update(_OsReadings(vms)),
-            on_end=lambda: after.update(_OsReadings(vms)),
-        )
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            # kept if the workload's start is not seen: read while YCSB starts (an ssh round
+            # per VM, in series with nothing)
+            at_start = pool.submit(_OsReadings, vms)
+            results = mongobench_ycsb.RunOnClients(
+                clients,
+                plan.run,
+                props,
+                timeout,
+                _LocalDir,
+                stop_when=watch,
+                on_start=lambda: began.update(_OsReadings(vms)),
+                on_end=lambda: after.update(_OsReadings(vms)),
+            )
+            before = at_start.result()
         info["run_wall_seconds"] = round(time.time() - t1, 1)
-        dead = mongobench_mongod.DeadInstances(
-            server_vm, st.server, [_Instance(st, settings, i) for i in range(n)]
+        instances = [_Instance(st, settings, i) for i in range(n)]
+        # the dead-instance check and the hold's stop: independent, in parallel
+        dead, _ = background_tasks.RunThreaded(
+            lambda task: task(),
+            [
+                lambda: mongobench_mongod.DeadInstances(server_vm, st.server, instances),
+                lambda: mongobench_stress_ng.Stop(server_vm, hold),
+            ],
         )
+        hold = None  # stopped
     finally:
-        mongobench_stress_ng.Stop(server_vm, hold)
+        mongobench_stress_ng.Stop(server_vm, hold)  # after a failure (None: nothing to stop)
     outputs = []
     for p in plan.run:
         state, out = results[p.stem]

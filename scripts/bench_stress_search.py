@@ -18,7 +18,8 @@ overhead and what they measured), which no data seeding can go below, and "floor
 seeding and no search can go below: the steps that prove both KPIs on the curve
 (simulator.proof_steps), each its overhead and what it measures. A step's overhead and the
 steady stop's lag are the figures measured through ./pkb.py on the test bed (simulator.
-CostModel; docs/stress.md, "A step's overhead"). Exits 1 when the KPIs of the
+CostModel; docs/stress.md, "A step's overhead"); `--step-overhead S` replaces the overhead
+with another host's figure. Exits 1 when the KPIs of the
 bounded search are lower than the anchor's more often than the anchor's own KPIs measured
 again (another draw of interval noise) are, or when the disk-bound model (the default)
 misses the target ratio with reflink copies.
@@ -28,6 +29,7 @@ misses the target ratio with reflink copies.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import pathlib
 import sys
@@ -51,6 +53,7 @@ MORE_LOADERS = 4
 
 
 KPI_TOLERANCE = 0.01  # the steady stop's own tolerance (stress.steady.TOLERANCE)
+OVERRIDES: dict = {}  # the command line's changes to every cost model
 
 
 def model(**changes) -> simulator.CostModel:
@@ -64,7 +67,7 @@ def model(**changes) -> simulator.CostModel:
         step_stop="steady",
         source_loaders=CLIENTS,  # --mongodb_stress_source_loaders' default: one per client VM
     )
-    return dataclasses.replace(cost, **changes)
+    return dataclasses.replace(cost, **{**OVERRIDES, **changes})
 
 
 def kpis(run: simulator.SimRun) -> tuple[float, float]:
@@ -106,6 +109,18 @@ def hours(seconds: float) -> str:
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--step-overhead",
+        type=float,
+        help="seconds of a step's overhead (default: the test bed's measured figure, "
+        f"{simulator.CostModel.step_overhead_seconds} s)",
+    )
+    args = parser.parse_args()
+    if args.step_overhead is not None:
+        if args.step_overhead < 0:
+            parser.error("--step-overhead must be 0 or more")
+        OVERRIDES["step_overhead_seconds"] = args.step_overhead
     started = time.perf_counter()
     cost = model()
     rule = cost.steady_rule
@@ -114,7 +129,7 @@ def main() -> int:
         f"model: {cost.records_per_instance:,} records/instance (sizing of a "
         f"{REFERENCE[0] // units.GiB} GiB / {REFERENCE[1]} vCPU server); loads server-bound at "
         f"{cost.load_capacity:,.0f} records/s, one loader {cost.loader_rate:,.0f}/s; "
-        f"step {cost.step_seconds:.0f} s + {cost.step_overhead_seconds:.0f} s, "
+        f"step {cost.step_seconds:.0f} s + {cost.step_overhead_seconds:g} s, "
         f"load phase + {cost.load_overhead_seconds:.0f} s; data seeding by copy: instance 0 "
         f"loaded, reflink clones for the others, + {cost.copy_overhead_seconds:.0f} s per copy "
         f"round (stop, restart, verify); the source loaded by {cost.source_loaders} YCSB "
@@ -207,7 +222,7 @@ def main() -> int:
     proof = simulator.proof_steps(server)
     print(
         f"every cost model at N={TARGET_N} (target ratio <= {TARGET_RATIO}); steps = the bounded"
-        f" search's steps alone ({cost.step_overhead_seconds:.0f} s overhead each + what they"
+        f" search's steps alone ({cost.step_overhead_seconds:g} s overhead each + what they"
         f" measured), without any data; floor = what no data seeding and no search can go"
         f" below: the {len(proof)} steps that prove both KPIs ({', '.join(map(str, proof))}),"
         " each its overhead and what it measures, without any data:"
@@ -256,7 +271,7 @@ def main() -> int:
             " loaders the anchor's loads shrink; what stands between is the steps themselves:"
             f" the {len(proof)} steps that prove the KPIs measure {measured:.0f} s (steady"
             f" stops; saturated steps wait out the dropped page cache's warm-up) plus"
-            f" {len(proof)} x {cost.step_overhead_seconds:.0f} s overhead"
+            f" {len(proof)} x {cost.step_overhead_seconds:g} s overhead"
             + (
                 f", and the bounded search measures {extra} more than they (it does not know the"
                 " curve)"
