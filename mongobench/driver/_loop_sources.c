@@ -21,6 +21,9 @@
 
 static PyObject *s_getmores, *s_fallback, *s_new_keys, *s_existing_keys;
 
+#define MAX_FIELDS 16 /* a record statement's values */
+#define MAX_SHAPES 19 /* a text field's digits: 1..19 */
+
 typedef struct {
     PyObject_HEAD
     Common k;
@@ -36,6 +39,14 @@ typedef struct {
     PyObject *short_op, *short_msg;
     PyObject *docs; /* a replacement's DocWriter: a fresh document of the key at doc_at */
     Py_ssize_t doc_at;
+    /* records (sources.records): the records [next, stop), one statement each: its fields
+     * (writes.Field) written into the request of the shape the text field's number of
+     * digits picks (shape 0 without a text field) */
+    PyObject *shapes; /* a tuple of bytearrays, the requests; NULL: not records */
+    int nfields, text; /* text: the text field's index, -1 without one */
+    int kind[MAX_FIELDS]; /* 0: int32, 1: digits of a text, 2: the time, a double */
+    long long div[MAX_FIELDS], mod[MAX_FIELDS];
+    Py_ssize_t field_at[MAX_SHAPES][MAX_FIELDS];
 } KeyedWrites;
 
 typedef struct {
@@ -99,6 +110,44 @@ static int writes_step(KeyedWrites *w) {
     char *req = PyByteArray_AS_STRING(w->k.req);
     memcpy(req + w->lo_at, &w->lo, 8);
     if (w->hi_at >= 0) memcpy(req + w->hi_at, &w->hi, 8);
+    return 1;
+}
+
+/* A record's field value: (record // div) % mod (mod 0: none) */
+static long long record_value(KeyedWrites *w, int f, long long rec) {
+    long long v = rec / w->div[f];
+    return w->mod[f] ? v % w->mod[f] : v;
+}
+
+/* The next record's statement, as writes.Records.statement makes it, into the request of
+ * its shape (*req): 1, or 0 when the client's records are done */
+static int records_fill(KeyedWrites *w, PyObject **req) {
+    if (w->next >= w->stop) return 0;
+    long long rec = w->next++;
+    char digits[24];
+    int nd = 0;
+    if (w->text >= 0) nd = snprintf(digits, sizeof digits, "%lld", record_value(w, w->text, rec));
+    int shape = nd ? nd - 1 : 0;
+    if (shape >= PyTuple_GET_SIZE(w->shapes)) { /* refused when made: cannot happen */
+        PyErr_SetString(PyExc_RuntimeError, "KeyedWrites: a record without its shape");
+        return -1;
+    }
+    *req = PyTuple_GET_ITEM(w->shapes, shape);
+    char *out = PyByteArray_AS_STRING(*req);
+    for (int f = 0; f < w->nfields; f++) {
+        Py_ssize_t at = w->field_at[shape][f];
+        if (w->kind[f] == 0) {
+            int32_t v = (int32_t)record_value(w, f, rec);
+            memcpy(out + at, &v, 4);
+        } else if (w->kind[f] == 1) {
+            memcpy(out + at, digits, (size_t)nd);
+        } else {
+            struct timespec ts; /* time.time(): the system clock */
+            clock_gettime(CLOCK_REALTIME, &ts);
+            double now = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+            memcpy(out + at, &now, 8);
+        }
+    }
     return 1;
 }
 
@@ -254,6 +303,11 @@ static int writes_next(PyObject *self, PyObject *out, PyObject **req, PyObject *
     *req = w->k.req;
     *check = w->k.check;
     int r = source_fill(&w->k);
+    if (r == 1 && w->shapes != NULL) { /* as sources.records' fill: before the clock */
+        r = records_fill(w, req);
+        w->k.t0 = clock_now();
+        return r;
+    }
     if (r == 1 && w->docs != NULL) { /* as sources.executor's fill: before the clock */
         char *req = PyByteArray_AS_STRING(w->k.req);
         int64_t key;
@@ -291,19 +345,102 @@ static const SourceOps writes_ops = {writes_next, writes_outcome};
 static const SourceOps reads_ops = {reads_next, reads_outcome};
 static const SourceOps upserts_ops = {upserts_next, upserts_outcome};
 
+/* records=(start, stop, kinds, divs, mods, shapes): shapes ((request, offsets), ...), the
+ * k-th for a text of k + 1 digits; 0, or -1 with an exception */
+static int records_init(KeyedWrites *w, PyObject *spec, int rid) {
+    long long start, stop;
+    PyObject *kinds, *divs, *mods, *shapes;
+    if (!PyArg_ParseTuple(spec, "LLO!O!O!O!", &start, &stop, &PyTuple_Type, &kinds,
+                          &PyTuple_Type, &divs, &PyTuple_Type, &mods, &PyTuple_Type, &shapes))
+        return -1;
+    Py_ssize_t nf = PyTuple_GET_SIZE(kinds), ns = PyTuple_GET_SIZE(shapes);
+    int bad = nf < 1 || nf > MAX_FIELDS || PyTuple_GET_SIZE(divs) != nf ||
+              PyTuple_GET_SIZE(mods) != nf || ns < 1 || ns > MAX_SHAPES || start < 0 ||
+              stop < start;
+    int text = -1;
+    for (Py_ssize_t f = 0; !bad && f < nf; f++) {
+        long kind = PyLong_AsLong(PyTuple_GET_ITEM(kinds, f));
+        long long div = PyLong_AsLongLong(PyTuple_GET_ITEM(divs, f));
+        long long mod = PyLong_AsLongLong(PyTuple_GET_ITEM(mods, f));
+        if (PyErr_Occurred()) return -1;
+        /* the largest value of the client's records: an int32's range, a text's shape */
+        long long top = mod ? mod - 1 : (stop > start ? (stop - 1) / (div > 0 ? div : 1) : 0);
+        char digits[24];
+        bad = kind < 0 || kind > 2 || div < 1 || mod < 0 ||
+              (kind == 0 && top > INT32_MAX) ||
+              (kind == 1 && (text >= 0 || !mod || snprintf(digits, sizeof digits, "%lld", top) > ns));
+        if (kind == 1) text = (int)f;
+        w->kind[f] = (int)kind;
+        w->div[f] = div;
+        w->mod[f] = mod;
+    }
+    if (!bad && text < 0 && ns != 1) bad = 1;
+    PyObject *reqs = bad ? NULL : PyTuple_New(ns);
+    for (Py_ssize_t j = 0; reqs != NULL && j < ns; j++) {
+        const char *raw;
+        Py_ssize_t len;
+        PyObject *ats;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(shapes, j), "y#O!", &raw, &len, &PyTuple_Type,
+                              &ats) || PyTuple_GET_SIZE(ats) != nf) {
+            Py_CLEAR(reqs);
+            break;
+        }
+        for (Py_ssize_t f = 0; f < nf; f++) {
+            Py_ssize_t at = PyLong_AsSsize_t(PyTuple_GET_ITEM(ats, f));
+            Py_ssize_t width = w->kind[f] == 0 ? 4 : w->kind[f] == 1 ? j + 1 : 8;
+            if (at < 16 || at > len - width) {
+                Py_CLEAR(reqs);
+                break;
+            }
+            w->field_at[j][f] = at;
+        }
+        PyObject *req = reqs == NULL ? NULL : PyByteArray_FromStringAndSize(raw, len);
+        if (req == NULL) {
+            Py_CLEAR(reqs);
+            break;
+        }
+        memcpy(PyByteArray_AS_STRING(req) + 4, &rid, 4);
+        PyTuple_SET_ITEM(reqs, j, req);
+    }
+    if (reqs == NULL) {
+        if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            PyErr_SetString(PyExc_ValueError, "KeyedWrites: records (start, stop, kinds 0..2,"
+                                              " divs >= 1, mods >= 0, shapes of (request,"
+                                              " offsets)): int32 values, one text with a"
+                                              " shape for each of its lengths, offsets in"
+                                              " their request");
+        }
+        return -1;
+    }
+    Py_XSETREF(w->shapes, reqs);
+    w->nfields = (int)nf;
+    w->text = text;
+    w->next = start;
+    w->stop = stop;
+    return 0;
+}
+
 static int writes_init(PyObject *self, PyObject *a, PyObject *kw) {
     KeyedWrites *w = (KeyedWrites *)self;
     static char *names[] = {COMMON_NAMES, "field", "expect", "expect_msg", "size", "steps",
-                            "short_op", "short_msg", "docs", "doc_at", NULL};
+                            "short_op", "short_msg", "docs", "doc_at", "records", NULL};
     COMMON_DECL
     long long expect, size, start = 0, stop = 0, per = 0;
     Py_ssize_t lo_at = -1, hi_at = -1, doc_at = -1;
     PyObject *expect_msg, *steps = Py_None, *short_op = Py_None, *short_msg = Py_None;
-    PyObject *docs = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(a, kw, COMMON_FORMAT "iLOL|OOOOn", names, COMMON_ARGS(),
+    PyObject *docs = Py_None, *records = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(a, kw, COMMON_FORMAT "iLOL|OOOOnO", names, COMMON_ARGS(),
                                      &w->field, &expect, &expect_msg, &size, &steps, &short_op,
-                                     &short_msg, &docs, &doc_at))
+                                     &short_msg, &docs, &doc_at, &records))
         return -1;
+    if (records != Py_None &&
+        (steps != Py_None || docs != Py_None || PyTuple_GET_SIZE(draws) || quota >= 0)) {
+        PyErr_SetString(PyExc_ValueError, "KeyedWrites: records without steps, a document,"
+                                          " draws or quota");
+        PyBuffer_Release(&tmpl);
+        return -1;
+    }
     if (docs != Py_None &&
         (!is_doc_writer(docs) || PyTuple_GET_SIZE(draws) != 1 || steps != Py_None ||
          doc_at < 16 || doc_at + doc_size(docs) > tmpl.len)) {
@@ -352,7 +489,8 @@ static int writes_init(PyObject *self, PyObject *a, PyObject *kw) {
     w->size = size;
     w->last.len = 0;
     Py_CLEAR(w->last.out);
-    return 0;
+    Py_CLEAR(w->shapes);
+    return records == Py_None ? 0 : records_init(w, records, rid);
 }
 
 /* A CursorCheck's batch name (its `batch`) into out[16]: "" for a check without one */
@@ -473,14 +611,14 @@ static int upserts_init(PyObject *self, PyObject *a, PyObject *kw) {
 static int writes_traverse(PyObject *self, visitproc visit, void *arg) {
     KeyedWrites *w = (KeyedWrites *)self;
     Py_VISIT(w->last.out); Py_VISIT(w->expect_msg); Py_VISIT(w->short_op); Py_VISIT(w->docs);
-    Py_VISIT(w->short_msg);
+    Py_VISIT(w->short_msg); Py_VISIT(w->shapes);
     return common_traverse(&w->k, visit, arg);
 }
 
 static int writes_clear(PyObject *self) {
     KeyedWrites *w = (KeyedWrites *)self;
     Py_CLEAR(w->last.out); Py_CLEAR(w->expect_msg); Py_CLEAR(w->short_op); Py_CLEAR(w->docs);
-    Py_CLEAR(w->short_msg);
+    Py_CLEAR(w->short_msg); Py_CLEAR(w->shapes);
     common_clear(&w->k);
     return 0;
 }

@@ -6,7 +6,6 @@ import random
 import re
 import struct
 import threading
-import time
 
 from pymongo.errors import OperationFailure
 
@@ -21,7 +20,7 @@ from mongobench.driver.base import (
 )
 from mongobench.driver.docgen import DocFactory
 from mongobench.driver.workload import CursorRead, Declared, Split
-from mongobench.driver.writes import Inserts, Records
+from mongobench.driver.writes import Field, Inserts, Records
 
 # Query templates: RANDINT(a,b) -> uniform integer in [a, b); RANDINTLIST(a,b,n) ->
 # n distinct such integers. a and b are integers or names of settings (scaled sizes).
@@ -242,19 +241,19 @@ class BucketWorkload(Declared):
 
     def declare(self) -> Records:
         coll, size = self.coll_name, int(self.s["bucket_size"])
+        # _id (the bucket, or the record), seq, ts, v, tag
+        fields = (Field(div=size or 1), Field(), Field(now=True), Field(mod=97),
+                  Field(mod=13, prefix="t"))  # fmt: skip
 
-        def statement(rec: int) -> dict:
-            atomic = {"seq": rec, "ts": time.time(), "v": rec % 97, "tag": f"t{rec % 13}"}
+        def shape(v: list) -> dict:
+            atomic = {"seq": v[1], "ts": v[2], "v": v[3], "tag": v[4]}
             if size:
-                return {
-                    "q": {"_id": rec // size},
-                    "u": {"$push": {"items": atomic}},
-                    "upsert": True,
-                }
-            return {"_id": rec, **atomic}  # as pymongo sends it: _id first
+                return {"q": {"_id": v[0]}, "u": {"$push": {"items": atomic}}, "upsert": True}
+            return {"_id": v[0], **atomic}  # as pymongo sends it: _id first
 
         kind = "update" if size else "insert"
-        return Records("push" if size else "insert", coll, int(self.s["records"]), kind, statement)
+        records = int(self.s["records"])
+        return Records("push" if size else "insert", coll, records, kind, fields, shape)
 
     @property
     def audit_check(self):

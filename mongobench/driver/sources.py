@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import random
+import struct
 from dataclasses import dataclass
 
 from bson.raw_bson import RawBSONDocument
@@ -364,16 +365,73 @@ def records(d: Records, db, wc):
         key, cmd = "updates", {"update": d.coll, "ordered": True}
     check, make = replies.WriteCheck(d.op), d.statement
 
+    def encode(stmt: dict, rid: int = 0) -> bytes:
+        return protocol.encode_msg(ops._with_wc({**cmd, key: [stmt], "$db": db}, wc), rid)
+
     def source(c: Client):
         def fill(_, rec):
-            return protocol.encode_msg(
-                ops._with_wc({**cmd, key: [make(rec)], "$db": db}, wc), c.rid
-            )
+            return encode(make(rec), c.rid)
 
         steps = part(d.records, c.clients, c.index)
         return _writes(c, None, check, fill, Counted(d.op, None), steps)
 
+    shapes = _record_shapes(d, encode)
+    if shapes is not None:
+
+        def compiled(c: Client, module):  # the compiled loop's twin (KeyedWrites, records)
+            steps = part(d.records, c.clients, c.index)
+            kinds = tuple(2 if f.now else 0 if f.prefix is None else 1 for f in d.fields)
+            spec = (steps.start, steps.stop, kinds, tuple(f.div for f in d.fields),
+                    tuple(f.mod for f in d.fields), shapes)  # fmt: skip
+            return module.KeyedWrites(
+                shapes[0][0], c.rid, (), random.Random(0).getstate()[1], check, d.op, -1,
+                c.run, c.stats, count_error, c.record, 0, 0, None, 0, records=spec,
+            )  # fmt: skip
+
+        source.compiled = compiled
     return source
+
+
+def _i32_sentinel(k: int) -> int:
+    """The k-th int32 placeholder of a record's statement (pymongo encodes an int below
+    2**31 as an int32)."""
+    return 0x5EC0DE00 + k
+
+
+def _double_sentinel(k: int) -> float:
+    return struct.unpack("<d", bytes([0x5E, 0xC0, 0xDE, k, 0x11, 0x22, 0x33, 0x7E]))[0]
+
+
+def _record_shapes(d: Records, encode) -> tuple | None:
+    """The statement's requests for the compiled twin, one a length of the text field's
+    number (1, 2, ... digits; one request without a text field), each with its fields'
+    offsets (a text's digits after its prefix, written in): ((request, offsets), ...).
+    None where it cannot stand in: more than 16 fields or one text, a text without a
+    modulo, an int of 2**31 or more, a placeholder found other than once."""
+    texts = [f for f in d.fields if f.prefix is not None]
+    if len(d.fields) > 16 or len(texts) > 1 or any(not f.mod for f in texts):
+        return None
+    if d.records > 2**31 or not all(f.prefix.isascii() for f in texts):
+        return None
+    shapes = []
+    for digits in range(1, len(str(texts[0].mod - 1)) + 1 if texts else 2):
+        values, needles = [], []
+        for k, f in enumerate(d.fields):
+            if f.now:
+                values.append(_double_sentinel(k))
+                needles.append((struct.pack("<d", values[-1]), 0))
+            elif f.prefix is None:
+                values.append(_i32_sentinel(k))
+                needles.append((struct.pack("<i", values[-1]), 0))
+            else:
+                values.append(f.prefix + ops.text_sentinel(digits))
+                needles.append((values[-1].encode(), len(f.prefix)))
+        raw = encode(d.shape(values))
+        if any(raw.count(needle) != 1 for needle, _ in needles):
+            return None
+        ats = tuple(raw.index(needle) + skip for needle, skip in needles)
+        shapes.append((raw, ats))
+    return tuple(shapes)
 
 
 # ----------------------------------------------------------------------------- keyed mix, upsert

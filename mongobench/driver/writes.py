@@ -70,22 +70,51 @@ class Inserts:
 
 
 @dataclass(frozen=True)
+class Field:
+    """One value of a record's statement, from the record's number: (record // `div`) %
+    `mod` (`mod` 0: no modulo), an int, or with `prefix` that text followed by the number in
+    decimal; or with `now` the time (time.time()) when the statement is made."""
+
+    div: int = 1
+    mod: int = 0
+    prefix: str | None = None
+    now: bool = False
+
+    def __post_init__(self):
+        if self.div < 1 or self.mod < 0:
+            raise ValueError("a record's field divides by 1 or more, modulo 0 (none) or more")
+
+    def value(self, rec: int):
+        if self.now:
+            return time.time()
+        v = rec // self.div
+        if self.mod:
+            v %= self.mod
+        return v if self.prefix is None else f"{self.prefix}{v}"
+
+
+@dataclass(frozen=True)
 class Records:
     """Each client writes its part (core.split.part) of the records [0, `records`) once, in
     order, one operation each (data-bounded), counted under `op`, one document each.
-    `statement(record)` is made when the operation is sent (it may carry the time): the
-    document of an insert (`kind` "insert"), or the {q, u, upsert} statement of an update
-    (`kind` "update")."""
+    `statement(record)` is made when the operation is sent (it may carry the time):
+    `shape` of the `fields`' values, in order: the document of an insert (`kind` "insert"),
+    or the {q, u, upsert} statement of an update (`kind` "update"). Declared so, a compiled
+    source can make the same statements (sources.records)."""
 
     op: str
     coll: str
     records: int
     kind: str
-    statement: Callable[[int], dict]
+    fields: tuple[Field, ...]
+    shape: Callable[[list], dict]
 
     def __post_init__(self):
         if self.kind not in ("insert", "update"):
             raise ValueError(f"a record is written by insert or update, not {self.kind!r}")
+
+    def statement(self, rec: int) -> dict:
+        return self.shape([f.value(rec) for f in self.fields])
 
 
 def inserter(coll, docs: DocFactory, d: Inserts, stats: ThreadStats):

@@ -49,7 +49,7 @@ def test_loops_without_an_end_are_refused():
     with pytest.raises(ValueError, match="workload mixed needs"):
         sources.check_bounds("mixed", Split(1, dataclasses.replace(endless, total=10), read), {})
     sources.check_bounds(
-        "mixed", Split(1, KeyedDelete("c", 10), Records("w", "c", 5, "insert", dict)), {}
+        "mixed", Split(1, KeyedDelete("c", 10), Records("w", "c", 5, "insert", (), dict)), {}
     )
 
 

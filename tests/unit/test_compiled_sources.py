@@ -12,12 +12,22 @@ import socket
 import struct
 import sys
 import threading
+import time
 
 import bson
 import pytest
 from native_helpers import compiled, drive, latencies, twins
 
-from mongobench.driver import cursor_sources, docgen, multiplex, native, ops, replies, sources
+from mongobench.driver import (
+    cursor_sources,
+    docgen,
+    multiplex,
+    native,
+    ops,
+    replies,
+    sources,
+    writes,
+)
 from mongobench.driver.base import ThreadStats
 from mongobench.driver.catalog import WORKLOADS
 
@@ -146,6 +156,53 @@ def test_regex_prefix_has_a_compiled_twin():
     assert py.docs == 93 and mine.errors == py.errors
 
 
+@pytest.mark.parametrize("bucket_size", [500, 5, 0])
+def test_bucket_records_have_a_compiled_twin(bucket_size):
+    """Seed 004's bucket test from the compiled source: each record's statement as the
+    Python source encodes it (the tag's 1 or 2 digits pick its shape), but for the time it
+    carries (8 bytes, read when made); the same accounting and end."""
+    module = compiled()
+
+    def atomic(request: bytes) -> dict:  # the record's fields in the request's command
+        cmd = bson.decode(request[21:])
+        stmt = (cmd.get("updates") or cmd["documents"])[0]
+        return stmt["u"]["$push"]["items"] if bucket_size else stmt
+
+    settings = {"records": 40, "bucket_size": bucket_size, "threads": 3}
+    source = sources.make("bucket", settings, "db", {"w": 1})
+    assert source.compiled is not None
+    t0 = time.time()
+    (py_sent, py), (c_sent, mine) = twins(source, module, 1, None, SCRIPT * 3)
+    t1 = time.time()
+    assert len(py_sent) == len(c_sent) == 13  # records 14..26 of 40, then the end
+    for (p, _), (c, _) in zip(py_sent, c_sent, strict=True):
+        assert len(p) == len(c)
+        diff = [i for i in range(len(p)) if p[i] != c[i]]
+        assert not diff or diff[-1] - diff[0] < 8  # the time only
+        assert t0 <= atomic(c)["ts"] <= t1 and t0 <= atomic(p)["ts"] <= t1
+        at = bytes(c).index(struct.pack("<d", atomic(c)["ts"]))
+        assert c[:at] + p[at : at + 8] + c[at + 8 :] == p  # the rest byte for byte
+    tags = [atomic(r)["tag"] for r, _ in c_sent]
+    assert tags == [f"t{rec % 13}" for rec in range(14, 27)]  # both shapes
+    assert mine.ops == py.ops and (mine.docs, mine.bytes) == (py.docs, py.bytes)
+    assert mine.errors == py.errors and mine.error_samples == py.error_samples
+
+
+def test_records_the_compiled_source_cannot_make_run_in_python():
+    d = WORKLOADS["bucket"](None, {"records": 40, "bucket_size": 5, "threads": 1}).declare()
+    assert sources.executor(d, "db", None).compiled is not None
+    two_texts = d.fields + (writes.Field(mod=7, prefix="x"),)
+    no_mod = d.fields[:4] + (writes.Field(prefix="t"),)
+    for fields in (two_texts, no_mod):
+        changed = dataclasses.replace(d, fields=fields, shape=lambda v: {"v": v})
+        assert not hasattr(sources.executor(changed, "db", None), "compiled")
+    past_int32 = dataclasses.replace(d, records=2**31 + 1)
+    assert not hasattr(sources.executor(past_int32, "db", None), "compiled")
+    for bad in ({"div": 0}, {"mod": -1}):
+        with pytest.raises(ValueError, match="divides by 1 or more"):
+            writes.Field(**bad)
+
+
 def test_an_outcome_of_the_wrong_shape_is_refused():
     module = compiled()
     source = sources.make("hot_update", dict(WORKLOAD_CASES["hot_update"], total_ops=9), "db")
@@ -233,6 +290,17 @@ def test_bad_construction_is_refused():
     for bad in ({"id_at": len(gm.raw) - 4}, {"size_at": 4}, {"limit": 0}):
         with pytest.raises(ValueError, match="KeyedReads"):
             reads(**bad)
+    one = ((t.raw, (at,)),)
+    records = {"draws": (), "records": (0, 10, (0,), (1,), (0,), one)}
+    writes(**records)
+    for bad in ({"draws": ((at, 0, 10),)}, {"quota": 5},
+                {"records": (0, 10, (1,), (1,), (13,), one)},  # 2 digits: no shape for them
+                {"records": (0, 2**32, (0,), (1,), (0,), one)},  # past an int32
+                {"records": (0, 10, (0,), (1,), (0,), ((t.raw, (len(t.raw) - 2,)),))},
+                {"records": (0, 10, (3,), (1,), (0,), one)}, {"records": (5, 4, (0,), (1,), (0,), one)},
+                {"records": (0, 10, (0,), (0,), (0,), one)}):  # fmt: skip
+        with pytest.raises(ValueError, match="KeyedWrites"):
+            writes(**{**records, **bad})
 
 
 def _reply(rid: int, doc: dict) -> bytes:

@@ -338,7 +338,7 @@ def test_declarations_refuse_what_no_executor_runs():
     with pytest.raises(ValueError, match="serial _ids are numbered in a total"):
         serial.factory(0)
     with pytest.raises(ValueError, match="insert or update, not 'delete'"):
-        Records("r", "c", 5, "delete", dict)
+        Records("r", "c", 5, "delete", (), dict)
 
 
 def test_an_upsert_that_neither_matched_nor_inserted_is_an_error_on_both_executors():
