@@ -331,6 +331,8 @@ static PyMethodDef methods[] = {
      "cursor_success(buf, length, batch) -> a plain success's outcome, else None"},
     {"find_and_modify_success", find_and_modify_success_py, METH_VARARGS,
      "find_and_modify_success(buf, length) -> a plain success's outcome, else None"},
+    {"write_success", write_success_py, METH_VARARGS,
+     "write_success(buf, length) -> a plain success's outcome, else None"},
     {"count_elements", count_elements, METH_VARARGS,
      "count_elements(buf, start) -> the elements of the BSON array at start"},
     {"run", run_loop, METH_VARARGS,

@@ -1,6 +1,6 @@
 /* BSON walking for the compiled module (see _loop_common.h): the reply checks' element count
- * (replies.count_elements is its reference) and a cursor reply's plain success (what
- * replies.CursorCheck gives one). */
+ * (replies.count_elements is its reference) and the plain successes of cursor, findAndModify
+ * and write replies (what replies.CursorCheck, FindAndModifyCheck and WriteCheck give). */
 #include "_loop_common.h"
 
 /* The end of the value of BSON type t that starts at v in b[0:size] (as replies.value_end),
@@ -165,6 +165,55 @@ PyObject *find_and_modify_success(const unsigned char *b, Py_ssize_t length) {
         return NULL;
     return Py_BuildValue("(OOOO)", Py_None, top[1].type == 3 ? Py_True : Py_False,
                          upserted.type ? Py_True : Py_False, Py_None);
+}
+
+/* An int32 or int64 element's value into *v: 0, or -1 for any other type */
+static int int_value(const unsigned char *b, const Element *e, long long *v) {
+    if (e->type == 16) {
+        *v = le32((const char *)b + e->at);
+        return 0;
+    }
+    if (e->type == 18) {
+        int64_t x;
+        memcpy(&x, b + e->at, 8);
+        *v = x;
+        return 0;
+    }
+    return -1;
+}
+
+/* The outcome replies.WriteCheck gives a plain success, (None, n, nModified, upserted, None,
+ * 0) as replies.write_outcome makes it: an ok: 1 reply of no fields but n and nModified
+ * (int32 or int64; absent: 0), upserted (an array: its elements counted) and ok. An
+ * upsert's reply names its new _id, so no two are equal: read here, not by the check. NULL
+ * without an exception for any other reply (errors, replica-set fields: the check's). */
+PyObject *write_success(const unsigned char *b, Py_ssize_t length) {
+    static const char *const names[] = {"n", "nModified", "upserted", "ok"};
+    Element top[4];
+    if (bson_find(b, length, 21, names, top, 4) < 0 || !is_one(b, &top[3])) return NULL;
+    /* every element is one of the four: their headers' count against the document's */
+    const char *bad = NULL;
+    int unknown = -1;
+    Py_ssize_t all = bson_count(b, length, 21, &bad, &unknown), named = 0;
+    for (int i = 0; i < 4; i++) named += top[i].type != 0;
+    long long n = 0, nmod = 0;
+    if (all != named || (top[0].type && int_value(b, &top[0], &n) < 0) ||
+        (top[1].type && int_value(b, &top[1], &nmod) < 0) || (top[2].type && top[2].type != 4))
+        return NULL;
+    Py_ssize_t ups = top[2].type ? bson_count(b, length, top[2].at, &bad, &unknown) : 0;
+    if (ups < 0) return NULL;
+    return Py_BuildValue("(OLLnOi)", Py_None, n, nmod, ups, Py_None, 0);
+}
+
+/* write_success(buf, length) -> the outcome of a plain success, else None (tests) */
+PyObject *write_success_py(PyObject *self, PyObject *a) {
+    Py_buffer view;
+    Py_ssize_t length;
+    if (!PyArg_ParseTuple(a, "y*n", &view, &length)) return NULL;
+    PyObject *out = length <= view.len ? write_success(view.buf, length) : NULL;
+    PyBuffer_Release(&view);
+    if (out == NULL && !PyErr_Occurred()) Py_RETURN_NONE;
+    return out;
 }
 
 /* find_and_modify_success(buf, length) -> the outcome of a plain success, else None (tests) */

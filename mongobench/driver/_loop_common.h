@@ -34,6 +34,8 @@ PyObject *count_elements(PyObject *self, PyObject *a);
 PyObject *cursor_success_py(PyObject *self, PyObject *a);
 PyObject *find_and_modify_success(const unsigned char *b, Py_ssize_t length);
 PyObject *find_and_modify_success_py(PyObject *self, PyObject *a);
+PyObject *write_success(const unsigned char *b, Py_ssize_t length);
+PyObject *write_success_py(PyObject *self, PyObject *a);
 
 /* random.Random's generator: MT19937 as CPython's _randommodule.c */
 #define MT_N 624
@@ -138,8 +140,9 @@ PyObject *source_iternext(PyObject *self);
 extern PyMethodDef source_methods[];
 extern PyObject *k_runtime, *s_docs, *s_bytes;
 
-/* A reply equal to the last success's, byte for byte, has its outcome (a check is a
- * function of the reply's bytes): kept for replies of up to LAST_MAX bytes after the header */
+/* A write's reply equal to the last success's, byte for byte, has its outcome (a check is a
+ * function of the reply's bytes): kept for replies of up to LAST_MAX bytes after the header;
+ * another plain success is read in C (write_success), the rest by the check */
 #define LAST_MAX 256
 typedef struct {
     char body[LAST_MAX];

@@ -556,6 +556,51 @@ def test_a_plain_find_and_modify_success_is_checked_in_c_as_the_check_does(name,
         assert fast(buf[:cut], cut) is None
 
 
+def _write_corpus():
+    son = bson.SON
+    cluster = [("$clusterTime", {"clusterTime": bson.Timestamp(1, 2)}),
+               ("operationTime", bson.Timestamp(1, 2))]  # fmt: skip
+    yield "insert", son([("n", 1), ("ok", 1.0)])
+    yield "update", son([("n", 1), ("nModified", 1), ("ok", 1.0)])
+    yield "update, none modified", son([("n", 1), ("nModified", 0), ("ok", 1)])
+    yield "upsert", son([("n", 1), ("nModified", 0), ("upserted", [{"index": 0, "_id": 77}]),
+                         ("ok", 1.0)])  # fmt: skip
+    yield "upserts", son([("upserted", [{"index": i, "_id": f"k{i}"} for i in range(3)]),
+                          ("n", 3), ("nModified", 0), ("ok", True)])  # fmt: skip
+    yield "int64 counts", son([("n", bson.Int64(2)), ("nModified", bson.Int64(2)), ("ok", 1.0)])
+    yield "ok only", {"ok": 1.0}
+    yield "double n", son([("n", 1.0), ("ok", 1.0)])
+    yield "cluster time", son([("n", 1), ("ok", 1.0), *cluster])
+    for ok in (0.0, 0, False, "1"):
+        yield f"ok {ok!r}", son([("n", 1), ("ok", ok)])
+    yield "no ok", {"n": 1}
+    yield "an error", {"ok": 0.0, "errmsg": "boom", "code": 2, "codeName": "BadValue"}
+    yield "write error", son([("n", 0), ("writeErrors", [{"index": 0, "code": 11000,
+                             "errmsg": "E11000 duplicate key"}]), ("ok", 1.0)])  # fmt: skip
+    yield "wce", son([("n", 1), ("ok", 1.0), ("writeConcernError", {"code": 64,
+                                                                    "errmsg": "waiting"})])  # fmt: skip
+    yield "upserted not an array", son([("n", 1), ("upserted", {"0": 1}), ("ok", 1.0)])
+
+
+WRITE_PLAIN = ("insert", "update", "update, none modified", "upsert", "upserts",
+               "int64 counts", "ok only", "ok True")  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "doc"), list(_write_corpus()))
+def test_a_plain_write_success_is_checked_in_c_as_the_check_does(name, doc):
+    """Where the C check answers, it answers as WriteCheck (n, nModified, upserted); it
+    answers plain successes, an upsert's among them, and leaves the rest to the check."""
+    fast = compiled().write_success
+    buf = _cursor_reply(doc)
+    got = fast(buf, len(buf))
+    assert (got is not None) == (name in WRITE_PLAIN)
+    if got is not None:
+        for bulk in (False, True):
+            assert got == replies.WriteCheck("update", bulk)(buf, len(buf)) and got[0] is None
+    for cut in range(21, len(buf)):  # a truncated reply is the check's
+        assert fast(buf[:cut], cut) is None
+
+
 DELETE_SCRIPT = [
     (None, 1, 0, 0, None, 0),
     (None, 7, 0, 0, None, 0),  # all its keys (one, or a range)
