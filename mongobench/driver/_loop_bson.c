@@ -205,26 +205,21 @@ PyObject *write_success(const unsigned char *b, Py_ssize_t length) {
     return Py_BuildValue("(OLLnOi)", Py_None, n, nmod, ups, Py_None, 0);
 }
 
-/* write_success(buf, length) -> the outcome of a plain success, else None (tests) */
-PyObject *write_success_py(PyObject *self, PyObject *a) {
+/* success(buf, length) from Python (tests): its outcome of a plain success, else None */
+static PyObject *success_py(PyObject *a, PyObject *(*success)(const unsigned char *, Py_ssize_t)) {
     Py_buffer view;
     Py_ssize_t length;
     if (!PyArg_ParseTuple(a, "y*n", &view, &length)) return NULL;
-    PyObject *out = length <= view.len ? write_success(view.buf, length) : NULL;
+    PyObject *out = length <= view.len ? success(view.buf, length) : NULL;
     PyBuffer_Release(&view);
     if (out == NULL && !PyErr_Occurred()) Py_RETURN_NONE;
     return out;
 }
 
-/* find_and_modify_success(buf, length) -> the outcome of a plain success, else None (tests) */
+PyObject *write_success_py(PyObject *self, PyObject *a) { return success_py(a, write_success); }
+
 PyObject *find_and_modify_success_py(PyObject *self, PyObject *a) {
-    Py_buffer view;
-    Py_ssize_t length;
-    if (!PyArg_ParseTuple(a, "y*n", &view, &length)) return NULL;
-    PyObject *out = length <= view.len ? find_and_modify_success(view.buf, length) : NULL;
-    PyBuffer_Release(&view);
-    if (out == NULL && !PyErr_Occurred()) Py_RETURN_NONE;
-    return out;
+    return success_py(a, find_and_modify_success);
 }
 
 /* cursor_success(buf, length, batch) -> the outcome of a plain success, else None (tests) */

@@ -366,9 +366,9 @@ static int records_init(KeyedWrites *w, PyObject *spec, int rid) {
         /* the largest value of the client's records: an int32's range, a text's shape */
         long long top = mod ? mod - 1 : (stop > start ? (stop - 1) / (div > 0 ? div : 1) : 0);
         char digits[24];
-        bad = kind < 0 || kind > 2 || div < 1 || mod < 0 ||
-              (kind == 0 && top > INT32_MAX) ||
-              (kind == 1 && (text >= 0 || !mod || snprintf(digits, sizeof digits, "%lld", top) > ns));
+        bad = kind < 0 || kind > 2 || div < 1 || mod < 0 || (kind == 0 && top > INT32_MAX) ||
+              (kind == 1 &&
+               (text >= 0 || !mod || snprintf(digits, sizeof digits, "%lld", top) > ns));
         if (kind == 1) text = (int)f;
         w->kind[f] = (int)kind;
         w->div[f] = div;

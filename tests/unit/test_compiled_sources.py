@@ -93,6 +93,19 @@ def test_keys_drawn_as_random_randrange_draws_them(keys):
     assert drawn == [rng.randrange(keys) for _ in range(1500)]
 
 
+def _draw_reads(module, template: bytes, draws, seed: int, n: int) -> list:
+    """The first n requests of a KeyedReads of `draws` (random.Random(seed)'s), every find
+    answered with one document."""
+    gm = ops.get_more_tmpl("db", "c", False)
+    run, stats = multiplex.Run(), ThreadStats()
+    gen = module.KeyedReads(
+        template, 1, draws, random.Random(seed).getstate()[1], object(), "find", -1, run,
+        stats, multiplex.count_error, stats.latency.record, gm.raw, gm.slots[0][0], -1,
+        object(), stats.counters, 0, -1,
+    )  # fmt: skip
+    return drive(gen, run, [(None, 1, 0, None)] * (n - 1))
+
+
 def test_values_drawn_in_order_as_randrange_draws_them():
     """Several values of several ranges (a query template's), negative bounds too."""
     module = compiled()
@@ -100,14 +113,7 @@ def test_values_drawn_in_order_as_randrange_draws_them():
     slots = [ops.sentinel(k) for k in range(len(ranges))]
     t = ops.find_tmpl("db", "c", {f"f{k}": v for k, v in enumerate(slots)}, slots)
     draws = tuple((t.slots[k][0], lo, hi) for k, (lo, hi) in enumerate(ranges))
-    gm = ops.get_more_tmpl("db", "c", False)
-    run, stats = multiplex.Run(), ThreadStats()
-    gen = module.KeyedReads(
-        t.raw, 1, draws, random.Random(3).getstate()[1], object(), "find", -1, run, stats,
-        multiplex.count_error, stats.latency.record, gm.raw, gm.slots[0][0], -1, object(),
-        stats.counters, 0, -1,
-    )  # fmt: skip
-    sent = drive(gen, run, [(None, 1, 0, None)] * 999)
+    sent = _draw_reads(module, t.raw, draws, 3, 1000)
     rng = random.Random(3)
     for req, _ in sent:
         assert [struct.unpack_from("<q", req, at)[0] for at, _, _ in draws] == [
@@ -127,14 +133,7 @@ def test_letters_drawn_as_random_choices_draws_them(alphabet, k):
     raw = bytearray(t.raw)
     raw[at : at + 1] = b"^"
     draws = ((at + 1, alphabet.encode(), k), (key_at, 0, 1000))
-    gm = ops.get_more_tmpl("db", "c", False)
-    run, stats = multiplex.Run(), ThreadStats()
-    gen = module.KeyedReads(
-        bytes(raw), 1, draws, random.Random(5).getstate()[1], object(), "find", -1, run, stats,
-        multiplex.count_error, stats.latency.record, gm.raw, gm.slots[0][0], -1, object(),
-        stats.counters, 0, -1,
-    )  # fmt: skip
-    sent = drive(gen, run, [(None, 1, 0, None)] * 799)
+    sent = _draw_reads(module, bytes(raw), draws, 5, 800)
     rng = random.Random(5)
     for req, _ in sent:
         expected = ("^" + "".join(rng.choices(alphabet, k=k))).encode(), rng.randrange(1000)
