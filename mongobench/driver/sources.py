@@ -377,12 +377,12 @@ def records(d: Records, db, wc):
 
     shapes = _record_shapes(d, encode)
     if shapes is not None:
+        kinds = tuple(2 if f.now else 0 if f.prefix is None else 1 for f in d.fields)
+        fields = (kinds, tuple(f.div for f in d.fields), tuple(f.mod for f in d.fields), shapes)
 
         def compiled(c: Client, module):  # the compiled loop's twin (KeyedWrites, records)
             steps = part(d.records, c.clients, c.index)
-            kinds = tuple(2 if f.now else 0 if f.prefix is None else 1 for f in d.fields)
-            spec = (steps.start, steps.stop, kinds, tuple(f.div for f in d.fields),
-                    tuple(f.mod for f in d.fields), shapes)  # fmt: skip
+            spec = (steps.start, steps.stop, *fields)
             return module.KeyedWrites(
                 shapes[0][0], c.rid, (), random.Random(0).getstate()[1], check, d.op, -1,
                 c.run, c.stats, count_error, c.record, 0, 0, None, 0, records=spec,
