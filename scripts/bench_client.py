@@ -133,6 +133,30 @@ def _run(uri: str, work: str, name: str, label: str, overrides, processes) -> di
     return run["results"][0]
 
 
+def bench_volume(workload: str, s: dict, min_ops: int, min_mb: float) -> dict | None:
+    """The settings that give a smoke-scale variant (`s`) the bench's least volume, or
+    None: count-based variants and inserts of one document a batch `min_ops` operations
+    and OPS_PER_CLIENT per virtual client, bulk inserts `min_mb` MB, deletes that many
+    operations' documents (and DELETE_DOCS). 0 leaves smoke's volume."""
+    least_ops = min_ops and max(min_ops, OPS_PER_CLIENT * int(s.get("threads") or 1))
+    if s.get("total_ops") and s["total_ops"] < least_ops:
+        return {"total_ops": least_ops}
+    if workload == "delete":
+        # Each key is deleted once: the data bounds the operations (least_ops of them,
+        # else a run of a few hundred deletes of 100 is its fixed costs)
+        least = max(DELETE_DOCS, least_ops * int(s.get("docs_per_delete") or 1))
+        return {"preload_docs": least} if s["preload_docs"] < least else None
+    if workload != "insert":
+        return None  # timed by duration
+    if int(s["batch_size"]) > 1:
+        least = int(min_mb * 1024 / float(s["doc_size_kb"]))
+    else:
+        # One document an operation: counted as operations are (smoke's 755 over 48
+        # fresh connections were 16 each: 2.3-3.0 x the floor)
+        least = least_ops
+    return {"total_docs": least} if s["total_docs"] < least else None
+
+
 def experiment_costs(
     uri: str,
     work: str,
@@ -155,19 +179,7 @@ def experiment_costs(
     out = {}
     for experiment, variants in plans:
         for v in variants:
-            s, more = v.settings, None
-            least_ops = min_ops and max(min_ops, OPS_PER_CLIENT * int(s.get("threads") or 1))
-            if s.get("total_ops") and s["total_ops"] < least_ops:
-                more = {"total_ops": least_ops}
-            elif experiment.workload == "delete":
-                # Each key is deleted once: the data bounds the operations (least_ops of
-                # them, else a run of a few hundred deletes of 100 is its fixed costs)
-                least = max(DELETE_DOCS, least_ops * int(s.get("docs_per_delete") or 1))
-                more = {"preload_docs": least} if s["preload_docs"] < least else None
-            elif experiment.workload == "insert" and int(s["batch_size"]) > 1:
-                least = int(min_mb * 1024 / float(s["doc_size_kb"]))
-                if s["total_docs"] < least:
-                    more = {"total_docs": least}
+            more = bench_volume(experiment.workload, v.settings, min_ops, min_mb)
             res = _run(uri, work, experiment.name, v.label, more, processes)
             key = f"{res['experiment']}/{res['label']}"
             if res["status"] != "ok" or res["errors"]:
@@ -576,7 +588,8 @@ def main() -> int:
         "--min-ops",
         type=int,
         default=2000,
-        help="count-based variants run at least this many operations, and at least"
+        help="count-based variants (and inserts of one document a batch) run at least this"
+        " many operations, and at least"
         f" {OPS_PER_CLIENT} per virtual client (smoke scale gives some 64 over 32 fresh connections, whose first"
         " requests cost several times the steady state); 0: smoke scale as it is",
     )
