@@ -333,6 +333,8 @@ static PyMethodDef methods[] = {
      "find_and_modify_success(buf, length) -> a plain success's outcome, else None"},
     {"write_success", write_success_py, METH_VARARGS,
      "write_success(buf, length) -> a plain success's outcome, else None"},
+    {"register_write_check", register_write_check, METH_O,
+     "register_write_check(cls): replies.WriteCheck, whose plain successes are read in C"},
     {"count_elements", count_elements, METH_VARARGS,
      "count_elements(buf, start) -> the elements of the BSON array at start"},
     {"run", run_loop, METH_VARARGS,

@@ -207,6 +207,25 @@ PyObject *call_check(PyObject *check, PyObject *buf, Py_ssize_t length) {
     return out;
 }
 
+static PyObject *write_check_type; /* replies.WriteCheck, registered when replies loads */
+
+PyObject *register_write_check(PyObject *self, PyObject *cls) {
+    if (!PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "register_write_check takes a class");
+        return NULL;
+    }
+    Py_INCREF(cls);
+    Py_XSETREF(write_check_type, cls);
+    Py_RETURN_NONE;
+}
+
+void last_reset(LastReply *last, PyObject *check) {
+    /* exactly that class: a subclass may answer otherwise than write_success reads */
+    last->write = write_check_type != NULL && (PyObject *)Py_TYPE(check) == write_check_type;
+    last->len = 0;
+    Py_CLEAR(last->out);
+}
+
 PyObject *cached_outcome(LastReply *last, PyObject *check, PyObject *buf, Py_ssize_t length) {
     const char *body = PyByteArray_AS_STRING(buf) + 16;
     Py_ssize_t n = length - 16;
@@ -214,7 +233,8 @@ PyObject *cached_outcome(LastReply *last, PyObject *check, PyObject *buf, Py_ssi
         Py_INCREF(last->out);
         return last->out;
     }
-    PyObject *out = write_success((const unsigned char *)PyByteArray_AS_STRING(buf), length);
+    PyObject *out = NULL;
+    if (last->write) out = write_success((const unsigned char *)PyByteArray_AS_STRING(buf), length);
     if (out == NULL && !PyErr_Occurred()) out = call_check(check, buf, length);
     if (out != NULL && n <= LAST_MAX && PyTuple_GET_ITEM(out, 0) == Py_None) {
         memcpy(last->body, body, (size_t)n);

@@ -142,13 +142,17 @@ extern PyObject *k_runtime, *s_docs, *s_bytes;
 
 /* A write's reply equal to the last success's, byte for byte, has its outcome (a check is a
  * function of the reply's bytes): kept for replies of up to LAST_MAX bytes after the header;
- * another plain success is read in C (write_success), the rest by the check */
+ * another plain success is read in C (write_success) where the check is a
+ * replies.WriteCheck (what write_success reads as it does), the rest by the check */
 #define LAST_MAX 256
 typedef struct {
     char body[LAST_MAX];
     Py_ssize_t len;
     PyObject *out;
+    int write; /* the check is a WriteCheck */
 } LastReply;
+void last_reset(LastReply *last, PyObject *check); /* emptied, for `check` */
+PyObject *register_write_check(PyObject *self, PyObject *cls); /* replies.WriteCheck */
 PyObject *cached_outcome(LastReply *last, PyObject *check, PyObject *buf, Py_ssize_t length);
 
 int is_source(PyObject *o);

@@ -549,10 +549,8 @@ static int inserts_init(PyObject *self, PyObject *a, PyObject *kw) {
     s->samples = samples;
     s->sampled = 0;
     s->n = 0;
-    for (int k = 0; k < 2; k++) {
-        s->last[k].len = 0;
-        Py_CLEAR(s->last[k].out);
-    }
+    last_reset(&s->last[0], s->k.check);
+    last_reset(&s->last[1], s->bulk_check);
     return 0;
 }
 

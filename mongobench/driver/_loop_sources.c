@@ -487,9 +487,8 @@ static int writes_init(PyObject *self, PyObject *a, PyObject *kw) {
     w->has_expect = expect_msg != Py_None;
     w->expect = expect;
     w->size = size;
-    w->last.len = 0;
-    Py_CLEAR(w->last.out);
     Py_CLEAR(w->shapes);
+    last_reset(&w->last, w->k.check);
     return records == Py_None ? 0 : records_init(w, records, rid);
 }
 
@@ -601,10 +600,8 @@ static int upserts_init(PyObject *self, PyObject *a, PyObject *kw) {
     u->update_one = update_one;
     u->upsert = upsert;
     u->inserting = u->is_new = 0;
-    for (int k = 0; k < 2; k++) {
-        u->last[k].len = 0;
-        Py_CLEAR(u->last[k].out);
-    }
+    last_reset(&u->last[0], u->k.check);
+    last_reset(&u->last[1], u->ins_check);
     return 0;
 }
 

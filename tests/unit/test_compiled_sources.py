@@ -600,6 +600,33 @@ def test_a_plain_write_success_is_checked_in_c_as_the_check_does(name, doc):
         assert fast(buf[:cut], cut) is None
 
 
+def test_plain_successes_are_read_in_c_for_write_checks_only(monkeypatch):
+    """write_success stands in for the check only where the check is a WriteCheck (the
+    class itself): another check is called for every reply the last success does not
+    equal, so a check that answers otherwise is never bypassed."""
+    compiled()
+    one = {"n": 1, "nModified": 1, "ok": 1.0}
+    other = {"nModified": 1, "n": 1, "ok": 1.0}  # the same success, other bytes
+    script = [one, other] * 4
+    calls = []
+
+    class Counted(replies.WriteCheck):
+        def __call__(self, buf, length):
+            calls.append(length)
+            return super().__call__(buf, length)
+
+    stats, _, _, gen = _run_over_socketpair(native.NATIVE, monkeypatch, script)
+    assert gen == "KeyedWrites" and stats.ops == {"update": 8}
+    monkeypatch.setattr(replies.WriteCheck, "__call__", Counted.__call__)
+    stats, _, _, _ = _run_over_socketpair(native.NATIVE, monkeypatch, script)
+    assert stats.ops == {"update": 8} and calls == []  # all read in C
+    monkeypatch.undo()
+    monkeypatch.setattr(replies, "WriteCheck", Counted)
+    stats, _, _, gen = _run_over_socketpair(native.NATIVE, monkeypatch, script)
+    assert gen == "KeyedWrites" and stats.ops == {"update": 8}
+    assert len(calls) == len(script)  # each reply differs from the one before
+
+
 DELETE_SCRIPT = [
     (None, 1, 0, 0, None, 0),
     (None, 7, 0, 0, None, 0),  # all its keys (one, or a range)
