@@ -86,7 +86,7 @@ from pymongo.errors import PyMongoError
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import native_floor
 import replay
-from bench_driver import discard_work, start_loaded_server, ycsb_round
+from bench_driver import discard_work, run_main, start_loaded_server, ycsb_round
 
 from mongobench.driver import multiplex, ops
 from mongobench.perftables import experiments as exp_mod
@@ -792,4 +792,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

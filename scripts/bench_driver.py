@@ -33,6 +33,7 @@ from pymongo import MongoClient
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))  # testbed/
 
+from mongobench.core import interrupt
 from mongobench.perftables import experiments as exp_mod
 from mongobench.perftables import runner as perftables
 from mongobench.perftables.request import PerftablesRun
@@ -126,6 +127,19 @@ def start_loaded_server(prefix, records):
         discard_work(work)
         raise
     return work, srv, uri_file
+
+
+def run_main(main) -> int:
+    """main() with SIGTERM and SIGINT as Ctrl-C, so its `finally` blocks stop the bench's
+    servers and delete its work directory (a plain SIGTERM left the stand-in running and up
+    to a GB in /tmp); 128 + the signal's number when interrupted."""
+    try:
+        with interrupt.installed():
+            return main()
+    except KeyboardInterrupt as e:
+        sig = interrupt.of(e)
+        print(f"interrupted ({sig.name})", file=sys.stderr)
+        return sig.exit_status
 
 
 def discard_work(work: str, keep: bool = False) -> None:
@@ -248,4 +262,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

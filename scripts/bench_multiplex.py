@@ -26,6 +26,7 @@ import time
 from pymongo import MongoClient
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))  # testbed/
+from bench_driver import run_main
 
 from mongobench.driver import procs, sources
 from mongobench.driver.base import ThreadStats
@@ -118,4 +119,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

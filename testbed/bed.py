@@ -165,7 +165,11 @@ def start_server(
         os.makedirs(dbpath, exist_ok=True)
         cmd = ["mongod", "--bind_ip", "127.0.0.1", "--port", str(port), "--dbpath", dbpath]
         proc = subprocess.Popen(cmd, stdout=log, stderr=log, start_new_session=True)
-        wait_port(port, 60, proc)
+        try:
+            wait_port(port, 60, proc)
+        except BaseException:  # its own session: the caller's Ctrl-C never reaches it
+            stop_pid(proc.pid)
+            raise
     else:
         extra: list[str] = []
         if users_file is not None:
@@ -196,10 +200,13 @@ def start_server(
         try:
             port = _read_listening(proc, timeout=60)
         except RuntimeError as exc:  # the reason (bad users file, PEM, port) is on stderr
-            log.flush()
+            log.flush()  # (_read_listening stopped it)
             with open(os.path.join(workdir, log_name), errors="replace") as f:
                 tail = f.read()[-2000:]
             raise RuntimeError(f"{exc}; {log_name}: {tail.strip()}") from None
+        except BaseException:  # interrupted: its own session, the caller's Ctrl-C missed it
+            stop_pid(proc.pid)
+            raise
     options = [o for o, on in (("tls=true", tls_pem), ("directConnection=true", replset)) if on]
     uri = f"mongodb://127.0.0.1:{port}/" + ("?" + "&".join(options) if options else "")
     return Server(kind, uri, proc.pid, port, proc)
@@ -221,7 +228,7 @@ def _start_ferretdb(workdir: str, kind: str, log) -> Server:
     proc = subprocess.Popen(cmd, stdout=log, stderr=log, start_new_session=True)
     try:
         wait_port(port, 60, proc)
-    except (RuntimeError, TimeoutError):
+    except BaseException:  # failed or interrupted: nothing left running
         stop_pid(proc.pid)
         if pg:
             ferretdb.stop_postgres(pg.datadir)
