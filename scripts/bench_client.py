@@ -99,6 +99,9 @@ SINGLE_RATIO, BULK_US_PER_KB = 0.5, 2.0
 # --replay's targets: client over C floor, against the replay server (issue 26)
 REPLAY_SINGLE_MAX, REPLAY_SINGLE_MEDIAN, REPLAY_BULK_MAX, ADDED_LATENCY_US = 2.0, 1.5, 1.5, 10.0
 BULK_REPEATS = 5
+# A replayed single operation whose client was less busy than this waited for replies:
+# its CPU per operation holds wake-ups a saturated client does not pay (flagged, not judged)
+SATURATED_BUSY = 0.9
 ONE_CLIENT_FLOOR_REPLIES = 2000  # the C floor's round trip at one client: this many replies
 DB = "bench_client"
 DELETE_DOCS = 20_000  # documents the delete variants start with at least (smoke: 200)
@@ -384,7 +387,7 @@ def ycsb_replay(rep, srv_uri, work, args) -> dict:
 
 def replay_targets(replayed: dict) -> dict:
     """Prints every replayed variant against its C floor and the targets' verdicts."""
-    single, bulk, slow = {}, {}, []
+    single, bulk, slow, idle = {}, {}, [], []
     print(
         "replay: the client alone (one process) against a replay server on its own core;"
         " client / C floor"
@@ -413,12 +416,16 @@ def replay_targets(replayed: dict) -> dict:
         if late:
             slow.append(key)
         missed = (e.get("replay_server") or {}).get("missed")
+        busy = e.get("replay_client_busy")
+        if not e["bulk"] and busy is not None and busy < SATURATED_BUSY:
+            idle.append(key)
         print(
             f"{'  ' if met and not late else '! '}{key:58s} {what} {e['ops_per_core_s']:7.0f}"
             f" ops per core-s; one client: +{e['added_latency_us']:6.1f} us over the floor's"
             f" {e['floor_round_trip_us']:6.1f} us round trip"
             + (f"; {missed} requests not recorded" if missed else "")
             + f"; {e.get('client_loop')} loop, {e.get('client_sources')} sources"
+            + (f"; client {busy:.0%} busy: not saturated" if key in idle else "")
         )
     median = statistics.median(single.values()) if single else None
     out = {
@@ -428,6 +435,7 @@ def replay_targets(replayed: dict) -> dict:
         "bulk_max": max(bulk.values(), default=None),
         "bulk_over": sorted(k for k, r in bulk.items() if r > REPLAY_BULK_MAX),
         "latency_over": sorted(slow),
+        "unsaturated": sorted(idle),
         "failed": failed,
         "variants": len(replayed),
     }

@@ -66,3 +66,20 @@ def test_deletes_start_with_enough_documents_and_timed_variants_are_left_alone()
     assert bench_client.bench_volume("delete", s, 2000, 50) == {"preload_docs": 200_000}
     s = {"threads": 48, "duration_s": 0.4}
     assert bench_client.bench_volume("query", s, 2000, 50) is None
+
+
+def _replayed(us: float, busy: float) -> dict:
+    return {"bulk": False, "replay_us_per_op": us, "floor_us_per_op": 10.0,
+            "ops_per_core_s": 1e6 / us, "added_latency_us": 5.0, "floor_round_trip_us": 30.0,
+            "replay_server": {"missed": 0}, "client_loop": "native",
+            "client_sources": "compiled", "replay_client_busy": busy}  # fmt: skip
+
+
+def test_a_replay_whose_client_waited_is_flagged_not_judged(capsys):
+    """A client less than SATURATED_BUSY busy paid wake-ups: said beside its figure."""
+    out = bench_client.replay_targets({"a/1": _replayed(12, 1.01), "b/2": _replayed(26, 0.62)})
+    printed = capsys.readouterr().out.splitlines()
+    lines = {k: next(x for x in printed if x[2:].startswith(k)) for k in ("a/1", "b/2")}
+    assert out["unsaturated"] == ["b/2"] and out["single_over"] == ["b/2"]
+    assert "client 62% busy: not saturated" in lines["b/2"]
+    assert "not saturated" not in lines["a/1"]
