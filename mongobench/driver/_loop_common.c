@@ -219,6 +219,12 @@ PyObject *register_write_check(PyObject *self, PyObject *cls) {
     Py_RETURN_NONE;
 }
 
+int init_once(int initialised, const char *what) {
+    if (!initialised) return 0;
+    PyErr_Format(PyExc_RuntimeError, "%s: initialised already (make a new one)", what);
+    return -1;
+}
+
 void last_reset(LastReply *last, PyObject *check) {
     /* exactly that class: a subclass may answer otherwise than write_success reads */
     last->write = write_check_type != NULL && (PyObject *)Py_TYPE(check) == write_check_type;

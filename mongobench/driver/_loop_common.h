@@ -152,6 +152,9 @@ typedef struct {
     int write; /* the check is a WriteCheck */
 } LastReply;
 void last_reset(LastReply *last, PyObject *check); /* emptied, for `check` */
+/* A source's (or DocWriter's) __init__ runs once: a second one failing half-way would leave
+ * a live object pointing into objects it no longer holds. 0, or -1 with RuntimeError. */
+int init_once(int initialised, const char *what);
 PyObject *register_write_check(PyObject *self, PyObject *cls); /* replies.WriteCheck */
 PyObject *cached_outcome(LastReply *last, PyObject *check, PyObject *buf, Py_ssize_t length);
 

@@ -170,6 +170,7 @@ static PyObject *attr(PyObject *o, const char *name) { return PyObject_GetAttrSt
 /* DocWriter(factory): the factory's template, pool, generator and counters, copied */
 static int writer_init(PyObject *self, PyObject *a, PyObject *kw) {
     DocWriter *w = (DocWriter *)self;
+    if (init_once(w->raw != NULL, "DocWriter") < 0) return -1;
     static char *names[] = {"factory", NULL};
     PyObject *f;
     if (!PyArg_ParseTupleAndKeywords(a, kw, "O", names, &f)) return -1;
@@ -477,6 +478,7 @@ static const SourceOps inserts_ops = {inserts_next, inserts_outcome};
  * header: its size at seq_at), documents from there */
 static int inserts_init(PyObject *self, PyObject *a, PyObject *kw) {
     Inserts *s = (Inserts *)self;
+    if (init_once(s->k.ops != NULL, "Inserts") < 0) return -1;
     static char *names[] = {COMMON_NAMES, "docs", "bulk_check", "per_msg", "batch", "sizes",
                             "seq_at", "count_bytes", "steps", "first_id", "sample_id",
                             "samples", NULL};

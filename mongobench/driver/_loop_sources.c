@@ -423,6 +423,7 @@ static int records_init(KeyedWrites *w, PyObject *spec, int rid) {
 
 static int writes_init(PyObject *self, PyObject *a, PyObject *kw) {
     KeyedWrites *w = (KeyedWrites *)self;
+    if (init_once(w->k.ops != NULL, "KeyedWrites") < 0) return -1;
     static char *names[] = {COMMON_NAMES, "field", "expect", "expect_msg", "size", "steps",
                             "short_op", "short_msg", "docs", "doc_at", "records", NULL};
     COMMON_DECL
@@ -510,6 +511,7 @@ static int batch_name(PyObject *check, char *out) {
 
 static int reads_init(PyObject *self, PyObject *a, PyObject *kw) {
     KeyedReads *r = (KeyedReads *)self;
+    if (init_once(r->k.ops != NULL, "KeyedReads") < 0) return -1;
     static char *names[] = {COMMON_NAMES, "get_more", "id_at", "size_at", "get_more_check",
                             "counters", "limit", "expect", NULL};
     COMMON_DECL
@@ -552,6 +554,7 @@ static int reads_init(PyObject *self, PyObject *a, PyObject *kw) {
 
 static int upserts_init(PyObject *self, PyObject *a, PyObject *kw) {
     KeyedUpserts *u = (KeyedUpserts *)self;
+    if (init_once(u->k.ops != NULL, "KeyedUpserts") < 0) return -1;
     static char *names[] = {COMMON_NAMES, "key_at", "keys", "percent_new", "base", "write_doc",
                             "doc_at", "doc_size", "update_one", "upsert", "insert", "ins_at",
                             "insert_check", "counters", "missed_msg", NULL};

@@ -244,6 +244,39 @@ def test_where_no_compiled_source_stands_in(monkeypatch):
     assert sources.make("update_api", api, "db").compiled is not None
 
 
+INIT_ONCE = {
+    "KeyedWrites": ("update_fields", WORKLOAD_CASES["update_fields"]),
+    "KeyedReads": ("query", {"preload_docs": 2000, "doc_size_kb": 1, "group_size": 200,
+                             "threads": 3, "query": {"group": "RANDINT(0,groups)"},
+                             "limit": 150}),
+    "KeyedUpserts": ("update_api", {"preload_docs": 300, "doc_size_kb": 1, "threads": 3,
+                                    "function": "update_one", "upsert": True,
+                                    "percent_new": 50}),
+    "Inserts": ("insert", {"doc_size_kb": 1, "threads": 3, "batch_size": 10,
+                           "total_docs": 60, "id_type": "serial"}),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", sorted(INIT_ONCE))
+def test_a_compiled_source_is_initialised_once(kind):
+    """A second __init__ is refused before it touches anything: one failing half-way would
+    leave the live source pointing into objects it no longer holds. The source still runs."""
+    module = compiled()
+    workload, s = INIT_ONCE[kind]
+    source = sources.make(workload, dict(s, total_ops=6), "db")
+    run, stats = multiplex.Run(), ThreadStats()
+    gen = source.compiled(multiplex.Client(0, 1, run, stats, total=6), module)
+    assert type(gen).__name__ == kind
+    with pytest.raises(RuntimeError, match=f"{kind}: initialised already"):
+        gen.__init__()
+    first = next(gen)
+    assert isinstance(first, tuple) and len(first) == 2
+    if kind == "Inserts":
+        writer = module.DocWriter(docgen.DocFactory(64, "serial"))
+        with pytest.raises(RuntimeError, match="DocWriter: initialised already"):
+            writer.__init__(docgen.DocFactory(64, "serial"))
+
+
 def test_bad_construction_is_refused():
     module = compiled()
     t = ops.update_tmpl("db", "c", {"_id": ops.sentinel(0)}, {"$inc": {"n": 1}}, [ops.sentinel(0)])
