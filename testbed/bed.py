@@ -11,6 +11,7 @@ directory. The pieces are also used as pytest fixtures.
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import json
 import os
@@ -165,11 +166,8 @@ def start_server(
         os.makedirs(dbpath, exist_ok=True)
         cmd = ["mongod", "--bind_ip", "127.0.0.1", "--port", str(port), "--dbpath", dbpath]
         proc = subprocess.Popen(cmd, stdout=log, stderr=log, start_new_session=True)
-        try:
+        with _stopped_unless_up(proc):
             wait_port(port, 60, proc)
-        except BaseException:  # its own session: the caller's Ctrl-C never reaches it
-            stop_pid(proc.pid)
-            raise
     else:
         extra: list[str] = []
         if users_file is not None:
@@ -198,18 +196,29 @@ def start_server(
             start_new_session=True,
         )
         try:
-            port = _read_listening(proc, timeout=60)
+            with _stopped_unless_up(proc):
+                port = _read_listening(proc, timeout=60)
         except RuntimeError as exc:  # the reason (bad users file, PEM, port) is on stderr
-            log.flush()  # (_read_listening stopped it)
+            log.flush()
             with open(os.path.join(workdir, log_name), errors="replace") as f:
                 tail = f.read()[-2000:]
             raise RuntimeError(f"{exc}; {log_name}: {tail.strip()}") from None
-        except BaseException:  # interrupted: its own session, the caller's Ctrl-C missed it
-            stop_pid(proc.pid)
-            raise
     options = [o for o, on in (("tls=true", tls_pem), ("directConnection=true", replset)) if on]
     uri = f"mongodb://127.0.0.1:{port}/" + ("?" + "&".join(options) if options else "")
     return Server(kind, uri, proc.pid, port, proc)
+
+
+@contextlib.contextmanager
+def _stopped_unless_up(proc: subprocess.Popen, pg_datadir: str | None = None):
+    """A server being started, stopped (with its PostgreSQL) when its wait fails or is
+    interrupted: it runs in its own session, so the caller's Ctrl-C never reaches it."""
+    try:
+        yield
+    except BaseException:
+        stop_pid(proc.pid)
+        if pg_datadir:
+            ferretdb.stop_postgres(pg_datadir)
+        raise
 
 
 SERVER_KINDS = ("auto", "mongod", "standin", "ferretdb", "ferretdb-postgresql")
@@ -226,13 +235,8 @@ def _start_ferretdb(workdir: str, kind: str, log) -> Server:
     os.makedirs(state_dir, exist_ok=True)
     cmd = ferretdb.command(binary, port, backend, state_dir, pg.url if pg else "")
     proc = subprocess.Popen(cmd, stdout=log, stderr=log, start_new_session=True)
-    try:
+    with _stopped_unless_up(proc, pg.datadir if pg else None):
         wait_port(port, 60, proc)
-    except BaseException:  # failed or interrupted: nothing left running
-        stop_pid(proc.pid)
-        if pg:
-            ferretdb.stop_postgres(pg.datadir)
-        raise
     return Server(kind, f"mongodb://127.0.0.1:{port}/", proc.pid, port, proc, pg and pg.datadir)
 
 
