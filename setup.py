@@ -99,7 +99,7 @@ setup(
         "mongobench_pkb.linux_benchmarks": "linux_benchmarks",
         "mongobench_pkb.linux_packages": "linux_packages",
     },
-    # driver/_loop*.c, _loop_common.h: the driver's compiled loop, built on each client VM
+    # driver/_loop*.c, _loop*.h: the driver's compiled loop, built on each client VM
     # (driver.native)
     package_data={
         "mongobench": [
@@ -107,7 +107,7 @@ setup(
             "experiments/*.yaml",
             "data/*",
             "driver/_loop*.c",
-            "driver/_loop_common.h",
+            "driver/_loop*.h",
         ]
     },
     # cryptography: the PKB host makes the run's TLS material (mongobench.remote.tlscerts)

@@ -1,7 +1,7 @@
-/* BSON walking for the compiled module (see _loop_common.h): the reply checks' element count
+/* BSON walking for the compiled module (declared in _loop_bson.h): the reply checks' element count
  * (replies.count_elements is its reference) and the plain successes of cursor, findAndModify
  * and write replies (what replies.CursorCheck, FindAndModifyCheck and WriteCheck give). */
-#include "_loop_common.h"
+#include "_loop_bson.h"
 
 /* The end of the value of BSON type t that starts at v in b[0:size] (as replies.value_end),
  * or -1: *bad says why (a length or a regex past the buffer), or *unknown is the type (else

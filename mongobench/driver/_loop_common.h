@@ -1,6 +1,6 @@
 /* What the driver's compiled module's parts share (driver.native builds them into one
- * module, `_loop`): _loop.c (the event loop, the module), _loop_bson.c (BSON walking: the
- * checks' element count, a cursor's plain success), _loop_common.c (what every compiled
+ * module, `_loop`): _loop.c (the event loop, the module), _loop_bson.c (BSON walking, its own
+ * header _loop_bson.h: it needs nothing of the others), _loop_common.c (what every compiled
  * source shares), _loop_sources.c (the keyed sources), _loop_docs.c (documents and the
  * inserts' source). */
 #ifndef MONGOBENCH_LOOP_COMMON_H
@@ -13,29 +13,14 @@
 #include <string.h>
 #include <time.h>
 
+#include "_loop_bson.h" /* le32, and the BSON walking every part may use */
+
 /* time.perf_counter(): CLOCK_MONOTONIC on Linux (checked by multiplex before use) */
 static inline double clock_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
-
-static inline int32_t le32(const char *p) {
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return (int32_t)v; /* wire integers are little-endian; so is every target of this module */
-}
-
-/* _loop_bson.c */
-Py_ssize_t bson_count(const unsigned char *b, Py_ssize_t size, Py_ssize_t start,
-                      const char **bad, int *unknown);
-PyObject *cursor_success(const unsigned char *b, Py_ssize_t length, const char *batch);
-PyObject *count_elements(PyObject *self, PyObject *a);
-PyObject *cursor_success_py(PyObject *self, PyObject *a);
-PyObject *find_and_modify_success(const unsigned char *b, Py_ssize_t length);
-PyObject *find_and_modify_success_py(PyObject *self, PyObject *a);
-PyObject *write_success(const unsigned char *b, Py_ssize_t length);
-PyObject *write_success_py(PyObject *self, PyObject *a);
 
 /* random.Random's generator: MT19937 as CPython's _randommodule.c */
 #define MT_N 624

@@ -25,19 +25,19 @@ import time
 import warnings
 
 SOURCE = pathlib.Path(__file__).with_name("_loop.c")
-# every file the module is built from (the .c files compiled, the header they share)
+# every file the module is built from (the .c files compiled, the headers they include)
 SOURCES = tuple(
     SOURCE.with_name(n)
     for n in ("_loop.c", "_loop_bson.c", "_loop_common.c", "_loop_sources.c", "_loop_docs.c")
 )
-HEADER = SOURCE.with_name("_loop_common.h")
+HEADERS = tuple(SOURCE.with_name(n) for n in ("_loop_bson.h", "_loop_common.h"))
 ENV = "MONGOBENCH_DRIVER_LOOP"
 NATIVE, PYTHON = "native", "python"
 
 
 def source_hash() -> str:
     h = hashlib.sha256()
-    for path in (*SOURCES, HEADER):
+    for path in (*SOURCES, *HEADERS):
         h.update(path.name.encode() + b"\0" + path.read_bytes())
     return h.hexdigest()[:16]
 

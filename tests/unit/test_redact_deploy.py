@@ -47,7 +47,7 @@ def test_archive_holds_the_engine_and_no_caches():
     assert "mongobench/client-requirements.txt" in names
     assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
     # the compiled loop's source; never a module built here (another host's arch or Python)
-    assert {f"mongobench/driver/{p.name}" for p in (*native.SOURCES, native.HEADER)} <= set(names)
+    assert {f"mongobench/driver/{p.name}" for p in (*native.SOURCES, *native.HEADERS)} <= set(names)
     assert not any(n.endswith(".so") for n in names)
     assert deploy.archive_bytes() == deploy.archive_bytes()  # reproducible
 
