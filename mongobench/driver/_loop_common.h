@@ -125,6 +125,25 @@ PyObject *source_iternext(PyObject *self);
 extern PyMethodDef source_methods[];
 extern PyObject *k_runtime, *s_docs, *s_bytes;
 
+/* A compiled source's type (`var`, named mongobench.driver._loop.`name`): every source is
+ * iterated, freed and given its methods alike; only its struct, init and GC hooks differ. */
+#define SOURCE_TYPE(var, name, type, doc, init, traverse, clear) \
+    static PyTypeObject var = { \
+        PyVarObject_HEAD_INIT(NULL, 0) \
+        .tp_name = "mongobench.driver._loop." name, \
+        .tp_basicsize = sizeof(type), \
+        .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, \
+        .tp_doc = doc, \
+        .tp_new = PyType_GenericNew, \
+        .tp_init = init, \
+        .tp_dealloc = source_dealloc, \
+        .tp_traverse = traverse, \
+        .tp_clear = clear, \
+        .tp_iter = PyObject_SelfIter, \
+        .tp_iternext = source_iternext, \
+        .tp_methods = source_methods, \
+    }
+
 /* A write's reply equal to the last success's, byte for byte, has its outcome (a check is a
  * function of the reply's bytes): kept for replies of up to LAST_MAX bytes after the header;
  * another plain success is read in C (write_success) where the check is a

@@ -573,21 +573,9 @@ static int inserts_clear(PyObject *self) {
     return 0;
 }
 
-static PyTypeObject InsertsType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "mongobench.driver._loop.Inserts",
-    .tp_basicsize = sizeof(Inserts),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "sources.inserts (batches split into messages, bulk write errors), in C",
-    .tp_new = PyType_GenericNew,
-    .tp_init = inserts_init,
-    .tp_dealloc = source_dealloc,
-    .tp_traverse = inserts_traverse,
-    .tp_clear = inserts_clear,
-    .tp_iter = PyObject_SelfIter,
-    .tp_iternext = source_iternext,
-    .tp_methods = source_methods,
-};
+SOURCE_TYPE(InsertsType, "Inserts", Inserts,
+            "sources.inserts (batches split into messages, bulk write errors), in C",
+            inserts_init, inserts_traverse, inserts_clear);
 
 int docs_init(PyObject *m) {
     if (PyType_Ready(&DocWriterType) < 0 || PyType_Ready(&InsertsType) < 0) return -1;

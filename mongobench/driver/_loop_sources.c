@@ -651,53 +651,17 @@ static int upserts_clear(PyObject *self) {
     return 0;
 }
 
-static PyTypeObject KeyedWritesType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "mongobench.driver._loop.KeyedWrites",
-    .tp_basicsize = sizeof(KeyedWrites),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "sources._writes of a keyed write without a document, in C",
-    .tp_new = PyType_GenericNew,
-    .tp_init = writes_init,
-    .tp_dealloc = source_dealloc,
-    .tp_traverse = writes_traverse,
-    .tp_clear = writes_clear,
-    .tp_iter = PyObject_SelfIter,
-    .tp_iternext = source_iternext,
-    .tp_methods = source_methods,
-};
+SOURCE_TYPE(KeyedWritesType, "KeyedWrites", KeyedWrites,
+            "sources._writes of a keyed write without a document, in C",
+            writes_init, writes_traverse, writes_clear);
 
-static PyTypeObject KeyedReadsType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "mongobench.driver._loop.KeyedReads",
-    .tp_basicsize = sizeof(KeyedReads),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "cursor_sources._finder of uniform integer values, its getMores too, in C",
-    .tp_new = PyType_GenericNew,
-    .tp_init = reads_init,
-    .tp_dealloc = source_dealloc,
-    .tp_traverse = reads_traverse,
-    .tp_clear = reads_clear,
-    .tp_iter = PyObject_SelfIter,
-    .tp_iternext = source_iternext,
-    .tp_methods = source_methods,
-};
+SOURCE_TYPE(KeyedReadsType, "KeyedReads", KeyedReads,
+            "cursor_sources._finder of uniform integer values, its getMores too, in C",
+            reads_init, reads_traverse, reads_clear);
 
-static PyTypeObject KeyedUpsertsType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "mongobench.driver._loop.KeyedUpserts",
-    .tp_basicsize = sizeof(KeyedUpserts),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "sources._upsert (update_one or findAndModify, the fallback insert), in C",
-    .tp_new = PyType_GenericNew,
-    .tp_init = upserts_init,
-    .tp_dealloc = source_dealloc,
-    .tp_traverse = upserts_traverse,
-    .tp_clear = upserts_clear,
-    .tp_iter = PyObject_SelfIter,
-    .tp_iternext = source_iternext,
-    .tp_methods = source_methods,
-};
+SOURCE_TYPE(KeyedUpsertsType, "KeyedUpserts", KeyedUpserts,
+            "sources._upsert (update_one or findAndModify, the fallback insert), in C",
+            upserts_init, upserts_traverse, upserts_clear);
 
 int sources_init(PyObject *m) {
 #define INTERN(var, text) \
