@@ -415,16 +415,19 @@ def Run(benchmark_spec: bm_spec.BenchmarkSpec) -> list[sample.Sample]:
     server_vm, clients = _Vms(benchmark_spec)
     settings = st.settings
     t0 = time.time()
-    found = search.run_search(
-        lambda n: mongobench_stress.Step(server_vm, clients, st, n),
-        st.sizing.max_instances,
-        search=settings.search,
-        min_instances=settings.min_instances,
-        first_step=settings.first_step,
-        target_per_process=settings.target_ops,
-        sla_ms=settings.sla_ms,
-        log=_Log,
-    )
+    try:
+        found = search.run_search(
+            lambda n: mongobench_stress.Step(server_vm, clients, st, n),
+            st.sizing.max_instances,
+            search=settings.search,
+            min_instances=settings.min_instances,
+            first_step=settings.first_step,
+            target_per_process=settings.target_ops,
+            sla_ms=settings.sla_ms,
+            log=_Log,
+        )
+    finally:  # the memory hold is kept from step to step: released once the search is over
+        mongobench_stress.ReleaseHold(server_vm, st)
     st.failure = found.failure[2] if found.failure else None
     samples = stress_report.search_samples(
         found,

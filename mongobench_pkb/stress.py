@@ -24,7 +24,7 @@ from perfkitbenchmarker import background_tasks, errors, vm_util
 from mongobench.core import units
 from mongobench.deploy.mongod import instance_port
 from mongobench.remote import probes
-from mongobench.stress import placement, seeding, steady, steps, usage
+from mongobench.stress import holdparts, placement, seeding, steady, steps, usage
 from mongobench.stress import report as stress_report
 from mongobench.stress import sizing as stress_sizing
 from mongobench.stress.settings import StressSettings
@@ -37,6 +37,9 @@ from mongobench_pkb import ycsb as mongobench_ycsb
 VERIFY_TIMEOUT_S = 600
 DROP_CACHES_COMMAND = "sync && echo 3 | sudo tee /proc/sys/vm/drop_caches >/dev/null"
 STRESS_NG_SAFETY_S = 900  # stress-ng ends by itself this long after a step should have
+# A kept hold's stress-ng ends by itself once every step left could have run: each at most
+# its seconds, its grace and this much around it (instances started, caches dropped).
+BETWEEN_STEPS_S = 300
 
 
 @dataclasses.dataclass
@@ -62,6 +65,9 @@ class State:
     verified: dict = dataclasses.field(default_factory=dict)  # copy -> Fingerprint it matched
     running: set = dataclasses.field(default_factory=set)
     failure: str | None = None
+    # the memory hold kept from step to step (stress.holdparts): part key -> (Part, its Hold)
+    hold: dict = dataclasses.field(default_factory=dict)
+    steps_started: int = 0
 
     @property
     def copying(self):
@@ -364,11 +370,11 @@ def _VerifyCopies(clients, st, plan):
     return {"verified_copies": ",".join(str(p.instance) for p in todo)}
 
 
-def _HoldMemory(vm, st, settings, n):
-    """stress-ng holding what the n running instances must not have (per NUMA node when
-    asked: for instances bound to their node, each node keeps its own instances' share)."""
+def _HoldPlan(st, settings, n):
+    """What stress-ng holds while n instances run (per NUMA node when asked: for instances
+    bound to their node, each node keeps its own instances' share)."""
     hold_gb = settings.hold_gb
-    plan = placement.hold_plan(
+    return placement.hold_plan(
         st.sizing.usable_memory,
         st.sizing.memory_per_instance,
         n,
@@ -378,14 +384,63 @@ def _HoldMemory(vm, st, settings, n):
         per_node=settings.stress_ng_per_numa,
         bound=settings.numactl_memory == "bind",
     )
-    return mongobench_stress_ng.Start(
+
+
+def _StopHold(vm, st, keys=None):
+    """Stops the kept hold's parts `keys` (default: all) in one command."""
+    keys = sorted(st.hold) if keys is None else keys
+    if keys:
+        parts = [st.hold.pop(k)[1] for k in keys]
+        mongobench_stress_ng.Stop(vm, mongobench_stress_ng.Together(vm.name, parts))
+
+
+def ReleaseHold(vm, st):
+    """Stops whatever the steps' hold still holds, once the search is over however it
+    ended. Never raises (it runs while an error may be on its way out): a failure is
+    logged, and Cleanup stops every stress-ng process of the run in any case."""
+    try:
+        _StopHold(vm, st)
+    except Exception as e:  # noqa: BLE001 - Cleanup's StopAll is the backstop
+        st.hold.clear()
+        logging.warning("%s: could not stop the kept stress-ng hold (Cleanup will): %s", vm.name, e)
+
+
+def _HeldTogether(vm, st):
+    return mongobench_stress_ng.Together(vm.name, [h for _, h in st.hold.values()])
+
+
+def _AdjustHold(vm, st, settings, want):
+    """Starts the parts of `want` the kept hold lacks and waits until they hold their
+    memory; returns how many it started. The kept parts are not read again: each step's end
+    checks them all (_HoldShortfall), so a part that ended since fails the step it weakened."""
+    _, start = holdparts.changes({k: p for k, (p, _) in st.hold.items()}, want)
+    left = max(1, st.sizing.max_instances - st.steps_started + 1)  # this step and those after
+    started = mongobench_stress_ng.StartParts(
         vm,
-        plan.hold_bytes,
-        node_bytes=plan.node_bytes,
-        cpu_nodes=plan.cpu_nodes,
-        name=f"step{n:03d}",
+        start,
+        name=f"step{st.steps_started:03d}",
         workers=settings.stress_ng_workers or max(1, min(8, st.facts["vcpus"])),
-        timeout_s=settings.step_seconds + settings.step_grace + STRESS_NG_SAFETY_S,
+        cpu_nodes={node.id for node in st.facts["numa"] if node.cpus},
+        timeout_s=left * (settings.step_seconds + settings.step_grace + BETWEEN_STEPS_S)
+        + STRESS_NG_SAFETY_S,
+    )
+    st.hold.update({p.key: (p, started[p.key]) for p in start})
+    return len(start)
+
+
+def _HoldShortfall(vm, st):
+    """None, or why the hold holds less than its parts at the step's end (a stress-ng
+    process ended during the step, or since the step before: it ran with less pressure)."""
+    if not st.hold:
+        return None
+    want = holdparts.total({k: p for k, (p, _) in st.hold.items()})
+    held = mongobench_stress_ng.Held(vm, _HeldTogether(vm, st))
+    if held >= want - holdparts.MIN_PART_BYTES * len(st.hold):
+        return None
+    return (
+        f"stress-ng held {held / units.GiB:.2f} GiB at the step's end, not"
+        f" {want / units.GiB:.2f} GiB: a hold process ended during the step or since the"
+        " step before"
     )
 
 
@@ -431,6 +486,17 @@ def Step(server_vm, clients, st, n):
     info = {"loaded_instances": ",".join(str(i) for i in loaded) or "none"}
     if plan.load:
         info["load_processes"] = len(plan.load)
+    st.steps_started += 1
+    want, kept = {}, False
+    if settings.hold:
+        want, kept = holdparts.parts(
+            lambda m: _HoldPlan(st, settings, m), n, st.sizing.max_instances
+        )
+    held = {k: part for k, (part, _) in st.hold.items()}
+    # YCSB's loads run without the hold (as before it was kept); otherwise only the parts
+    # this step must not hold stop, before its instances start or its copies are made.
+    drop = sorted(held) if plan.load else holdparts.changes(held, want)[0]
+    _StopHold(server_vm, st, drop)
     t0 = time.time()
     if st.copying:  # the source runs alone while it is loaded and copied
         if plan.load or plan.copy:
@@ -449,68 +515,68 @@ def Step(server_vm, clients, st, n):
             _Load(clients, st, settings, plan)
     info["load_seconds"] = round(time.time() - t0, 1)
 
+    vms = [server_vm, *clients]
     if settings.drop_caches:
         info["caches_dropped"] = _DropCaches(server_vm)
-    hold = None
     if settings.hold:
-        hold = _HoldMemory(server_vm, st, settings, n)
-        info["hold_gib"] = round((hold.hold_bytes if hold else 0) / units.GiB, 3)
-    vms = [server_vm, *clients]
-    try:
-        early = settings.step_stop == "steady"
+        info["hold_parts_started"] = _AdjustHold(server_vm, st, settings, want)
+        info["hold_parts_stopped"] = len(drop)
+        info["hold_parts"] = len(st.hold)
+        info["hold_kept"] = kept
+        info["hold_gib"] = round(holdparts.total(want) / units.GiB, 3)
+    early = settings.step_stop == "steady"
 
-        def props(p, vm):
-            run_dir = mongobench_ycsb.RunDir(vm)
-            return steps.run_properties(
-                p,
-                settings,
-                directory=run_dir,
-                tls_ca_file=_TlsCa(st, vm),
-                stop_file=mongobench_ycsb.StopFile(run_dir, p.stem) if early else None,
-            )
+    def props(p, vm):
+        run_dir = mongobench_ycsb.RunDir(vm)
+        return steps.run_properties(
+            p,
+            settings,
+            directory=run_dir,
+            tls_ca_file=_TlsCa(st, vm),
+            stop_file=mongobench_ycsb.StopFile(run_dir, p.stem) if early else None,
+        )
 
-        watch = (
-            steady.Watch(
-                settings.steady_rule,
-                len(plan.run),
-                settings.step_seconds,
-                settings.status_interval_s,
-            )
-            if early
-            else None
+    watch = (
+        steady.Watch(
+            settings.steady_rule,
+            len(plan.run),
+            settings.step_seconds,
+            settings.status_interval_s,
         )
-        began = {}  # read once every YCSB process has printed a status line
-        t1 = time.time()
-        timeout = settings.step_seconds + settings.step_grace
-        after = {}  # read as the last YCSB process ends, before the outputs are fetched
-        with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            # kept if the workload's start is not seen: read while YCSB starts (an ssh round
-            # per VM, in series with nothing)
-            at_start = pool.submit(_OsReadings, vms)
-            results = mongobench_ycsb.RunOnClients(
-                clients,
-                plan.run,
-                props,
-                timeout,
-                _LocalDir,
-                stop_when=watch,
-                on_start=lambda: began.update(_OsReadings(vms)),
-                on_end=lambda: after.update(_OsReadings(vms)),
-            )
-            before = at_start.result()
-        info["run_wall_seconds"] = round(time.time() - t1, 1)
-        instances = [_Instance(st, settings, i) for i in range(n)]
-        # the dead-instance check and the hold's stop: independent, in parallel
-        dead, _ = background_tasks.RunThreaded(
-            lambda task: task(),
-            [
-                lambda: mongobench_mongod.DeadInstances(server_vm, st.server, instances),
-                lambda: mongobench_stress_ng.Stop(server_vm, hold),
-            ],
+        if early
+        else None
+    )
+    began = {}  # read once every YCSB process has printed a status line
+    t1 = time.time()
+    timeout = settings.step_seconds + settings.step_grace
+    after = {}  # read as the last YCSB process ends, before the outputs are fetched
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        # kept if the workload's start is not seen: read while YCSB starts (an ssh round
+        # per VM, in series with nothing)
+        at_start = pool.submit(_OsReadings, vms)
+        results = mongobench_ycsb.RunOnClients(
+            clients,
+            plan.run,
+            props,
+            timeout,
+            _LocalDir,
+            stop_when=watch,
+            on_start=lambda: began.update(_OsReadings(vms)),
+            on_end=lambda: after.update(_OsReadings(vms)),
         )
-        hold = None  # stopped
-    finally:
-        mongobench_stress_ng.Stop(server_vm, hold)  # after a failure (None: nothing to stop)
+        before = at_start.result()
+    info["run_wall_seconds"] = round(time.time() - t1, 1)
+    instances = [_Instance(st, settings, i) for i in range(n)]
+    # the dead-instance check and the hold's: independent, in parallel
+    dead, shortfall = background_tasks.RunThreaded(
+        lambda task: task(),
+        [
+            lambda: mongobench_mongod.DeadInstances(server_vm, st.server, instances),
+            lambda: _HoldShortfall(server_vm, st),
+        ],
+    )
+    if shortfall:
+        raise steps.StepError(shortfall)
     outputs = []
     for p in plan.run:
         state, out = results[p.stem]

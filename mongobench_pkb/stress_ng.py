@@ -2,18 +2,18 @@
 
 The PKB package `mongobench_stress_ng` (linux_packages/, `vm.Install("mongobench_stress_ng")`)
 adds stress-ng through the OS package manager (PKB runs it only when install_packages is
-true); `Check` verifies it is there on every VM. This module installs nothing. `Start` runs the
-engine's `mongobench.stress.stress_ng_commands` detached (`--vm-keep --vm-locked --vm-hang 0`,
-one process per NUMA node, with that node's amount, when asked), each with its own PID,
-output and YAML file in a
-private work directory, waits until the memory is actually held (VmLck of its workers), and
-`Stop` ends exactly those processes and their workers (the session each was given), never
-processes found by name. PKB's own stress_ng package is not used: it parses stdout (stress-ng
+true); `Check` verifies it is there on every VM. This module installs nothing. `StartParts`
+runs the engine's `mongobench.stress.stress_ng_commands` detached (`--vm-keep --vm-locked
+--vm-hang 0`), one process for each part of the hold (mongobench.stress.holdparts: a part
+per instance slot, on its NUMA node when asked), each with its own PID, output and YAML
+file in a private work directory, waits until the memory is actually held (VmLck and
+RssAnon of their workers), and `Stop` ends exactly those processes and their workers (the
+session each was given), never processes found by name. PKB's own stress_ng package is not used: it parses stdout (stress-ng
 prints its metrics on stderr) and uninstalls a package that has no module.
 
-    hold = stress_ng.Start(vm, 40 * GiB, name="step004", workers=8)
+    holds = stress_ng.StartParts(vm, parts, name="step004", workers=8)  # key -> Hold
     ...
-    stress_ng.Stop(vm, hold)
+    stress_ng.Stop(vm, stress_ng.Together(vm.name, holds.values()))
     stress_ng.StopAll(vm)   # in Cleanup: every PID file of the work directory
 """
 
@@ -26,6 +26,7 @@ from perfkitbenchmarker import errors
 
 from mongobench.core import units
 from mongobench.core.poll import PollTimeout, poll_until
+from mongobench.core.split import split_evenly
 from mongobench.remote import processes
 from mongobench.stress import placement
 from mongobench_pkb import vm as mongobench_vm
@@ -75,24 +76,12 @@ class Hold:
         }
 
 
-def Start(
-    vm, hold_bytes, *, name, workers, node_bytes=None, cpu_nodes=None, timeout_s=None, wait_s=600
-):
-    """Starts stress-ng holding `hold_bytes` (locked) and waits until it is held.
-
-    `node_bytes` (NUMA node id -> bytes, mongobench.stress.hold_per_node) holds per node
-    instead, one process each (`cpu_nodes`: the nodes that have CPUs); `hold_bytes` is then
-    ignored. `timeout_s` is stress-ng's own --timeout, a safety net should nobody stop it.
-    Returns None when there is less than 1 MiB to hold. Raises when stress-ng exits or does
-    not hold the memory within `wait_s` (then it is stopped first)."""
-    if node_bytes is not None:
-        node_bytes = {int(k): int(v) for k, v in node_bytes.items()}
-        hold_bytes = sum(node_bytes.values())
-    if hold_bytes < MIB:
-        return None
+def _Launch(vm, name, amount, *, workers, cpu_nodes, timeout_s):
+    """Launches detached the stress-ng processes that hold `amount` (bytes, or NUMA node id
+    -> bytes: one process a node) as `name`; their Hold, not waited for."""
     workdir = WorkDir(vm)
     cmds = placement.stress_ng_commands(
-        node_bytes if node_bytes is not None else hold_bytes,
+        amount,
         workers=workers,
         yaml_path=posixpath.join(workdir, f"{name}.yaml"),
         cpu_nodes=cpu_nodes,
@@ -111,22 +100,56 @@ def Start(
         )
         pids.append(int(stdout.split()[-1]))
         logging.info("mongobench: started stress-ng %s-%d pid %d on %s", name, k, pids[-1], vm.name)
-    hold = Hold(
-        vm.name,
-        name,
-        int(hold_bytes),
-        workers,
-        node_bytes,
-        tuple(pid_files),
-        tuple(pids),
-        tuple(outputs),
+    node_bytes = dict(amount) if isinstance(amount, dict) else None
+    total = sum(node_bytes.values()) if node_bytes else int(amount)
+    return Hold(
+        vm.name, name, total, workers, node_bytes, tuple(pid_files), tuple(pids), tuple(outputs)
     )
+
+
+def Together(vm_name, holds, name="hold"):
+    """One Hold of several (their processes, bytes and workers together): to wait for,
+    read or stop them at once."""
+    holds = [h for h in holds if h is not None]
+    return Hold(
+        vm_name,
+        name,
+        sum(h.hold_bytes for h in holds),
+        sum(h.workers for h in holds),
+        None,
+        tuple(f for h in holds for f in h.pid_files),
+        tuple(p for h in holds for p in h.pids),
+        tuple(o for h in holds for o in h.outputs),
+    )
+
+
+def StartParts(vm, parts, *, name, workers, cpu_nodes=None, timeout_s=None, wait_s=600):
+    """Starts one stress-ng process for each of `parts` (mongobench.stress.holdparts.Part:
+    its bytes, locked, on its NUMA node when it has one: numactl --membind, and
+    --cpunodebind where the node is in `cpu_nodes`) at once, `workers` split over them (at
+    least one each), and waits until every one holds its memory. `timeout_s` is stress-ng's
+    own --timeout, a safety net should nobody stop it. Returns part key -> Hold. Raises when
+    a process exits or the memory is not held within `wait_s` (every process it started
+    stopped first)."""
+    holds = {}
+    if not parts:
+        return holds
     try:
-        WaitHeld(vm, hold, wait_s)
+        for part, w in zip(parts, split_evenly(workers, len(parts)), strict=True):
+            amount = {part.node: part.nbytes} if part.node is not None else part.nbytes
+            holds[part.key] = _Launch(
+                vm,
+                f"{name}-{part.key}",
+                amount,
+                workers=max(1, w),
+                cpu_nodes=cpu_nodes,
+                timeout_s=timeout_s,
+            )
+        WaitHeld(vm, Together(vm.name, holds.values(), name), wait_s)
     except Exception:
-        Stop(vm, hold)
+        Stop(vm, Together(vm.name, holds.values(), name))
         raise
-    return hold
+    return holds
 
 
 def Held(vm, hold):

@@ -19,6 +19,9 @@ import time
 import pytest
 from pkb_helpers import dpkg_selections, run_pkb
 
+from mongobench.core.units import GiB
+from mongobench.stress import holdparts, sizing
+from mongobench.stress.placement import HoldPlan
 from testbed import bed as testbed
 
 pytestmark = pytest.mark.e2e
@@ -172,6 +175,69 @@ def test_stress_on_the_test_bed(pkb_python, tmp_path, pkb_temp):
         f"{meta['p99_read_latency_ms']} ms); Maximum Throughput for Latency SLA "
         f"{sla['value']:.1f} ops/s ({sla_meta.get('reason', 'met')}); steps {tried}"
     )
+
+
+def test_stress_keeps_its_memory_hold_as_parts_on_the_test_bed(pkb_python, tmp_path, pkb_temp):
+    """The computed hold (what the instances must not have) kept from step to step as parts:
+    a server sized as 3 instances of the test bed's config and 50 MiB more, so a step of n
+    instances holds one instance's memory for each slot it does not run, plus 50 MiB. The
+    first step starts its parts after the load and copies; a later step starts or stops
+    only the parts that differ, and every stress-ng process is gone at the end."""
+    if os.geteuid() != 0 and not shutil.which("sudo"):
+        pytest.skip("stress-ng --vm-locked needs root or sudo")
+    if not shutil.which("stress-ng"):
+        pytest.skip("stress-ng is not installed (apt-get install stress-ng)")
+    per = sizing.memory_per_instance_bytes(1000, 0.25)  # the test bed config's records, cache
+    base = 50 * 1024 * 1024
+    memory_gb = (sizing.OS_RESERVE_BYTES + 3 * per + base) / GiB
+    state = testbed.up(str(tmp_path / "tb"))
+    scratch = str(tmp_path / "tb" / "scratch")
+    try:
+        p = run_pkb(
+            pkb_python,
+            "mongodb_stress",
+            state["configs"]["mongodb_stress"],
+            pkb_temp,
+            "--mongodb_stress_hold_memory",
+            f"--mongodb_stress_server_memory_gb={memory_gb!r}",
+            "--mongodb_stress_step_seconds=10",
+            "--mongodb_stress_status_interval_s=2",
+            "--mongodb_stress_first_step=2",
+            timeout=1200,
+        )
+    finally:
+        testbed.down(str(tmp_path / "tb"))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    [run_dir] = glob.glob(str(pkb_temp / "runs" / "*"))
+    samples = [json.loads(line) for line in open(f"{run_dir}/perfkitbenchmarker_results.json")]
+    steps = sorted(
+        (labels(s) for s in samples if s["metric"] == "overall Throughput"),
+        key=lambda m: int(m["step"]),
+    )
+    assert len(steps) >= 2
+    held: dict = {}
+    for meta in steps:
+        n = int(meta["instances"])
+        want, kept = holdparts.parts(lambda m: HoldPlan(max(0, 3 * per + base - m * per)), n, 3)
+        stop, start = holdparts.changes(held, want)
+        if meta["loaded_instances"] != "none":
+            stop, start = sorted(held), list(want.values())  # YCSB loads run without it
+        assert meta["hold_kept"] == "True"
+        assert int(meta["hold_parts_started"]) == len(start), (n, meta)
+        assert int(meta["hold_parts_stopped"]) == len(stop), (n, meta)
+        assert int(meta["hold_parts"]) == len(want)
+        assert float(meta["hold_gib"]) == pytest.approx(((3 - n) * per + base) / GiB, abs=0.002)
+        held = want
+    # a part is started once and kept: each start is one stress-ng line in pkb.log
+    log = open(f"{run_dir}/pkb.log").read()
+    started = [pid for kind, _, pid in STARTED.findall(log) if kind == "stress-ng"]
+    assert len(started) == sum(int(m["hold_parts_started"]) for m in steps)
+    # after the first step, a step starts only the parts it lacks (with plain copies too)
+    walk = [(m["instances"], m["hold_parts_started"], m["hold_parts_stopped"]) for m in steps]
+    assert all(int(m["hold_parts_started"]) < int(m["hold_parts"]) for m in steps[1:]), walk
+    assert [pid for pid in started if alive_with(int(pid), scratch)] == []
+    ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    assert [line for line in ps.splitlines() if scratch in line] == []
 
 
 def test_stress_with_tls_on_the_test_bed(pkb_python, tmp_path, pkb_temp):
