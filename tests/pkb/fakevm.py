@@ -1,7 +1,10 @@
 """What the PKB-facing unit tests share: why they skip without PKB, and FakeVm, a Linux VM
 that records what the plugin asks of it (PKB package installs, apt updates, commands, files)
 and answers the few commands whose output the plugin reads. vm.Install goes through PKB's
-package registry (linux_packages.PACKAGES) as PKB's own VMs do."""
+package registry (linux_packages.PACKAGES) as PKB's own VMs do. LocalVm runs its commands
+for real, here."""
+
+import subprocess
 
 NEEDS_PKB = (
     "PKB is not importable here: these tests run under PKB's Python"
@@ -67,3 +70,27 @@ class FakeVm:
 
     def commands(self):
         return [c[1] for c in self.calls if c[0] == "RemoteCommand"]
+
+
+class LocalVm:
+    """A VM whose commands really run, here (bash), with `scratch` as its scratch
+    directory: for the plugin's process handling against real processes."""
+
+    name = "local"
+    scratch_disks = ()
+
+    def __init__(self, scratch=None):
+        self.scratch = scratch
+
+    def GetScratchDir(self):
+        return self.scratch
+
+    def RemoteCommandWithReturnCode(self, command, **kwargs):
+        done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=60)
+        return done.stdout, done.stderr, done.returncode
+
+    def RemoteCommand(self, command, ignore_failure=False, **kwargs):
+        out, err, rc = self.RemoteCommandWithReturnCode(command)
+        if rc and not ignore_failure:
+            raise RuntimeError(f"{command}: exit status {rc}: {err}")
+        return out, err

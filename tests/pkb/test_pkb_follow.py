@@ -3,28 +3,12 @@
 pkb.log's lines as it comes, its exit status is read from its status file, and a process
 that outlives its timeout is stopped (issue 24, item 3: Follow takes one Followed)."""
 
-import subprocess
-
 import pytest
-from fakevm import NEEDS_PKB
+from fakevm import NEEDS_PKB, LocalVm
 
 pytest.importorskip("perfkitbenchmarker.pkb", reason=NEEDS_PKB)
 
 from mongobench_pkb import vm as mongobench_vm
-
-
-class LocalVm:
-    name = "local"
-
-    def RemoteCommandWithReturnCode(self, command, **kwargs):
-        done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=60)
-        return done.stdout, done.stderr, done.returncode
-
-    def RemoteCommand(self, command, ignore_failure=False, **kwargs):
-        out, err, rc = self.RemoteCommandWithReturnCode(command)
-        if rc and not ignore_failure:
-            raise RuntimeError(f"{command}: exit status {rc}: {err}")
-        return out, err
 
 
 def test_a_detached_command_is_followed_to_its_exit_status(tmp_path, caplog):

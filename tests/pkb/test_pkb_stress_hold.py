@@ -9,7 +9,7 @@ import subprocess
 import types
 
 import pytest
-from fakevm import NEEDS_PKB
+from fakevm import NEEDS_PKB, LocalVm
 
 pytest.importorskip("perfkitbenchmarker.pkb", reason=NEEDS_PKB)
 if not shutil.which("stress-ng"):
@@ -25,27 +25,6 @@ from mongobench_pkb import stress_ng as mongobench_stress_ng
 
 MIB = 1024 * 1024
 PER, BASE = 4 * MIB, 3 * MIB  # an instance's share, what no instance may have
-
-
-class LocalVm:
-    name = "local"
-    scratch_disks = ()
-
-    def __init__(self, scratch):
-        self.scratch = scratch
-
-    def GetScratchDir(self):
-        return self.scratch
-
-    def RemoteCommandWithReturnCode(self, command, **kwargs):
-        done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=60)
-        return done.stdout, done.stderr, done.returncode
-
-    def RemoteCommand(self, command, ignore_failure=False, **kwargs):
-        out, err, rc = self.RemoteCommandWithReturnCode(command)
-        if rc and not ignore_failure:
-            raise RuntimeError(f"{command}: exit status {rc}: {err}")
-        return out, err
 
 
 @pytest.fixture
