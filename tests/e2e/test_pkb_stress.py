@@ -47,6 +47,27 @@ def alive_with(pid: int, marker: str) -> bool:
     return marker.encode() in cmdline
 
 
+def run_stress(pkb_python, tmp_path, pkb_temp, *flags):
+    """./pkb.py's mongodb_stress with `flags` on a test bed of its own, down again before
+    this returns: (the run's directory, its samples) once it succeeded."""
+    state = testbed.up(str(tmp_path / "tb"))
+    try:
+        p = run_pkb(
+            pkb_python,
+            "mongodb_stress",
+            state["configs"]["mongodb_stress"],
+            pkb_temp,
+            *flags,
+            timeout=1200,
+        )
+    finally:
+        testbed.down(str(tmp_path / "tb"))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    [run_dir] = glob.glob(str(pkb_temp / "runs" / "*"))
+    samples = [json.loads(line) for line in open(f"{run_dir}/perfkitbenchmarker_results.json")]
+    return run_dir, samples
+
+
 def test_stress_on_the_test_bed(pkb_python, tmp_path, pkb_temp):
     if os.geteuid() != 0 and not shutil.which("sudo"):
         pytest.skip("stress-ng --vm-locked needs root or sudo")
@@ -190,26 +211,17 @@ def test_stress_keeps_its_memory_hold_as_parts_on_the_test_bed(pkb_python, tmp_p
     per = sizing.memory_per_instance_bytes(1000, 0.25)  # the test bed config's records, cache
     base = 50 * 1024 * 1024
     memory_gb = (sizing.OS_RESERVE_BYTES + 3 * per + base) / GiB
-    state = testbed.up(str(tmp_path / "tb"))
     scratch = str(tmp_path / "tb" / "scratch")
-    try:
-        p = run_pkb(
-            pkb_python,
-            "mongodb_stress",
-            state["configs"]["mongodb_stress"],
-            pkb_temp,
-            "--mongodb_stress_hold_memory",
-            f"--mongodb_stress_server_memory_gb={memory_gb!r}",
-            "--mongodb_stress_step_seconds=10",
-            "--mongodb_stress_status_interval_s=2",
-            "--mongodb_stress_first_step=2",
-            timeout=1200,
-        )
-    finally:
-        testbed.down(str(tmp_path / "tb"))
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    [run_dir] = glob.glob(str(pkb_temp / "runs" / "*"))
-    samples = [json.loads(line) for line in open(f"{run_dir}/perfkitbenchmarker_results.json")]
+    run_dir, samples = run_stress(
+        pkb_python,
+        tmp_path,
+        pkb_temp,
+        "--mongodb_stress_hold_memory",
+        f"--mongodb_stress_server_memory_gb={memory_gb!r}",
+        "--mongodb_stress_step_seconds=10",
+        "--mongodb_stress_status_interval_s=2",
+        "--mongodb_stress_first_step=2",
+    )
     steps = sorted(
         (labels(s) for s in samples if s["metric"] == "overall Throughput"),
         key=lambda m: int(m["step"]),
@@ -245,26 +257,17 @@ def test_stress_with_tls_on_the_test_bed(pkb_python, tmp_path, pkb_temp):
     YCSB process connects with tls=true and the run's CA, and every sample says tls."""
     if not shutil.which("openssl"):
         pytest.skip("openssl is not installed")
-    state = testbed.up(str(tmp_path / "tb"))
-    try:
-        p = run_pkb(
-            pkb_python,
-            "mongodb_stress",
-            state["configs"]["mongodb_stress"],
-            pkb_temp,
-            "--mongodb_stress_tls",
-            "--mongodb_stress_max_instances=2",
-            # the config's 3 s steps are too short with TLS: in one trial on a 2-core
-            # test bed a YCSB process did 2 operations in its 3 s (JVM start, first TLS
-            # handshakes) and the step failed for want of UPDATE latencies
-            "--mongodb_stress_step_seconds=10",
-            timeout=1200,
-        )
-    finally:
-        testbed.down(str(tmp_path / "tb"))
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    [run_dir] = glob.glob(str(pkb_temp / "runs" / "*"))
-    samples = [json.loads(line) for line in open(f"{run_dir}/perfkitbenchmarker_results.json")]
+    run_dir, samples = run_stress(
+        pkb_python,
+        tmp_path,
+        pkb_temp,
+        "--mongodb_stress_tls",
+        "--mongodb_stress_max_instances=2",
+        # the config's 3 s steps are too short with TLS: in one trial on a 2-core
+        # test bed a YCSB process did 2 operations in its 3 s (JVM start, first TLS
+        # handshakes) and the step failed for want of UPDATE latencies
+        "--mongodb_stress_step_seconds=10",
+    )
     # the benchmark's own samples (PKB adds its run-time samples under the same test name)
     ours = [s for s in samples if s["test"] == "mongodb_stress" and "|search:" in s["labels"]]
     metrics = {s["metric"] for s in ours}
@@ -298,28 +301,19 @@ def test_stress_steady_stop_on_the_test_bed(pkb_python, tmp_path, pkb_temp):
     instance, a 300 s step at a rate the stand-in keeps easily, a wide tolerance (the test
     bed's host is shared): PKB sees the status lines settle, YCSB sees its stop file and
     ends with its summary, and the step's samples say so."""
-    state = testbed.up(str(tmp_path / "tb"))
     t0 = time.time()
-    try:
-        p = run_pkb(
-            pkb_python,
-            "mongodb_stress",
-            state["configs"]["mongodb_stress"],
-            pkb_temp,
-            "--mongodb_stress_min_instances=1",
-            "--mongodb_stress_max_instances=1",
-            "--mongodb_stress_step_seconds=300",
-            "--mongodb_stress_steady_min_seconds=20",
-            "--mongodb_stress_steady_tolerance=0.5",
-            "--mongodb_stress_target_ops_per_client=100",
-            timeout=1200,
-        )
-    finally:
-        testbed.down(str(tmp_path / "tb"))
-    runtime = time.time() - t0
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    [run_dir] = glob.glob(str(pkb_temp / "runs" / "*"))
-    samples = [json.loads(line) for line in open(f"{run_dir}/perfkitbenchmarker_results.json")]
+    run_dir, samples = run_stress(
+        pkb_python,
+        tmp_path,
+        pkb_temp,
+        "--mongodb_stress_min_instances=1",
+        "--mongodb_stress_max_instances=1",
+        "--mongodb_stress_step_seconds=300",
+        "--mongodb_stress_steady_min_seconds=20",
+        "--mongodb_stress_steady_tolerance=0.5",
+        "--mongodb_stress_target_ops_per_client=100",
+    )
+    runtime = time.time() - t0  # the test bed's start and stop too: the bound allows them
     [step] = [s for s in samples if s["metric"] == "overall Throughput"]
     [top] = [s for s in samples if s["metric"] == "Maximum Throughput"]
     meta = labels(step)
